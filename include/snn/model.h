@@ -1,0 +1,91 @@
+/* snn — models: a tree of modules with one flat parameter buffer, one flat gradient
+ * buffer, one buffer array (BatchNorm running statistics) and one activation arena. */
+#ifndef SNN_MODEL_H
+#define SNN_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct snn_model snn_model;
+
+/* Options of the model zoo. Zero fields take the documented defaults. */
+typedef struct snn_fcsnn_opts {
+    int in_features;   /* per-sample input size (784 for 28x28 images) */
+    int hidden;        /* default 512 */
+    int depth;         /* number of [Linear -> LIF] blocks, default 2 */
+    int classes;       /* default 10 */
+    float tau;         /* LIF tau, default 2.0 */
+} snn_fcsnn_opts;
+
+typedef struct snn_convsnn_opts {
+    int in_channels, height, width; /* default 1x28x28 */
+    int channels;                   /* default 128 */
+    int classes;                    /* default 10 */
+} snn_convsnn_opts;
+
+typedef struct snn_spikformer_opts {
+    int in_channels;  /* default 3 */
+    int image_size;   /* default 224 (multiple of 16) */
+    int classes;      /* default 1000 */
+    int embed_dim;    /* default 384 */
+    int heads;        /* default 12 */
+    int depth;        /* default 6 */
+    float mlp_ratio;  /* default 4 */
+} snn_spikformer_opts;
+
+snn_status snn_fcsnn_create(const snn_fcsnn_opts *o, uint64_t seed, snn_model **out);
+snn_status snn_convsnn_create(const snn_convsnn_opts *o, uint64_t seed, snn_model **out);
+snn_status snn_spikformer_create(const snn_spikformer_opts *o, uint64_t seed, snn_model **out);
+/* Rebuild from the JSON written by snn_model_config_json (checkpoint metadata). */
+snn_status snn_model_create_from_config(const char *json, uint64_t seed, snn_model **out);
+void snn_model_free(snn_model *m);
+
+/* JSON object {"model": "fcsnn", ...options} that rebuilds this model. */
+const char *snn_model_config_json(const snn_model *m);
+const char *snn_model_kind(const snn_model *m);
+
+/* Size the activation arena for T time steps and batch N (done before the first step;
+ * called again only when T or N change). */
+snn_status snn_model_plan(snn_model *m, int T, int N);
+/* x: [T, N, input...] FP32. On success *y points at the [T, N, classes] output, which
+ * stays valid until the next forward. */
+snn_status snn_model_forward(snn_model *m, const float *x, int training, const float **y);
+/* dy: dL/dy for the last forward's output. Accumulates into the gradient buffer. */
+snn_status snn_model_backward(snn_model *m, const float *dy);
+void snn_model_zero_grad(snn_model *m);
+/* Clear neuron membranes and dropout masks (done automatically at each forward). */
+void snn_model_reset(snn_model *m);
+
+size_t snn_model_input_numel(const snn_model *m);   /* per sample */
+size_t snn_model_output_numel(const snn_model *m);  /* per sample and step: classes */
+int snn_model_time_steps(const snn_model *m);      /* T of the last plan (0 before) */
+size_t snn_model_num_params(const snn_model *m);   /* trainable scalars */
+float *snn_model_params(snn_model *m);
+float *snn_model_grads(snn_model *m);
+size_t snn_model_num_buffers(const snn_model *m);
+float *snn_model_buffers(snn_model *m);
+size_t snn_model_arena_bytes(const snn_model *m);
+
+/* Named tensors (parameters then buffers) in a stable order, for checkpoints. */
+typedef struct snn_tensor_info {
+    const char *name;     /* "layers.0.weight" */
+    int rank;
+    int shape[4];
+    size_t numel;
+    float *data;
+    float *grad;          /* NULL for buffers */
+    int is_buffer;
+    int decay;            /* weight decay applies */
+} snn_tensor_info;
+size_t snn_model_num_tensors(const snn_model *m);
+snn_status snn_model_tensor(const snn_model *m, size_t i, snn_tensor_info *info);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,83 @@
+/* snn — spiking neurons (IF, LIF, ParametricLIF) and surrogate gradients.
+ *
+ * Equations (SpikingJelly): with V_r = v_reset (hard reset) or 0 (soft reset),
+ *   IF:   h = v + x
+ *   LIF:  h = v + (x - (v - V_r)) / tau        (decay_input)
+ *         h = v - (v - V_r) / tau + x          (no decay_input)
+ *   PLIF: as LIF with 1/tau = k = sigmoid(w), w learnable, w0 = -ln(tau0 - 1)
+ *   s = H(h - v_threshold); hard: v' = s v_reset + (1 - s) h; soft: v' = h - s v_threshold.
+ * The multi-step kernels run the whole recurrence over T in one pass and save the
+ * pre-reset membrane h for BPTT. */
+#ifndef SNN_NEURON_H
+#define SNN_NEURON_H
+
+#include <stddef.h>
+#include "error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum snn_neuron_kind { SNN_NEURON_IF = 0, SNN_NEURON_LIF = 1, SNN_NEURON_PLIF = 2 } snn_neuron_kind;
+
+/* Surrogate ids follow SpikingJelly's Triton numbering. */
+typedef enum snn_surrogate_kind {
+    SNN_SG_SIGMOID = 0,             /* alpha 4 */
+    SNN_SG_ATAN = 1,                /* alpha 2 */
+    SNN_SG_PIECEWISE_QUADRATIC = 2, /* alpha 1 */
+    SNN_SG_PIECEWISE_EXP = 3,       /* alpha 1 */
+    SNN_SG_SOFTSIGN = 4,            /* alpha 2 */
+    SNN_SG_SUPERSPIKE = 5,          /* alpha 1 */
+    SNN_SG_ERF = 6,                 /* alpha 2 */
+    SNN_SG_COUNT
+} snn_surrogate_kind;
+
+typedef struct snn_neuron_opts {
+    snn_neuron_kind kind;
+    float tau;            /* LIF tau / PLIF initial tau, > 1 (default 2) */
+    int decay_input;      /* default 1 */
+    float v_threshold;    /* default 1 */
+    int soft_reset;       /* 0: hard reset to v_reset (default); 1: v_reset = None */
+    float v_reset;        /* default 0 */
+    int detach_reset;     /* default 0 */
+    snn_surrogate_kind surrogate; /* default Sigmoid */
+    float alpha;          /* surrogate alpha; 0 takes the surrogate's default */
+} snn_neuron_opts;
+
+/* The reference defaults for a neuron kind (tau 2, threshold 1, hard reset to 0, Sigmoid(4)). */
+snn_neuron_opts snn_neuron_defaults(snn_neuron_kind kind);
+/* Check tau > 1, finite values, known surrogate (SoftSign needs alpha > 0). */
+snn_status snn_neuron_opts_validate(const snn_neuron_opts *o);
+const char *snn_surrogate_name(snn_surrogate_kind k);
+snn_status snn_surrogate_from_name(const char *name, snn_surrogate_kind *out);
+float snn_surrogate_default_alpha(snn_surrogate_kind k);
+/* Surrogate derivative g'(x) and primitive g(x) (x = h - v_threshold). SuperSpike has no
+ * primitive; its primitive returns NAN. */
+float snn_surrogate_grad(snn_surrogate_kind k, float alpha, float x);
+float snn_surrogate_primitive(snn_surrogate_kind k, float alpha, float x);
+
+/* Decay factor k used by the dynamics: 1/tau (LIF), sigmoid(w) (PLIF), unused for IF. */
+
+/* Multi-step forward over T steps of n neurons. x, s, h_seq, v_seq are [T][n].
+ * v0: initial membrane [n] or NULL (starts at v_reset, or 0 for soft reset).
+ * h_seq (pre-reset membrane, needed by backward) and v_seq (post-reset membrane) may be
+ * NULL. v_last [n] (may be NULL) receives the membrane after the last step. */
+void snn_neuron_forward(const snn_neuron_opts *o, float k, int T, size_t n, const float *x,
+                        const float *v0, float *s, float *h_seq, float *v_seq, float *v_last);
+
+/* BPTT backward. gs: dL/ds [T][n]. gv_seq: dL/dv_t [T][n] or NULL (only gv_last then);
+ * gv_last: dL/dv after the last step [n] or NULL. h_seq from the forward.
+ * v0 is the forward's initial membrane (NULL as in forward). gx [T][n] written;
+ * gv0 [n] may be NULL; gk (PLIF: dL/dk summed over everything, in double) may be NULL. */
+void snn_neuron_backward(const snn_neuron_opts *o, float k, int T, size_t n, const float *h_seq,
+                         const float *v0, const float *gs, const float *gv_seq,
+                         const float *gv_last, float *gx, float *gv0, double *gk);
+
+/* Single-step forward: v [n] in/out; s [n]; h [n] may be NULL. */
+void snn_neuron_step(const snn_neuron_opts *o, float k, size_t n, const float *x, float *v,
+                     float *s, float *h);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

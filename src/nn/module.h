@@ -1,0 +1,122 @@
+/* The module contract: every layer, neuron and container implements these callbacks.
+ *
+ * Layout: activations are FP32 arrays of B = T*N rows in [T][N][per-sample shape] order.
+ * Stateless layers treat the B rows independently (SpikingJelly's seq-to-ANN wrapping);
+ * neurons see T and N separately and run their fused recurrence over T.
+ *
+ * Life cycle (driven by snn_model):
+ *   setup(in)      once: validate the per-sample input shape, set m->out, declare
+ *                  parameters/buffers with snn_module_add_param().
+ *   (the model allocates one flat parameter, gradient and buffer array and points
+ *    each snn_param's data/grad into it)
+ *   init(rng)      draw initial parameters.
+ *   reserve(a,T,N) take activation/saved-state memory from the arena (called twice:
+ *                  measuring, then for real; do not touch the pointers while measuring).
+ *   forward/backward per step, no allocation.
+ *   reset()        clear recurrent state (neurons, dropout masks) between samples.
+ *
+ * Backward contract: dy is dL/dy; write dL/dx into dx (overwrite; dx may be NULL when no
+ * one needs it) and ADD parameter gradients into param->grad. x and y are the same
+ * buffers the forward saw and are still intact. */
+#ifndef SNN_NN_MODULE_H
+#define SNN_NN_MODULE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/arena.h"
+#include "core/error_internal.h"
+#include "snn/rng.h"
+
+#define SNN_MAX_RANK 4
+#define SNN_MAX_PARAMS 6
+#define SNN_NAME_MAX 96
+
+typedef struct snn_shape {
+    int rank;
+    int d[SNN_MAX_RANK];
+} snn_shape;
+
+static inline snn_shape snn_shape1(int a) { snn_shape s = {1, {a, 1, 1, 1}}; return s; }
+static inline snn_shape snn_shape2(int a, int b) { snn_shape s = {2, {a, b, 1, 1}}; return s; }
+static inline snn_shape snn_shape3(int a, int b, int c) { snn_shape s = {3, {a, b, c, 1}}; return s; }
+static inline size_t snn_shape_numel(snn_shape s) {
+    size_t n = 1;
+    for (int i = 0; i < s.rank; i++) n *= (size_t)s.d[i];
+    return n;
+}
+/* "[3, 32, 32]" into buf. */
+const char *snn_shape_str(snn_shape s, char *buf, size_t cap);
+
+typedef enum { SNN_PARAM_WEIGHT = 0, SNN_PARAM_BUFFER = 1 } snn_param_kind;
+
+typedef struct snn_param {
+    char name[32];         /* local name: "weight", "bias", "running_mean", "w" */
+    snn_shape shape;
+    size_t numel;
+    size_t offset;         /* into the model's flat parameter (or buffer) array */
+    snn_param_kind kind;   /* trainable weight, or a buffer such as BN running stats */
+    int decay;             /* weight decay applies (matrices and kernels, not biases/norms) */
+    float *data;           /* set by the model after allocation */
+    float *grad;           /* NULL for buffers */
+} snn_param;
+
+struct snn_precision_rt; /* precision state (src/precision), NULL in plain FP32 */
+struct snn_backend;
+
+/* What a forward/backward call needs to know about the step. */
+typedef struct snn_run {
+    int T, N;                         /* time steps and batch; rows B = T*N */
+    int training;                     /* 1: train mode (BN batch stats, dropout on) */
+    uint64_t seed;                    /* model seed (dropout masks etc.) */
+    uint64_t step;                    /* sample-batch counter for per-batch randomness */
+    const struct snn_backend *be;
+    struct snn_precision_rt *prec;
+} snn_run;
+
+typedef struct snn_module snn_module;
+
+typedef struct snn_module_ops {
+    const char *kind;   /* "Linear", "LIF", "Sequential", ... */
+    snn_status (*setup)(snn_module *m, snn_shape in);
+    void (*init)(snn_module *m, snn_rng *rng);
+    void (*reserve)(snn_module *m, snn_arena *a, int T, int N);
+    snn_status (*forward)(snn_module *m, const snn_run *r, const float *x, float *y);
+    snn_status (*backward)(snn_module *m, const snn_run *r, const float *x, const float *y,
+                           const float *dy, float *dx);
+    void (*reset)(snn_module *m);   /* optional */
+    void (*destroy)(snn_module *m); /* optional: free m->impl contents (not m->impl itself) */
+} snn_module_ops;
+
+struct snn_module {
+    const snn_module_ops *ops;
+    char name[SNN_NAME_MAX];     /* dotted path from the model root: "layers.3" */
+    snn_shape in, out;           /* per-sample shapes */
+    snn_param params[SNN_MAX_PARAMS];
+    int n_params;
+    snn_module **children;       /* containers only */
+    int n_children;
+    void *impl;                  /* module-specific state, malloc'd, freed by snn_module_free */
+    int precision_flags;         /* set by prepare (src/precision) */
+};
+
+/* Allocate a module with zeroed impl of impl_size bytes. NULL on allocation failure. */
+snn_module *snn_module_new(const snn_module_ops *ops, size_t impl_size);
+void snn_module_free(snn_module *m);  /* frees children recursively */
+/* Declare a parameter during setup. Returns its index or -1 (too many). */
+int snn_module_add_param(snn_module *m, const char *name, snn_shape shape, snn_param_kind kind,
+                         int decay);
+/* Append a child (containers). Takes ownership. */
+snn_status snn_module_add_child(snn_module *parent, snn_module *child);
+/* Give every module its dotted name: children of `m` are named prefix.i unless they have
+ * a local name already (then prefix.localname). */
+void snn_module_name_tree(snn_module *m, const char *prefix);
+
+/* Walk the tree in pre-order (parents before children). */
+typedef void (*snn_module_visit_fn)(snn_module *m, void *ctx);
+void snn_module_walk(snn_module *m, snn_module_visit_fn fn, void *ctx);
+
+/* Helpers used by many modules. */
+static inline size_t snn_rows(const snn_run *r) { return (size_t)r->T * (size_t)r->N; }
+
+#endif
