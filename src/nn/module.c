@@ -66,10 +66,13 @@ void snn_module_name_tree(snn_module *m, const char *prefix) {
     for (int i = 0; i < m->n_children; i++) {
         snn_module *c = m->children[i];
         char local[SNN_NAME_MAX], full[SNN_NAME_MAX * 2];
-        /* A child may carry a local name (set before naming, no dots); default is its index. */
+        /* A child may carry a local name (set before naming, no dots); default is its index.
+         * The local name "@" makes the child transparent: it shares its parent's name, so a
+         * wrapper (Residual around a Sequential) adds no level to the dotted names. */
         if (c->name[0] && !strchr(c->name, '.')) snprintf(local, sizeof local, "%s", c->name);
         else snprintf(local, sizeof local, "%d", i);
-        if (prefix[0]) snprintf(full, sizeof full, "%s.%s", prefix, local);
+        if (!strcmp(local, "@")) snprintf(full, sizeof full, "%s", prefix);
+        else if (prefix[0]) snprintf(full, sizeof full, "%s.%s", prefix, local);
         else snprintf(full, sizeof full, "%s", local);
         snprintf(c->name, sizeof c->name, "%s", full);
         snn_module_name_tree(c, c->name);
