@@ -1,3 +1,38 @@
+/* snn — command-line tool. One file per subcommand (cmd_*.c). */
 #include <stdio.h>
+#include <string.h>
+
+#include "args.h"
+#include "cmds.h"
 #include "snn/snn.h"
-int main(void) { printf("snn %s\n", snn_version()); return 0; }
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: snn <command> [options]\n\n"
+            "commands:\n"
+            "  train     train a model and write a checkpoint and metrics\n"
+            "  eval      accuracy of a checkpoint on a dataset\n"
+            "  predict   class predictions of a checkpoint for an IDX image file\n"
+            "\n"
+            "snn <command> --help shows the options of a command; snn --version the version.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *c = argv[1];
+    if (!strcmp(c, "--version") || !strcmp(c, "version")) {
+        printf("snn %s\n", snn_version());
+        return 0;
+    }
+    if (!strcmp(c, "--help") || !strcmp(c, "-h") || !strcmp(c, "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(c, "train")) return cmd_train(argc, argv);
+    if (!strcmp(c, "eval")) return cmd_eval(argc, argv);
+    if (!strcmp(c, "predict")) return cmd_predict(argc, argv);
+    die_usage("unknown command '%s' (try snn --help)", c);
+}

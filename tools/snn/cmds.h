@@ -1,0 +1,10 @@
+#ifndef SNN_TOOL_CMDS_H
+#define SNN_TOOL_CMDS_H
+
+int cmd_train(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_predict(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+
+#endif

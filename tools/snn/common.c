@@ -1,0 +1,155 @@
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <math.h>
+
+#include "common.h"
+#include "snn/loss.h"
+
+double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void model_flags_defaults(model_flags *f) {
+    memset(f, 0, sizeof *f);
+    f->model = "fcsnn";
+    f->T = 4;
+}
+
+int model_flags_options(model_flags *f, opt *t) {
+    int n = 0;
+    t[n++] = (opt){"--model", OPT_STRING, &f->model, "fcsnn | convsnn | spikformer (default fcsnn)", NULL, 0};
+    t[n++] = (opt){"--T", OPT_INT, &f->T, "time steps (default 4)", "--time-steps", 0};
+    t[n++] = (opt){"--hidden", OPT_INT, &f->hidden, "fcsnn: hidden width (default 512)", NULL, 0};
+    t[n++] = (opt){"--depth", OPT_INT, &f->depth, "fcsnn: [Linear->LIF] blocks (2); spikformer: blocks (6)", NULL, 0};
+    t[n++] = (opt){"--tau", OPT_FLOAT, &f->tau, "fcsnn: LIF time constant (default 2)", NULL, 0};
+    t[n++] = (opt){"--channels", OPT_INT, &f->channels, "convsnn: conv channels (default 128)", NULL, 0};
+    t[n++] = (opt){"--image-size", OPT_INT, &f->image_size, "spikformer: image side, multiple of 16 (default 224)", NULL, 0};
+    t[n++] = (opt){"--num-classes", OPT_INT, &f->num_classes, "classes of synthetic data (10; spikformer 1000)", "--classes", 0};
+    t[n++] = (opt){"--embed-dim", OPT_INT, &f->embed_dim, "spikformer: embedding width (default 384)", NULL, 0};
+    t[n++] = (opt){"--heads", OPT_INT, &f->heads, "spikformer: attention heads (default 12)", NULL, 0};
+    return n;
+}
+
+static void check_positive(const char *name, int v) {
+    if (v < 0) die_usage("%s must be positive, got %d", name, v);
+}
+
+snn_status model_build(const model_flags *f, int c, int h, int w, int classes, uint64_t seed,
+                       snn_model **out) {
+    check_positive("--hidden", f->hidden);
+    check_positive("--depth", f->depth);
+    check_positive("--channels", f->channels);
+    check_positive("--image-size", f->image_size);
+    check_positive("--embed-dim", f->embed_dim);
+    check_positive("--heads", f->heads);
+    if (f->T <= 0 || f->T > 100000) die_usage("--T must be between 1 and 100000, got %d", f->T);
+    if (!strcmp(f->model, "fcsnn")) {
+        snn_fcsnn_opts o = {.in_features = c * h * w, .hidden = f->hidden, .depth = f->depth,
+                            .classes = classes, .tau = f->tau};
+        return snn_fcsnn_create(&o, seed, out);
+    }
+    if (!strcmp(f->model, "convsnn")) {
+        snn_convsnn_opts o = {.in_channels = c, .height = h, .width = w, .channels = f->channels,
+                              .classes = classes};
+        return snn_convsnn_create(&o, seed, out);
+    }
+    if (!strcmp(f->model, "spikformer")) {
+        if (h != w) die_usage("spikformer needs square images, the data has %dx%d", h, w);
+        snn_spikformer_opts o = {.in_channels = c, .image_size = h, .classes = classes,
+                                 .embed_dim = f->embed_dim, .heads = f->heads, .depth = f->depth};
+        return snn_spikformer_create(&o, seed, out);
+    }
+    die_usage("unknown model '%s' (choose fcsnn, convsnn or spikformer)", f->model);
+}
+
+snn_status data_load(const data_flags *d, const model_flags *f, uint64_t seed, snn_dataset **train,
+                     snn_dataset **test) {
+    if (train) *train = NULL;
+    if (test) *test = NULL;
+    const char *name = d->dataset;
+    if (!name) die_usage("--dataset is required (fashion-mnist, digits or synthetic)");
+    if (!strcmp(name, "fashion-mnist") || !strcmp(name, "fashion_mnist")) {
+        if (train) SNN_TRY_TOOL(snn_dataset_load_fashion_mnist(d->data_dir, 1, train));
+        if (test) SNN_TRY_TOOL(snn_dataset_load_fashion_mnist(d->data_dir, 0, test));
+        return SNN_OK;
+    }
+    if (!strcmp(name, "digits")) {
+        char path[4096];
+        const char *p = NULL;
+        if (d->data_dir) {
+            snprintf(path, sizeof path, "%s/digits.csv.gz", d->data_dir);
+            p = path;
+        }
+        snn_dataset *all = NULL, *tr = NULL, *te = NULL;
+        SNN_TRY_TOOL(snn_dataset_load_digits_csv(p, &all));
+        snn_status st = snn_dataset_split(all, 0.2, 1234, &tr, &te);
+        snn_dataset_free(all);
+        if (st != SNN_OK) return st;
+        if (train) *train = tr; else snn_dataset_free(tr);
+        if (test) *test = te; else snn_dataset_free(te);
+        return SNN_OK;
+    }
+    if (!strcmp(name, "synthetic")) {
+        int spk = !strcmp(f->model, "spikformer");
+        int c = spk ? 3 : 1, s = spk ? (f->image_size ? f->image_size : 224) : 28;
+        int classes = f->num_classes ? f->num_classes : (spk ? 1000 : 10);
+        if (train) SNN_TRY_TOOL(snn_dataset_synthetic(d->synthetic_train, c, s, s, classes, seed, train));
+        if (test) SNN_TRY_TOOL(snn_dataset_synthetic(d->synthetic_test, c, s, s, classes, seed + 1, test));
+        return SNN_OK;
+    }
+    die_usage("unknown dataset '%s' (choose fashion-mnist, digits or synthetic)", name);
+}
+
+snn_status evaluate(snn_model *m, const snn_dataset *ds, int T, int N, snn_encoding enc,
+                    uint64_t seed, double *accuracy, double *loss) {
+    int n = snn_dataset_size(ds);
+    size_t F = snn_dataset_features(ds);
+    int C = (int)snn_model_output_numel(m);
+    if (n <= 0) return SNN_E_INVALID;
+    if (N > n) N = n;
+    SNN_TRY_TOOL(snn_model_plan(m, T, N));
+    float *xb = malloc(sizeof(float) * F * (size_t)N);
+    float *xt = malloc(sizeof(float) * F * (size_t)N * (size_t)T);
+    int32_t *yb = malloc(sizeof(int32_t) * (size_t)N);
+    uint32_t *idx = malloc(sizeof(uint32_t) * (size_t)N);
+    snn_status st = (xb && xt && yb && idx) ? SNN_OK : SNN_E_NOMEM;
+    long correct = 0;
+    double loss_sum = 0;
+    for (int start = 0; start < n && st == SNN_OK; start += N) {
+        int valid = n - start < N ? n - start : N;
+        for (int i = 0; i < N; i++) idx[i] = (uint32_t)(start + (i < valid ? i : 0));
+        st = snn_dataset_batch(ds, idx, N, xb, yb);
+        if (st == SNN_OK) st = snn_encode(enc, xb, N, F, T, seed, 0xE7A1000000000000ull + (uint64_t)start, xt);
+        const float *y = NULL;
+        if (st == SNN_OK) st = snn_model_forward(m, xt, 0, &y);
+        if (st != SNN_OK) break;
+        /* Count only the `valid` real samples: loss and accuracy per sample. */
+        for (int i = 0; i < valid; i++) {
+            /* mean over T of sample i */
+            int best = 0;
+            double bestv = -1e300, mx = -1e300, z = 0;
+            double mean[4096];
+            double *mv = C <= 4096 ? mean : NULL;
+            if (!mv) { st = SNN_E_INVALID; break; }
+            for (int c = 0; c < C; c++) {
+                double s = 0;
+                for (int t = 0; t < T; t++) s += y[((size_t)t * N + i) * C + c];
+                mv[c] = s / T;
+                if (mv[c] > bestv) { bestv = mv[c]; best = c; }
+                if (mv[c] > mx) mx = mv[c];
+            }
+            for (int c = 0; c < C; c++) z += exp(mv[c] - mx);
+            loss_sum += -(mv[yb[i]] - mx - log(z));
+            correct += best == yb[i];
+        }
+    }
+    free(xb); free(xt); free(yb); free(idx);
+    if (st != SNN_OK) return st;
+    *accuracy = (double)correct / n;
+    if (loss) *loss = loss_sum / n;
+    return SNN_OK;
+}

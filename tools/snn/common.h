@@ -1,0 +1,43 @@
+/* Shared by the subcommands: model flags, dataset loading, evaluation. */
+#ifndef SNN_TOOL_COMMON_H
+#define SNN_TOOL_COMMON_H
+
+#include <stdint.h>
+
+#include "args.h"
+#include "snn/data.h"
+#include "snn/snn.h"
+
+typedef struct model_flags {
+    const char *model;      /* fcsnn | convsnn | spikformer */
+    int hidden, depth, T;
+    float tau;
+    int image_size, num_classes, embed_dim, heads, channels;
+} model_flags;
+
+/* Adds the model options to an option table; returns the number added (at most 10). */
+int model_flags_options(model_flags *f, opt *table);
+void model_flags_defaults(model_flags *f);
+
+/* Build the model the flags describe, for samples of shape c x h x w and `classes` classes. */
+snn_status model_build(const model_flags *f, int c, int h, int w, int classes, uint64_t seed,
+                       snn_model **out);
+
+typedef struct data_flags {
+    const char *dataset;    /* fashion-mnist | digits | synthetic */
+    const char *data_dir;
+    int synthetic_train, synthetic_test;
+} data_flags;
+
+/* Load the train and/or test split. For synthetic data the shape comes from the model
+ * flags (1x28x28 for fcsnn/convsnn, 3xSxS for spikformer). Either output may be NULL. */
+snn_status data_load(const data_flags *d, const model_flags *f, uint64_t seed, snn_dataset **train,
+                     snn_dataset **test);
+
+/* Accuracy of m on ds with T steps and batch N (partial last batch padded). */
+snn_status evaluate(snn_model *m, const snn_dataset *ds, int T, int N, snn_encoding enc,
+                    uint64_t seed, double *accuracy, double *loss);
+
+double now_seconds(void);
+
+#endif
