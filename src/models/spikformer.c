@@ -75,9 +75,9 @@ static snn_status build(snn_module *root, const snn_spikformer_opts *s) {
     if (!rpe) return snn_error(SNN_E_NOMEM, "out of memory");
     snprintf(rpe->name, sizeof rpe->name, "@");
     SNN_TRY(snn_zoo_add(stem, snn_residual_new(rpe), "rpe"));
-    SNN_TRY(snn_zoo_add(rpe, snn_conv2d_new(D, D, 3, 1, 1, 0), "rpe_conv"));
-    SNN_TRY(snn_zoo_add(rpe, snn_batchnorm_new(D, 1e-5f, 0.1f), "rpe_bn"));
-    SNN_TRY(snn_zoo_add(rpe, snn_neuron_module_new(&lif), "rpe_lif"));
+    SNN_TRY(snn_zoo_add(rpe, snn_conv2d_new(D, D, 3, 1, 1, 0), "conv"));
+    SNN_TRY(snn_zoo_add(rpe, snn_batchnorm_new(D, 1e-5f, 0.1f), "bn"));
+    SNN_TRY(snn_zoo_add(rpe, snn_neuron_module_new(&lif), "lif"));
     int side = s->image_size / 16;
     SNN_TRY(snn_zoo_add(root, snn_reshape_new(snn_shape2(D, side * side)), "tokens"));
     snn_module *blocks = snn_sequential_new();
