@@ -1,0 +1,182 @@
+/* Conv2d and the convolution engine shared with Conv1d (see nn/layers_conv.h).
+ *
+ * Why chunked batched GEMM rather than OpenMP over samples with one small GEMM each:
+ * OpenBLAS (pthreads build) serialises concurrent threaded GEMM calls, and a per-sample
+ * GEMM (e.g. 128 x 196 x 1152) is too small to spread over 16 cores. Unfolding a chunk of
+ * samples side by side gives one GEMM large enough for the BLAS to thread well on 2 cores
+ * and on 16; the copies around it are cheap (O(K*P) per sample against O(O*K*P) flops). */
+#include <math.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "nn/layers_conv.h"
+
+/* Column scratch per module: enough samples for a large GEMM without a huge buffer. */
+#define SNN_CONV_COL_FLOATS ((size_t)1 << 21)
+
+static int g_max_chunk = 0;
+void snn_conv_set_max_chunk(int samples) { g_max_chunk = samples > 0 ? samples : 0; }
+
+void snn_conv_engine_reserve(snn_conv_engine *e, snn_arena *a, size_t B) {
+    size_t K = (size_t)e->g.C * e->g.kh * e->g.kw, P = (size_t)e->g.Ho * e->g.Wo;
+    size_t per = (K > (size_t)e->out_ch ? K : (size_t)e->out_ch) * P;
+    size_t chunk = SNN_CONV_COL_FLOATS / (per ? per : 1);
+    if (g_max_chunk && chunk > (size_t)g_max_chunk) chunk = (size_t)g_max_chunk;
+    if (chunk < 1) chunk = 1;
+    if (chunk > B) chunk = B;
+    e->chunk = (int)chunk;
+    e->col = snn_arena_floats(a, K * P * chunk);
+    e->buf = snn_arena_floats(a, (size_t)e->out_ch * P * chunk);
+}
+
+void snn_conv_engine_forward(snn_conv_engine *e, const snn_run *r, size_t B, const float *W,
+                             const float *bias, const float *x, float *y) {
+    const snn_conv_geom *g = &e->g;
+    const int O = e->out_ch;
+    const size_t K = (size_t)g->C * g->kh * g->kw, P = (size_t)g->Ho * g->Wo;
+    const size_t in_n = (size_t)g->C * g->H * g->W, out_n = (size_t)O * P;
+    for (size_t b0 = 0; b0 < B; b0 += (size_t)e->chunk) {
+        const int nb = (int)(B - b0 < (size_t)e->chunk ? B - b0 : (size_t)e->chunk);
+        const size_t ld = (size_t)nb * P;
+#pragma omp parallel for schedule(static) if((size_t)nb * K * P > SNN_PAR_MIN_WORK)
+        for (int s = 0; s < nb; s++) snn_im2col_f32(g, x + (b0 + (size_t)s) * in_n, e->col + (size_t)s * P, ld);
+        r->be->gemm_f32(0, 0, O, (int)ld, (int)K, 1.0f, W, (int)K, e->col, (int)ld, 0.0f, e->buf, (int)ld);
+#pragma omp parallel for schedule(static) if((size_t)nb * out_n > SNN_PAR_MIN_WORK)
+        for (int s = 0; s < nb; s++) {
+            float *ys = y + (b0 + (size_t)s) * out_n;
+            for (int o = 0; o < O; o++) {
+                const float *src = e->buf + (size_t)o * ld + (size_t)s * P;
+                float *dst = ys + (size_t)o * P, bo = bias ? bias[o] : 0.0f;
+                for (size_t p = 0; p < P; p++) dst[p] = src[p] + bo;
+            }
+        }
+    }
+}
+
+void snn_conv_engine_backward(snn_conv_engine *e, const snn_run *r, size_t B, const float *W,
+                              float *dW, float *db, const float *x, const float *dy, float *dx) {
+    const snn_conv_geom *g = &e->g;
+    const int O = e->out_ch;
+    const size_t K = (size_t)g->C * g->kh * g->kw, P = (size_t)g->Ho * g->Wo;
+    const size_t in_n = (size_t)g->C * g->H * g->W, out_n = (size_t)O * P;
+    if (db) {
+        /* One thread per channel, samples in order: deterministic. */
+#pragma omp parallel for schedule(static) if(B * out_n > SNN_PAR_MIN_WORK)
+        for (int o = 0; o < O; o++) {
+            double acc = 0.0;
+            for (size_t b = 0; b < B; b++) {
+                const float *d = dy + b * out_n + (size_t)o * P;
+                for (size_t p = 0; p < P; p++) acc += d[p];
+            }
+            db[o] += (float)acc;
+        }
+    }
+    for (size_t b0 = 0; b0 < B; b0 += (size_t)e->chunk) {
+        const int nb = (int)(B - b0 < (size_t)e->chunk ? B - b0 : (size_t)e->chunk);
+        const size_t ld = (size_t)nb * P;
+#pragma omp parallel for schedule(static) if((size_t)nb * (K * P + out_n) > SNN_PAR_MIN_WORK)
+        for (int s = 0; s < nb; s++) {
+            const float *ds = dy + (b0 + (size_t)s) * out_n;
+            for (int o = 0; o < O; o++)
+                memcpy(e->buf + (size_t)o * ld + (size_t)s * P, ds + (size_t)o * P, sizeof(float) * P);
+            snn_im2col_f32(g, x + (b0 + (size_t)s) * in_n, e->col + (size_t)s * P, ld);
+        }
+        /* dW[O][K] += dy[O][ld] col[K][ld]^T */
+        r->be->gemm_f32(0, 1, O, (int)K, (int)ld, 1.0f, e->buf, (int)ld, e->col, (int)ld, 1.0f, dW, (int)K);
+        if (!dx) continue;
+        /* dcol[K][ld] = W^T dy, into the column buffer (no longer needed) */
+        r->be->gemm_f32(1, 0, (int)K, (int)ld, O, 1.0f, W, (int)K, e->buf, (int)ld, 0.0f, e->col, (int)ld);
+#pragma omp parallel for schedule(static) if((size_t)nb * K * P > SNN_PAR_MIN_WORK)
+        for (int s = 0; s < nb; s++) snn_col2im_f32(g, e->col + (size_t)s * P, ld, dx + (b0 + (size_t)s) * in_n);
+    }
+}
+
+/* ---- Conv2d module ---- */
+
+typedef struct {
+    int in_ch, out_ch, k, s, p, bias;
+    snn_conv_engine e;
+} conv2d_impl;
+
+static snn_status conv2d_setup(snn_module *m, snn_shape in) {
+    conv2d_impl *c = m->impl;
+    char b[64];
+    if (c->in_ch <= 0 || c->out_ch <= 0 || c->k <= 0 || c->s <= 0 || c->p < 0)
+        return snn_error(SNN_E_INVALID,
+                         "Conv2d needs positive channels, kernel and stride and padding >= 0 "
+                         "(got in=%d out=%d kernel=%d stride=%d padding=%d)",
+                         c->in_ch, c->out_ch, c->k, c->s, c->p);
+    if (in.rank != 3 || in.d[0] != c->in_ch)
+        return snn_error(SNN_E_SHAPE, "Conv2d expects per-sample inputs [%d, H, W], got %s", c->in_ch,
+                         snn_shape_str(in, b, sizeof b));
+    snn_conv_geom g = {in.d[0], in.d[1], in.d[2], c->k, c->k, c->s, c->s, c->p, c->p, 0, 0};
+    if (!snn_conv_geom_finish(&g))
+        return snn_error(SNN_E_SHAPE, "Conv2d kernel %d with padding %d does not fit the input %s",
+                         c->k, c->p, snn_shape_str(in, b, sizeof b));
+    c->e.g = g;
+    c->e.out_ch = c->out_ch;
+    m->out = snn_shape3(c->out_ch, g.Ho, g.Wo);
+    m->n_params = 0;
+    snn_shape ws = {4, {c->out_ch, c->in_ch, c->k, c->k}};
+    snn_module_add_param(m, "weight", ws, SNN_PARAM_WEIGHT, 1);
+    if (c->bias) snn_module_add_param(m, "bias", snn_shape1(c->out_ch), SNN_PARAM_WEIGHT, 0);
+    return SNN_OK;
+}
+
+static void conv2d_init(snn_module *m, snn_rng *rng) {
+    conv2d_impl *c = m->impl;
+    /* PyTorch's default: kaiming_uniform(a = sqrt(5)) reduces to U(+-1/sqrt(fan_in)). */
+    float bound = 1.0f / sqrtf((float)c->in_ch * (float)c->k * (float)c->k);
+    snn_init_uniform(m->params[0].data, m->params[0].numel, bound, rng);
+    if (c->bias) snn_init_uniform(m->params[1].data, m->params[1].numel, bound, rng);
+}
+
+static void conv2d_reserve(snn_module *m, snn_arena *a, int T, int N) {
+    conv2d_impl *c = m->impl;
+    snn_conv_engine_reserve(&c->e, a, (size_t)T * (size_t)N);
+}
+
+static snn_status conv2d_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
+    conv2d_impl *c = m->impl;
+    snn_conv_engine_forward(&c->e, r, snn_rows(r), m->params[0].data,
+                            c->bias ? m->params[1].data : NULL, x, y);
+    return SNN_OK;
+}
+
+static snn_status conv2d_backward(snn_module *m, const snn_run *r, const float *x, const float *y,
+                                  const float *dy, float *dx) {
+    (void)y;
+    conv2d_impl *c = m->impl;
+    snn_conv_engine_backward(&c->e, r, snn_rows(r), m->params[0].data, m->params[0].grad,
+                             c->bias ? m->params[1].grad : NULL, x, dy, dx);
+    return SNN_OK;
+}
+
+static const snn_module_ops conv2d_ops = {
+    .kind = "Conv2d",
+    .setup = conv2d_setup,
+    .init = conv2d_init,
+    .reserve = conv2d_reserve,
+    .forward = conv2d_forward,
+    .backward = conv2d_backward,
+};
+
+snn_module *snn_conv2d_new(int in_ch, int out_ch, int kernel, int stride, int padding, int bias) {
+    snn_module *m = snn_module_new(&conv2d_ops, sizeof(conv2d_impl));
+    if (!m) return NULL;
+    conv2d_impl *c = m->impl;
+    c->in_ch = in_ch;
+    c->out_ch = out_ch;
+    c->k = kernel;
+    c->s = stride;
+    c->p = padding;
+    c->bias = bias;
+    return m;
+}
+
+int snn_conv2d_in_channels(const snn_module *m) {
+    return m && m->ops == &conv2d_ops ? ((const conv2d_impl *)m->impl)->in_ch : -1;
+}
+int snn_conv2d_out_channels(const snn_module *m) {
+    return m && m->ops == &conv2d_ops ? ((const conv2d_impl *)m->impl)->out_ch : -1;
+}

@@ -1,0 +1,60 @@
+/* Convolution, pooling and element-wise layers: queries for the precision system and the
+ * shared convolution engine. Constructors are in nn/layers.h.
+ *
+ * Shapes (per sample; the B = T*N rows are independent):
+ *   Conv2d    [C, H, W] -> [O, H', W'], weight [O, C, k, k], bias [O]
+ *   Conv1d    [C, L]    -> [O, L'],     weight [O, C, k],    bias [O]
+ *   MaxPool2d / AvgPool2d [C, H, W] -> [C, H', W'] (floor mode; AvgPool counts padding)
+ *   Flatten   any -> [numel];  Dropout, GELU: any -> same;  Residual: y = x + inner(x)
+ * where H' = (H + 2p - k) / s + 1 (floor), like PyTorch. */
+#ifndef SNN_NN_LAYERS_CONV_H
+#define SNN_NN_LAYERS_CONV_H
+
+#include "backend/cpu/cpu_im2col.h"
+#include "nn/layers.h"
+
+/* Loops touching fewer floats than this stay on one thread: a parallel region costs
+ * microseconds, and far more when the cores are shared with other processes. */
+#define SNN_PAR_MIN_WORK ((size_t)32768)
+
+/* Conv1d queries. A pointwise Conv1d (kernel 1, stride 1, padding 0) is a Linear over the
+ * channel dimension: y[o][l] = sum_c W[o][c] x[c][l] + b[o], computed as one GEMM per sample
+ * with no im2col; it is the FP8 candidate of Spikformer. The weight is params[0], [O, C, 1],
+ * the bias (if any) params[1]. All three return 0/-1 when m is not a Conv1d. */
+int snn_conv1d_is_pointwise(const snn_module *m);
+int snn_conv1d_in_channels(const snn_module *m);
+int snn_conv1d_out_channels(const snn_module *m);
+/* Conv2d queries (0/-1 when m is not a Conv2d). */
+int snn_conv2d_in_channels(const snn_module *m);
+int snn_conv2d_out_channels(const snn_module *m);
+
+/* Dropout's Philox stream: FNV-1a of the module's dotted name (so two Dropout layers draw
+ * different masks). Element i of sample n keeps with probability 1-p when
+ * snn_rng_uniform(seed, stream, step * N * numel + n * numel + i) >= p. */
+uint64_t snn_dropout_stream(const snn_module *m);
+
+/* ---- shared engine of Conv1d and Conv2d (internal) ----
+ * A chunk of samples is unfolded side by side into one [C*kh*kw][chunk*P] column matrix
+ * (P = Ho*Wo) so each direction is ONE large GEMM, threaded by the BLAS; the unfold,
+ * fold and layout copies are threaded over samples with OpenMP. The two levels never run
+ * at the same time, so the thread pools do not fight. */
+typedef struct snn_conv_engine {
+    snn_conv_geom g;
+    int out_ch;
+    int chunk;        /* samples per GEMM, set by reserve */
+    float *col;       /* [K][chunk*P] columns (reused for dcol in backward) */
+    float *buf;       /* [O][chunk*P] GEMM output (forward) / gathered dy (backward) */
+} snn_conv_engine;
+
+/* Cap on samples per GEMM for modules reserved afterwards (0: automatic, the default).
+ * Tests use it to exercise several chunks and a remainder; not thread-safe. */
+void snn_conv_set_max_chunk(int samples);
+void snn_conv_engine_reserve(snn_conv_engine *e, snn_arena *a, size_t B);
+/* y[b][O][P] = W[O][K] col(x_b) + bias (bias may be NULL). */
+void snn_conv_engine_forward(snn_conv_engine *e, const snn_run *r, size_t B, const float *W,
+                             const float *bias, const float *x, float *y);
+/* dW += dy col^T; db += sum dy (db may be NULL); dx = col2im(W^T dy) (dx may be NULL). */
+void snn_conv_engine_backward(snn_conv_engine *e, const snn_run *r, size_t B, const float *W,
+                              float *dW, float *db, const float *x, const float *dy, float *dx);
+
+#endif
