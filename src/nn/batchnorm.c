@@ -10,10 +10,10 @@
  * The forward saves only mean and 1/std per channel (the input is still intact at backward,
  * so x_hat is recomputed: C values instead of a whole activation). Statistics and the
  * per-element arithmetic run in double: the input gradient is a difference of terms that
- * nearly cancel when few values share a channel (two values: dx ~ eps / var), and the loops
- * are bound by memory traffic, not arithmetic, so the wider type costs nothing visible. Backward differentiates
- * the mode the forward ran in: the full batch-statistics gradient after a training forward,
- * the affine map after an eval forward.
+ * nearly cancel when few values share a channel (two values: dx ~ eps / var), and these
+ * streaming loops should be limited by memory traffic rather than arithmetic (not yet
+ * measured). Backward differentiates the mode the forward ran in: the full batch-statistics
+ * gradient after a training forward, the affine map after an eval forward.
  *
  * Parallel: each OpenMP thread owns a contiguous block of channels and walks the rows in
  * order, so the sums have a fixed order (bit-reproducible for any thread count) and a [C]

@@ -4,7 +4,7 @@
  *
  * The forward saves mean and 1/std per vector (2 doubles per F values); backward recomputes
  * x_hat from the intact input. Arithmetic runs in double (as in batchnorm.c: the input
- * gradient cancels for short vectors, and the loops are memory-bound). Vectors are independent, so dx runs OpenMP over vectors;
+ * gradient cancels for short vectors). Vectors are independent, so dx runs OpenMP over vectors;
  * the weight/bias gradients sum over vectors and run OpenMP over blocks of features, each
  * walking the vectors in order (fixed summation order for any thread count). */
 #include <math.h>
