@@ -8,6 +8,10 @@
 #include "rng.h"
 #include "neuron.h"
 #include "model.h"
+#include "loss.h"
+#include "optim.h"
+#include "data.h"
+#include "checkpoint.h"
 
 #ifdef __cplusplus
 extern "C" {
