@@ -26,13 +26,13 @@ static inline float bits_f32(uint32_t u) {
     return f;
 }
 
-/* m >> sh rounded to nearest, ties to even; 1 <= sh <= 31. A carry out of the kept
- * mantissa bits moves into the exponent field, which is exactly the right result. */
+/* m >> sh rounded to nearest, ties to even; 1 <= sh <= 31, m < 2^31. Adding half an
+ * ulp minus one, plus the kept LSB, carries exactly when the dropped part is above half,
+ * or equal to half with an odd LSB. A carry out of the kept mantissa bits moves into the
+ * exponent field, which is exactly the right result. (Written without comparisons so
+ * that the conversion loops vectorise.) */
 static inline uint32_t rne_shift(uint32_t m, unsigned sh) {
-    uint32_t q = m >> sh;
-    uint32_t rem = m & ((1u << sh) - 1u);
-    uint32_t half = 1u << (sh - 1u);
-    return q + ((rem > half) | ((rem == half) & (q & 1u)));
+    return (m + ((1u << (sh - 1u)) - 1u) + ((m >> sh) & 1u)) >> sh;
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -130,20 +130,27 @@ float snn_f16_to_f32(uint16_t h) {
 
 uint16_t snn_f32_to_f16_sat(float f, int saturate) {
     uint32_t u = f32_bits(f);
-    uint16_t s = (uint16_t)((u >> 16) & 0x8000u);
+    uint32_t s = (u >> 16) & 0x8000u;
     uint32_t a = u & 0x7FFFFFFFu;
-    if (a > 0x7F800000u) /* NaN: keep sign and top payload bits, force quiet */
-        return (uint16_t)(s | 0x7E00u | ((a >> 13) & 0x3FFu));
-    /* >= 65520 (= 65504 + half an ulp; the tie goes to the even code 0x7C00) overflows. */
-    if (a >= 0x477FF000u) return (uint16_t)(s | (saturate ? 0x7BFFu : 0x7C00u));
-    if (a >= 0x38800000u) /* result normal (>= 2^-14): drop 13 mantissa bits, rebias */
-        return (uint16_t)(s | (rne_shift(a, 13) - ((127u - 15u) << 10)));
-    if (a <= 0x33000000u) return s; /* <= 2^-25 (half the smallest subnormal): +-0 */
-    /* Subnormal result q * 2^-24 with q = RNE(|x| / 2^-24); q may become 0x400, the
-     * smallest normal code, which is correct. */
-    uint32_t e = a >> 23;                 /* 102 .. 112 */
-    uint32_t m = (a & 0x7FFFFFu) | 0x800000u; /* |x| = m * 2^(e-150) */
-    return (uint16_t)(s | rne_shift(m, 126u - e));
+    /* Both candidate results are computed and one is selected, so that mixed data do
+     * not cost a branch misprediction per element. */
+    /* Normal result (|x| >= 2^-14): drop 13 mantissa bits and rebias. */
+    uint32_t normal = rne_shift(a, 13) - ((127u - 15u) << 10);
+    /* Subnormal result q * 2^-24 with q = RNE(|x| / 2^-24), |x| = m * 2^(e-150). The
+     * shift is capped at 31: anything at or below 2^-25 (half the smallest subnormal,
+     * the tie included) then rounds to 0. q may become 0x400, the smallest normal code,
+     * which is correct. */
+    uint32_t e = a >> 23;
+    uint32_t m = (a & 0x7FFFFFu) | 0x800000u;
+    uint32_t ec = e < 95u ? 95u : e > 125u ? 125u : e; /* keep the shift in [1, 31] */
+    uint32_t sub = rne_shift(m, 126u - ec);
+    uint32_t mag = a < 0x38800000u ? sub : normal;
+    /* >= 65520 (= 65504 + half an ulp; the tie goes to the even code 0x7C00) overflows;
+     * infinity included. */
+    mag = a >= 0x477FF000u ? (saturate ? 0x7BFFu : 0x7C00u) : mag;
+    /* NaN: keep the sign and the top payload bits, force quiet. */
+    mag = a > 0x7F800000u ? 0x7E00u | ((a >> 13) & 0x3FFu) : mag;
+    return (uint16_t)(s | mag);
 }
 
 uint16_t snn_f32_to_f16(float f) { return snn_f32_to_f16_sat(f, 0); }
@@ -169,22 +176,15 @@ uint16_t snn_f32_to_bf16(float f) { return snn_f32_to_bf16_sat(f, 0); }
 /* ---------------------------------------------------------------------------------- */
 /* FP8 E4M3 (fn) and E5M2                                                             */
 
-/* Decode an FP8 code whose format has P mantissa bits and exponent bias B; handles
- * normals and subnormals only (specials are handled by the callers). */
-static inline float fp8_decode(uint8_t b, unsigned P, unsigned B) {
-    uint32_t s = (uint32_t)(b & 0x80u) << 24;
-    uint32_t e = (b & 0x7Fu) >> P;
-    uint32_t m = b & ((1u << P) - 1u);
-    if (e != 0) return bits_f32(s | ((e + 127u - B) << 23) | (m << (23u - P)));
-    /* Subnormal m * 2^(1-B-P): exact in FP32 through the integer -> float conversion
-     * and a power-of-two scale. */
-    float v = (float)m * bits_f32((127u + 1u - B - P) << 23);
-    return bits_f32(s | f32_bits(v));
-}
-
 float snn_e4m3_to_f32(uint8_t b) {
-    if ((b & 0x7Fu) == 0x7Fu) return bits_f32(((uint32_t)(b & 0x80u) << 24) | 0x7FC00000u);
-    return fp8_decode(b, 3, 7);
+    uint32_t s = (uint32_t)(b & 0x80u) << 24;
+    uint32_t mag = b & 0x7Fu, e = mag >> 3, m = mag & 7u;
+    uint32_t normal = ((e + 127u - 7u) << 23) | (m << 20);
+    /* Subnormal m * 2^-9, exact through the integer -> float conversion (no FP32
+     * subnormal arithmetic involved). */
+    uint32_t sub = f32_bits((float)m * 0x1p-9f);
+    uint32_t r = e ? normal : sub;
+    return bits_f32(s | (mag == 0x7Fu ? 0x7FC00000u : r));
 }
 
 float snn_e5m2_to_f32(uint8_t b) {
@@ -194,40 +194,39 @@ float snn_e5m2_to_f32(uint8_t b) {
 
 /* FP32 -> FP8 (reference fp8.md §1.2). P mantissa bits, bias B; maxcode is the largest
  * finite magnitude code, ovfcode the code for an out-of-range magnitude without
- * saturation (E4M3: NaN 0x7F, E5M2: inf 0x7C); half_sub_bits is the FP32 pattern of half
- * the smallest subnormal; e4m3 selects the "fn" top binade (only m = 7 is special). */
-static inline uint8_t fp8_encode(float f, int saturate, unsigned P, unsigned B, uint8_t maxcode,
-                                 uint8_t ovfcode, uint32_t half_sub_bits, int e4m3) {
+ * saturation (E4M3: NaN 0x7F, E5M2: inf 0x7C). Both candidate results are computed and
+ * one selected: no data-dependent branches on the common path. */
+static inline uint8_t fp8_encode(float f, int saturate, unsigned P, unsigned B, uint32_t maxcode,
+                                 uint32_t ovfcode) {
     uint32_t u = f32_bits(f);
     uint32_t a = u & 0x7FFFFFFFu;
-    uint8_t s = (uint8_t)((u >> 24) & 0x80u);
-    if (a > 0x7F800000u) return 0x7F; /* any NaN -> 0x7F (as CUDA; the sign is dropped) */
-    if (a == 0x7F800000u) return (uint8_t)(s | (saturate ? maxcode : ovfcode));
-    uint32_t minnorm_bits = (127u + 1u - B) << 23;
-    if (a < minnorm_bits) {
-        if (a <= half_sub_bits) return s; /* rounds to +-0 (the tie too: 0 is even) */
-        /* q = RNE(|x| / 2^(1-B-P)); |x| = m * 2^(e-150). q == 2^P is the min normal. */
-        uint32_t e = a >> 23;
-        uint32_t m = (a & 0x7FFFFFu) | 0x800000u;
-        unsigned sh = 150u - (e + B + P - 1u);
-        return (uint8_t)(s | rne_shift(m, sh));
-    }
-    uint32_t r = rne_shift(a, 23u - P); /* exponent and P mantissa bits, rounded */
-    uint32_t E = (r >> P) - (127u - B);
-    uint32_t M = r & ((1u << P) - 1u);
-    int overflow = e4m3 ? (E > 15u || (E == 15u && M == 7u)) : (E >= 31u);
-    if (overflow) return (uint8_t)(s | (saturate ? maxcode : ovfcode));
-    return (uint8_t)(s | (E << P) | M);
+    uint32_t s = (u >> 24) & 0x80u;
+    /* Normal result: round the FP32 significand to P bits; the rounded exponent and
+     * mantissa, rebiased, are the code magnitude (a carry moves into the exponent). */
+    uint32_t normal = rne_shift(a, 23u - P) - ((127u - B) << P);
+    /* Subnormal result (|x| < 2^(1-B)): q = RNE(|x| / 2^(1-B-P)), |x| = m * 2^(e-150).
+     * Shifts of 31 or more give 0 (everything up to half the smallest subnormal, the tie
+     * included); q == 2^P is the smallest normal code, which is correct. */
+    uint32_t e = a >> 23;
+    uint32_t m = (a & 0x7FFFFFu) | 0x800000u;
+    uint32_t top = 151u - B - P; /* the shift is top - e */
+    uint32_t ec = e < top - 31u ? top - 31u : e > top - 1u ? top - 1u : e; /* shift in [1, 31] */
+    uint32_t sub = rne_shift(m, top - ec);
+    uint32_t mag = a < ((127u + 1u - B) << 23) ? sub : normal;
+    /* Codes are monotone in magnitude, so "beyond the largest finite code" is overflow:
+     * for E4M3 that is exponent 15 with mantissa 7 (the NaN code) or more, for E5M2
+     * exponent 31 (the inf code) or more. Infinite inputs land here too. */
+    mag = mag > maxcode ? (saturate ? maxcode : ovfcode) : mag;
+    /* any NaN -> 0x7F (as CUDA; the sign is dropped) */
+    return (uint8_t)(a > 0x7F800000u ? 0x7Fu : s | mag);
 }
 
 uint8_t snn_f32_to_e4m3(float f, int saturate) {
-    /* half the smallest subnormal: 2^-10 */
-    return fp8_encode(f, saturate, 3, 7, 0x7E, 0x7F, (127u - 10u) << 23, 1);
+    return fp8_encode(f, saturate, 3, 7, 0x7E, 0x7F);
 }
 
 uint8_t snn_f32_to_e5m2(float f, int saturate) {
-    /* half the smallest subnormal: 2^-17 */
-    return fp8_encode(f, saturate, 2, 15, 0x7B, 0x7C, (127u - 17u) << 23, 0);
+    return fp8_encode(f, saturate, 2, 15, 0x7B, 0x7C);
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -248,16 +247,17 @@ float snn_e8m0_to_f32(uint8_t b) {
 uint8_t snn_f32_to_e8m0(float f, int saturate) {
     uint32_t u = f32_bits(f);
     uint32_t a = u & 0x7FFFFFFFu;
-    if (a > 0x7F800000u) return 0xFF;
-    if (a == 0) return 0x00;              /* +-0 -> smallest value (nearest) */
-    if (u & 0x80000000u) return 0xFF;     /* negative: not representable */
-    if (a == 0x7F800000u) return saturate ? 0xFE : 0xFF;
     uint32_t e = a >> 23;
     uint32_t m = a & 0x7FFFFFu;
-    if (e == 0) return m > 0x600000u ? 0x01 : 0x00; /* FP32 subnormal: m * 2^-149 */
-    e += (m > 0x400000u) | ((m == 0x400000u) & (e & 1u));
-    if (e == 0xFF) return saturate ? 0xFE : 0xFF;
-    return (uint8_t)e;
+    /* Normal: round up when m > 0x400000, or m == 0x400000 with e odd (carry test as in
+     * rne_shift). FP32 subnormal m * 2^-149 (or 0): round up when m > 0x600000. */
+    uint32_t up_normal = (m + 0x3FFFFFu + (e & 1u)) >> 23;
+    uint32_t up_sub = (m + 0x1FFFFFu) >> 23;
+    uint32_t code = e == 0 ? up_sub : e + up_normal;
+    uint32_t ovf = saturate ? 0xFEu : 0xFFu;
+    code = code == 0xFFu ? ovf : code;                    /* overflow, inf included */
+    uint32_t nan = (a > 0x7F800000u) | ((u != a) & (a != 0)); /* NaN, or negative (not -0) */
+    return (uint8_t)(code | (0u - nan));
 }
 
 uint8_t snn_f32_to_e8m0_ceil(float x) {
