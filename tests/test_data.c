@@ -522,7 +522,9 @@ static void test_encoders(uint64_t seed) {
         }
         double p = x[e] < 0 ? 0 : x[e] > 1 ? 1 : x[e];
         double sd = sqrt(T * p * (1 - p));
-        if (fabs(k - T * p) > 5 * sd + 1e-9) far++;
+        /* +3: for p near 0 or 1 the binomial tail is heavier than 5 normal sigmas */
+        if (fabs(k - T * p) > 5 * sd + 3) far++;
+        if ((p == 0 && k != 0) || (p == 1 && k != T)) far++;  /* clamps are exact */
     }
     CHECK(nonbinary == 0);
     CHECK_MSG(far == 0, "%d elements off their Poisson rate by more than 5 sigma", far);
