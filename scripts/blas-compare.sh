@@ -3,7 +3,8 @@
 #
 #   scripts/blas-compare.sh [OUT_DIR] [MIN_SECONDS_PER_SHAPE]
 #
-# Builds the benchmark twice (OpenBLAS pthreads; BLIS OpenMP through its CBLAS layer) and
+# Builds the benchmark twice (OpenBLAS and BLIS, the OpenMP builds of both, through their
+# CBLAS layers) and
 # runs five configurations with the same thread count (SNN_BLAS_THREADS, default 2):
 #   openblas        OpenBLAS, kernels it picks itself (what a plain build gets)
 #   openblas-skx    OpenBLAS with OPENBLAS_CORETYPE=SkylakeX (AVX-512 kernels)
@@ -29,9 +30,13 @@ arch=x86_64-linux-gnu
 cc="${CC:-cc}"
 cflags=(-std=c17 -O2 -D_POSIX_C_SOURCE=200809L -Wall -Wextra)
 
-# OpenBLAS: Debian's pthreads build
-ob_inc=/usr/include/$arch/openblas-pthread
-ob_lib=/usr/lib/$arch/openblas-pthread
+# OpenBLAS: the OpenMP build (what CMakeLists.txt links), else the pthreads one
+ob_inc=""; ob_lib=""
+for v in openblas-openmp openblas-pthread; do
+  if [[ -f /usr/include/$arch/$v/cblas.h && -e /usr/lib/$arch/$v/libopenblas.so ]]; then
+    ob_inc=/usr/include/$arch/$v; ob_lib=/usr/lib/$arch/$v; break
+  fi
+done
 # BLIS: prefer the OpenMP build (libblis-openmp-dev), else the plain one
 bl_inc=""; bl_lib=""
 for v in blis-openmp blis-pthread blis-serial blis; do
@@ -39,10 +44,10 @@ for v in blis-openmp blis-pthread blis-serial blis; do
     bl_inc=/usr/include/$arch/$v; bl_lib=/usr/lib/$arch/$v; break
   fi
 done
-[[ -f $ob_inc/cblas.h ]] || { echo "OpenBLAS headers not found ($ob_inc): apt-get install libopenblas-dev" >&2; exit 1; }
+[[ -n $ob_inc ]] || { echo "OpenBLAS CBLAS not found: apt-get install libopenblas-openmp-dev" >&2; exit 1; }
 [[ -n $bl_inc ]] || { echo "BLIS CBLAS not found: apt-get install libblis-openmp-dev" >&2; exit 1; }
 
-"$cc" "${cflags[@]}" -I"$ob_inc" "$root/bench/blas_compare.c" -o "$out/blas_compare_openblas" \
+"$cc" "${cflags[@]}" -fopenmp -I"$ob_inc" "$root/bench/blas_compare.c" -o "$out/blas_compare_openblas" \
   -L"$ob_lib" -Wl,-rpath,"$ob_lib" -lopenblas -lm
 "$cc" "${cflags[@]}" -fopenmp -I"$bl_inc" "$root/bench/blas_compare.c" -o "$out/blas_compare_blis" \
   -L"$bl_lib" -Wl,-rpath,"$bl_lib" -lblis -lm

@@ -17,12 +17,14 @@
 #include "nn/model_internal.h"
 #include "snn/optim.h"
 
-/* torch's add(a, b, alpha) is fmadd(b, alpha, a) in its AVX2 kernel. Without hardware FMA
- * a libm fmaf call per element would be slow; the unfused form differs by at most an ulp. */
+/* torch's add(a, b, alpha) is fmadd(b, alpha, a) in its AVX2 kernel (addcmul likewise).
+ * Without hardware FMA, fmaf is a slow libm call; the product of two floats is exact in
+ * double, so one double add and a rounding to float give the fused result except in
+ * vanishingly rare double-rounding ties, and it still vectorises. */
 #if defined(__FMA__)
 #define OPT_FMA(a, b, c) fmaf((a), (b), (c))
 #else
-#define OPT_FMA(a, b, c) ((a) * (b) + (c))
+#define OPT_FMA(a, b, c) ((float)((double)(a) * (double)(b) + (double)(c)))
 #endif
 
 /* Below this many elements a parallel region costs more than it saves. */
