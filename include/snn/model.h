@@ -70,6 +70,10 @@ float *snn_model_grads(snn_model *m);
 size_t snn_model_num_buffers(const snn_model *m);
 float *snn_model_buffers(snn_model *m);
 size_t snn_model_arena_bytes(const snn_model *m);
+/* Forward passes so far (keys per-batch randomness such as dropout masks); saved in
+ * training checkpoints so that a resume draws the same numbers. */
+uint64_t snn_model_step_count(const snn_model *m);
+void snn_model_set_step_count(snn_model *m, uint64_t step);
 
 /* Named tensors (parameters then buffers) in a stable order, for checkpoints. */
 typedef struct snn_tensor_info {

@@ -4,6 +4,7 @@
 
 #include "backend/backend.h"
 #include "nn/model_internal.h"
+#include "precision/runtime.h"
 
 typedef struct {
     snn_model *m;
@@ -82,6 +83,7 @@ snn_status snn_model_build(snn_module *root, const char *kind, const char *confi
 
 void snn_model_free(snn_model *m) {
     if (!m) return;
+    if (m->precision) ((snn_precision *)m->precision)->model = NULL; /* the caller frees it */
     snn_module_free(m->root);
     snn_arena_free(&m->arena);
     free(m->params);
@@ -109,6 +111,7 @@ snn_status snn_model_plan(snn_model *m, int T, int N) {
     if (m->root->ops->reserve) m->root->ops->reserve(m->root, &m->arena, T, N);
     m->T = T;
     m->N = N;
+    if (m->precision) SNN_TRY(snn_precision_plan(m->precision, T, N));
     m->run.T = T;
     m->run.N = N;
     return SNN_OK;
@@ -162,3 +165,6 @@ snn_status snn_model_tensor(const snn_model *m, size_t i, snn_tensor_info *info)
     info->decay = e->param->decay;
     return SNN_OK;
 }
+
+uint64_t snn_model_step_count(const snn_model *m) { return m->step; }
+void snn_model_set_step_count(snn_model *m, uint64_t step) { m->step = step; }

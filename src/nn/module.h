@@ -98,7 +98,16 @@ struct snn_module {
     int n_children;
     void *impl;                  /* module-specific state, malloc'd, freed by snn_module_free */
     int precision_flags;         /* set by prepare (src/precision) */
+    void *prec;                  /* precision wrapper state (src/precision), NULL if none;
+                                    while set, ops points at the wrapper's table */
+    const snn_module_ops *own_ops; /* the module's own table while wrapped, else NULL */
 };
+
+/* The module's own ops table, also while a precision wrapper is installed: type checks
+ * ("is this a Conv1d?") compare against this, not m->ops. */
+static inline const snn_module_ops *snn_module_own_ops(const snn_module *m) {
+    return m->own_ops ? m->own_ops : m->ops;
+}
 
 /* Allocate a module with zeroed impl of impl_size bytes. NULL on allocation failure. */
 snn_module *snn_module_new(const snn_module_ops *ops, size_t impl_size);

@@ -30,17 +30,33 @@ int cmd_eval(int argc, char **argv) {
         {"--json", OPT_FLAG, &json, "print a JSON object as the last line", NULL, 0},
     };
     int n = (int)(sizeof t / sizeof t[0]);
+    precision_flags pf = {0};
+    opt all[32];
+    memcpy(all, t, sizeof t);
+    n += precision_flags_options(&pf, all + n);
     if (args_wants_help(argc, argv, 2)) {
-        args_help("snn eval --checkpoint F --dataset D [options]", "Test accuracy of a trained model.", t, n);
+        args_help("snn eval --checkpoint F --dataset D [options]", "Test accuracy of a trained model.", all, n);
         return 0;
     }
-    args_parse("eval", t, n, argc, argv, 2);
+    args_parse("eval", all, n, argc, argv, 2);
     if (!ckpt_path) die_usage("eval: --checkpoint is required");
     if (batch <= 0) die_usage("--batch-size must be positive, got %d", batch);
     snn_model *m = NULL;
     snn_ckpt *ck = NULL;
     snn_status st = snn_model_load(ckpt_path, seed, &m, &ck);
     if (st != SNN_OK) die_status(st, NULL);
+    /* Run under the precision the checkpoint was trained with; flags must agree with it. */
+    snn_precision_config pcfg;
+    const char *pc = snn_ckpt_metadata(ck, "snn_precision_config");
+    if (precision_flags_given(&pf)) {
+        pcfg = precision_flags_config(&pf);
+        if (snn_precision_check_checkpoint(&pcfg, ck) != SNN_OK) die_status(SNN_E_INVALID, NULL);
+    } else if (!pc || snn_precision_config_from_json(pc, &pcfg) != SNN_OK) {
+        pcfg = snn_precision_config_default();
+    }
+    snn_precision *prec = NULL;
+    st = snn_prepare_model_for_precision(m, "cpu", &pcfg, &prec);
+    if (st != SNN_OK) die_status(st, "preparing the precision");
     if (T == 0) T = ckpt_time_steps(ck);
     if (T < 0) die_usage("--T must be positive");
     if (!encoding) encoding = snn_ckpt_metadata(ck, "encoding") ? snn_ckpt_metadata(ck, "encoding") : "direct";
@@ -69,6 +85,7 @@ int cmd_eval(int argc, char **argv) {
                ckpt_path, df.dataset, acc, acc, loss, snn_dataset_size(test), T, snn_dataset_size(test) / dt, dt);
     snn_dataset_free(test);
     snn_ckpt_close(ck);
+    snn_precision_free(prec);
     snn_model_free(m);
     return 0;
 }

@@ -19,12 +19,16 @@ int cmd_predict(int argc, char **argv) {
         {"--json", OPT_FLAG, &json, "one JSON object per image instead of plain lines", NULL, 0},
     };
     int n = (int)(sizeof t / sizeof t[0]);
+    precision_flags pf = {0};
+    opt all[32];
+    memcpy(all, t, sizeof t);
+    n += precision_flags_options(&pf, all + n);
     if (args_wants_help(argc, argv, 2)) {
         args_help("snn predict --checkpoint F --input images.idx [options]",
-                  "Print the predicted class of each image: \"<index> <class>\" per line.", t, n);
+                  "Print the predicted class of each image: \"<index> <class>\" per line.", all, n);
         return 0;
     }
-    args_parse("predict", t, n, argc, argv, 2);
+    args_parse("predict", all, n, argc, argv, 2);
     if (!ckpt_path) die_usage("predict: --checkpoint is required");
     if (!input) die_usage("predict: --input is required");
     if (batch <= 0) die_usage("--batch-size must be positive, got %d", batch);
@@ -32,6 +36,18 @@ int cmd_predict(int argc, char **argv) {
     snn_ckpt *ck = NULL;
     snn_status st = snn_model_load(ckpt_path, seed, &m, &ck);
     if (st != SNN_OK) die_status(st, NULL);
+    /* Run under the precision the checkpoint was trained with; flags must agree with it. */
+    snn_precision_config pcfg;
+    const char *pc = snn_ckpt_metadata(ck, "snn_precision_config");
+    if (precision_flags_given(&pf)) {
+        pcfg = precision_flags_config(&pf);
+        if (snn_precision_check_checkpoint(&pcfg, ck) != SNN_OK) die_status(SNN_E_INVALID, NULL);
+    } else if (!pc || snn_precision_config_from_json(pc, &pcfg) != SNN_OK) {
+        pcfg = snn_precision_config_default();
+    }
+    snn_precision *prec = NULL;
+    st = snn_prepare_model_for_precision(m, "cpu", &pcfg, &prec);
+    if (st != SNN_OK) die_status(st, "preparing the precision");
     if (T == 0) {
         const char *v = snn_ckpt_metadata(ck, "time_steps");
         T = v && atoi(v) > 0 ? atoi(v) : 4;
@@ -72,6 +88,7 @@ int cmd_predict(int argc, char **argv) {
     free(xb); free(xt); free(idx);
     snn_dataset_free(ds);
     snn_ckpt_close(ck);
+    snn_precision_free(prec);
     snn_model_free(m);
     return 0;
 }

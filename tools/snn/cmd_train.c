@@ -12,12 +12,13 @@
 #include "snn/checkpoint.h"
 #include "snn/loss.h"
 #include "snn/optim.h"
+#include "snn/prepare.h"
 
 typedef struct train_flags {
     int epochs, batch_size, json, quiet;
     long max_steps;
     float lr, weight_decay, momentum, clip;
-    const char *optimizer, *out, *encoding, *loss, *schedule;
+    const char *optimizer, *out, *encoding, *loss, *schedule, *resume;
     uint64_t seed;
     int warmup;
 } train_flags;
@@ -45,8 +46,11 @@ int cmd_train(int argc, char **argv) {
     train_flags tf = {.epochs = 0, .batch_size = 0, .max_steps = -1, .lr = 0, .optimizer = "adam",
                       .out = "runs/latest", .encoding = "direct", .loss = NULL, .seed = 42,
                       .schedule = "cosine", .clip = 0, .weight_decay = -1, .momentum = 0.9f};
-    opt t[48];
+    precision_flags pf = {0};
+    opt t[64];
     int n = model_flags_options(&mf, t);
+    n += precision_flags_options(&pf, t + n);
+    t[n++] = (opt){"--resume", OPT_STRING, &tf.resume, "continue a training checkpoint (model, precision and optimizer state)", NULL, 0};
     t[n++] = (opt){"--dataset", OPT_STRING, &df.dataset, "fashion-mnist | digits | synthetic (required)", NULL, 0};
     t[n++] = (opt){"--data-dir", OPT_STRING, &df.data_dir, "directory of the data files (default: Debian's location)", NULL, 0};
     t[n++] = (opt){"--synthetic-size", OPT_INT, &df.synthetic_train, "synthetic: training samples (default 2048)", NULL, 0};
@@ -97,8 +101,36 @@ int cmd_train(int argc, char **argv) {
     int classes = snn_dataset_classes(train);
     if (snn_dataset_classes(test) > classes) classes = snn_dataset_classes(test);
     snn_model *m = NULL;
-    st = model_build(&mf, c, h, w, classes, tf.seed, &m);
-    if (st != SNN_OK) die_status(st, "building the model");
+    snn_ckpt *resume = NULL;
+    int start_epoch = 1;
+    snn_precision_config pcfg;
+    if (tf.resume) {
+        /* The checkpoint decides the model; the precision must match what it was trained with. */
+        st = snn_model_load(tf.resume, tf.seed, &m, &resume);
+        if (st != SNN_OK) die_status(st, "resuming");
+        if (snn_model_input_numel(m) != snn_dataset_features(train) || (int)snn_model_output_numel(m) < classes)
+            die_usage("%s does not fit the %s data (%zu features, %d classes)", tf.resume, df.dataset,
+                      snn_dataset_features(train), classes);
+        const char *pc = snn_ckpt_metadata(resume, "snn_precision_config");
+        if (precision_flags_given(&pf)) pcfg = precision_flags_config(&pf);
+        else if (!pc || snn_precision_config_from_json(pc, &pcfg) != SNN_OK) pcfg = snn_precision_config_default();
+        const char *e = snn_ckpt_metadata(resume, "epochs");
+        start_epoch = (e ? atoi(e) : 0) + 1;
+        const char *kind = snn_model_kind(m);
+        mf.model = kind;
+        spk = !strcmp(kind, "spikformer");
+        conv = !strcmp(kind, "convsnn");
+        const char *ts = snn_ckpt_metadata(resume, "time_steps");
+        if (ts && atoi(ts) > 0) mf.T = atoi(ts);
+    } else {
+        pcfg = precision_flags_config(&pf);
+        st = model_build(&mf, c, h, w, classes, tf.seed, &m);
+        if (st != SNN_OK) die_status(st, "building the model");
+    }
+    /* device -> prepare -> optimizer */
+    snn_precision *prec = NULL;
+    st = snn_prepare_model_for_precision(m, "cpu", &pcfg, &prec);
+    if (st != SNN_OK) die_status(st, "preparing the precision");
 
     snn_optim_opts oo = snn_optim_defaults((snn_optim_kind)okind);
     if (tf.lr > 0) oo.lr = tf.lr;
@@ -109,6 +141,10 @@ int cmd_train(int argc, char **argv) {
     snn_optimizer *opt = NULL;
     st = snn_optimizer_create_for_model(&oo, m, &opt);
     if (st != SNN_OK) die_status(st, "creating the optimizer");
+    if (resume) {
+        st = snn_training_checkpoint_restore(m, prec, opt, resume);
+        if (st != SNN_OK) die_status(st, "resuming");
+    }
 
     int N = tf.batch_size, T = mf.T, ntrain = snn_dataset_size(train);
     if (N > ntrain) N = ntrain;
@@ -142,9 +178,10 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "snn: training %s (%zu parameters) on %s: %d samples, T=%d, batch %d, %s lr %g, %d epochs\n",
                 mf.model, snn_model_num_params(m), df.dataset, ntrain, T, N, tf.optimizer, (double)oo.lr, tf.epochs);
     double train_time = 0, t_start = now_seconds(), test_acc = 0, test_loss = 0;
-    long step = 0, samples = 0;
+    long step = (long)nb * (start_epoch - 1), samples = 0;
     int epoch = 0;
-    for (epoch = 1; epoch <= tf.epochs && step < total_steps; epoch++) {
+    if (start_epoch > tf.epochs) die_usage("%s already holds %d epochs; ask for more with --epochs", tf.resume, start_epoch - 1);
+    for (epoch = start_epoch; epoch <= tf.epochs && step < total_steps; epoch++) {
         st = snn_dataset_shuffle(train, tf.seed, (uint64_t)epoch, order);
         if (st != SNN_OK) die_status(st, "shuffling");
         double loss_sum = 0, t0 = now_seconds();
@@ -159,12 +196,8 @@ int cmd_train(int argc, char **argv) {
             int corr = 0;
             if (st == SNN_OK) st = use_mse ? snn_loss_mse_rate(y, yb, T, N, (int)C, &loss, dy, &corr)
                                            : snn_loss_cross_entropy_mean_t(y, yb, T, N, (int)C, &loss, dy, &corr);
-            if (st == SNN_OK) {
-                snn_model_zero_grad(m);
-                st = snn_model_backward(m, dy);
-            }
-            if (st == SNN_OK && tf.clip > 0) snn_clip_grad_norm(snn_model_grads(m), snn_model_num_params(m), tf.clip);
-            if (st == SNN_OK) st = snn_optimizer_step(opt, snn_lr_schedule(&sched, step), 0);
+            int skipped = 0;
+            if (st == SNN_OK) st = snn_precision_backward(prec, dy, opt, snn_lr_schedule(&sched, step), tf.clip, NULL, &skipped);
             if (st != SNN_OK) die_status(st, "training step");
             if (!isfinite(loss)) die_usage("the loss became %f at step %ld; lower --lr", (double)loss, step);
             step++;
@@ -195,24 +228,26 @@ int cmd_train(int argc, char **argv) {
     }
     fclose(metrics);
     int epochs_done = epoch - 1;
+    if (resume) snn_ckpt_close(resume);
     snprintf(path, sizeof path, "%s/model.safetensors", tf.out);
     char tbuf[32], ebuf[32];
     snprintf(tbuf, sizeof tbuf, "%d", T);
     snprintf(ebuf, sizeof ebuf, "%d", epochs_done);
     const char *meta[] = {"dataset", df.dataset, "time_steps", tbuf, "epochs", ebuf, "encoding",
                           snn_encoding_name(enc), NULL};
-    st = snn_model_save(m, path, meta);
+    st = snn_training_checkpoint_save(m, prec, opt, path, meta);
     if (st != SNN_OK) die_status(st, "saving the checkpoint");
     double wall = now_seconds() - t_start;
     printf("test accuracy: %.4f\n", test_acc);
     if (tf.json)
         printf("{\"model\":\"%s\",\"dataset\":\"%s\",\"test_accuracy\":%.6f,\"test_loss\":%.6f,"
                "\"samples_per_s\":%.1f,\"wall_s\":%.3f,\"train_s\":%.3f,\"epochs\":%d,\"steps\":%ld,"
-               "\"T\":%d,\"batch_size\":%d,\"parameters\":%zu,\"checkpoint\":\"%s\"}\n",
+               "\"T\":%d,\"batch_size\":%d,\"parameters\":%zu,\"precision\":\"%s\",\"fp8_recipe\":\"%s\",\"checkpoint\":\"%s\"}\n",
                mf.model, df.dataset, test_acc, test_loss, train_time > 0 ? samples / train_time : 0, wall,
-               train_time, epochs_done, step, T, N, snn_model_num_params(m), path);
+               train_time, epochs_done, step, T, N, snn_model_num_params(m), snn_precision_mode_name(pcfg.mode), snn_fp8_recipe_name(pcfg.fp8_recipe), path);
     free(xb); free(xt); free(yb); free(order); free(dy);
     snn_optimizer_free(opt);
+    snn_precision_free(prec);
     snn_model_free(m);
     snn_dataset_free(train);
     snn_dataset_free(test);

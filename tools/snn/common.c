@@ -153,3 +153,24 @@ snn_status evaluate(snn_model *m, const snn_dataset *ds, int T, int N, snn_encod
     if (loss) *loss = loss_sum / n;
     return SNN_OK;
 }
+
+int precision_flags_options(precision_flags *f, opt *t) {
+    int n = 0;
+    t[n++] = (opt){"--precision", OPT_STRING, &f->mode, "fp32 | fp16 | bf16 | fp8 (default fp32)", NULL, 0};
+    t[n++] = (opt){"--fp8-recipe", OPT_STRING, &f->recipe, "auto | delayed | current | block | mxfp8 (fp8 only)", NULL, 0};
+    t[n++] = (opt){"--neuron-storage", OPT_STRING, &f->storage, "fp32 | fp16 | bf16 | float8_e4m3fn | float8_e5m2", "--triton-storage", 0};
+    t[n++] = (opt){"--neuron-fwd", OPT_STRING, &f->fwd, "neuron forward arithmetic: fp8 | fp16 | bf16 | fp32", "--triton-fwd", 0};
+    t[n++] = (opt){"--neuron-bwd", OPT_STRING, &f->bwd, "neuron backward arithmetic: fp8 | fp16 | bf16 | fp32", "--triton-bwd", 0};
+    return n;
+}
+
+int precision_flags_given(const precision_flags *f) {
+    return f->mode || f->recipe || f->storage || f->fwd || f->bwd;
+}
+
+snn_precision_config precision_flags_config(const precision_flags *f) {
+    snn_precision_config c;
+    snn_status st = snn_precision_config_parse(f->mode ? f->mode : "fp32", f->recipe, f->storage, f->fwd, f->bwd, &c);
+    if (st != SNN_OK) die_status(SNN_E_INVALID, "invalid precision configuration");
+    return c;
+}

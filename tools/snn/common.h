@@ -6,6 +6,7 @@
 
 #include "args.h"
 #include "snn/data.h"
+#include "snn/prepare.h"
 #include "snn/snn.h"
 
 typedef struct model_flags {
@@ -41,3 +42,13 @@ snn_status evaluate(snn_model *m, const snn_dataset *ds, int T, int N, snn_encod
 double now_seconds(void);
 
 #endif
+
+/* --precision, --fp8-recipe, --neuron-storage/fwd/bwd (and the --triton-* aliases). */
+typedef struct precision_flags {
+    const char *mode, *recipe, *storage, *fwd, *bwd;
+} precision_flags;
+int precision_flags_options(precision_flags *f, opt *table);
+/* 1 if any precision flag was given. */
+int precision_flags_given(const precision_flags *f);
+/* Parse and validate; a bad value or combination exits 2 with the validation message. */
+snn_precision_config precision_flags_config(const precision_flags *f);

@@ -1,0 +1,86 @@
+/* snn — preparing a model for a precision configuration, and the one training step that
+ * works for all four modes (SpikingJelly's prepare_model_for_precision and
+ * PrecisionArtifacts, in C).
+ *
+ * Order, enforced: build the model (and move it to its device) -> prepare -> create the
+ * optimizer. An optimizer created before prepare is refused by prepare (FP8 preparation
+ * changes how parameters are used, and an earlier optimizer would not see it).
+ *
+ * What prepare does, in the reference's order:
+ *   1. capability check for (mode, recipe, device): a combination that cannot run is an
+ *      error saying why, never a fallback. The CPU runs every mode and recipe exactly
+ *      (FP8 by quantise -> dequantise -> FP32 GEMM).
+ *   2. module conversion: fp16/bf16: every GEMM module (Linear, Conv1d, Conv2d) computes on
+ *      16-bit operands with FP32 accumulation and stores its output in 16 bits; fp8: in
+ *      addition, aligned Linear (in % 16 == 0, out % 8 == 0) and pointwise Conv1d run FP8
+ *      GEMMs (E4M3 forward operands, E5M2 gradients) under the recipe; norms, neurons,
+ *      softmax and losses stay FP32.
+ *   3. fp8 that converted nothing is an error.
+ *   4. neuron precision (storage / forward / backward dtypes) on every IF/LIF/PLIF module,
+ *      all or nothing.
+ *   5. the FP16 loss scaler. */
+#ifndef SNN_PREPARE_H
+#define SNN_PREPARE_H
+
+#include "error.h"
+#include "model.h"
+#include "optim.h"
+#include "precision.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct snn_precision snn_precision;
+
+/* device: "cpu" (or NULL), "cuda", "cuda:N". The model is changed in place; free the
+ * precision object before the model. */
+snn_status snn_prepare_model_for_precision(snn_model *m, const char *device,
+                                           const snn_precision_config *cfg,
+                                           snn_precision **out);
+void snn_precision_free(snn_precision *p);
+const snn_precision_config *snn_precision_config_of(const snn_precision *p);
+/* The prepared precision of a model (NULL if none). */
+snn_precision *snn_model_precision(snn_model *m);
+
+/* Backward + optimizer step for every mode. dy is dL/dy of the model's last forward
+ * (unscaled; it is not modified). fp16: dy is multiplied by the loss scale, gradients are
+ * unscaled before clipping, a step with inf/nan gradients is skipped and the scale backs
+ * off. clip_norm > 0 clips the global gradient norm. lr < 0 uses the optimizer's lr.
+ * *grad_norm (may be NULL) receives the pre-clip norm of the unscaled gradients (NaN if
+ * not finite); *skipped (may be NULL) whether the step was skipped. FP8 delayed scaling
+ * updates its scales after the step. Zeroes the gradients first. */
+snn_status snn_precision_backward(snn_precision *p, const float *dy, snn_optimizer *opt,
+                                  float lr, float clip_norm, float *grad_norm, int *skipped);
+
+/* JSON report: {"config", "policy", "capability_report", "conversion_report", "neurons"}.
+ * The string is owned by p and valid until the next call or snn_precision_free. */
+const char *snn_precision_describe(snn_precision *p);
+
+/* Current loss scale (1 when the mode has no scaler). */
+float snn_precision_loss_scale(const snn_precision *p);
+
+/* ---- training checkpoints ----
+ * A training checkpoint is a model checkpoint (snn_model_load opens it) plus, as plain
+ * tensors and metadata: the precision configuration ("snn_precision_config"), FP8 recipe
+ * state ("__precision__.<module>.<input|weight|grad>.scale" and ".amax_history"), the loss
+ * scaler ("__precision__.loss_scale", "__precision__.growth_tracker"), the optimizer state
+ * ("__optim__.<name>", metadata "optimizer", "optimizer_steps") and the model's step count.
+ * Nothing executable. p and opt may be NULL. */
+struct snn_ckpt;
+snn_status snn_training_checkpoint_save(snn_model *m, snn_precision *p, snn_optimizer *opt,
+                                        const char *path, const char *const *meta_kv);
+/* Restore into a model built from the same checkpoint and prepared with the same precision
+ * configuration (a different one is refused: the message names both). Loads weights, FP8
+ * and scaler state, optimizer state and the step count, so training continues
+ * bit-identically. p and opt may be NULL (then their state is not restored). */
+snn_status snn_training_checkpoint_restore(snn_model *m, snn_precision *p, snn_optimizer *opt,
+                                           const struct snn_ckpt *c);
+/* Check only the precision: the checkpoint's recorded configuration must equal cfg
+ * (a checkpoint without one counts as fp32). */
+snn_status snn_precision_check_checkpoint(const snn_precision_config *cfg, const struct snn_ckpt *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

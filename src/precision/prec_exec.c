@@ -1,0 +1,226 @@
+/* Execution of converted modules on the CPU (the exact reference).
+ *
+ * A converted module keeps its parameters; its ops table is swapped for one of the tables
+ * here, which call the module's own code on rounded operands (16-bit GEMMs) or replace the
+ * GEMM with an FP8 one (quantise -> dequantise -> FP32 GEMM, which equals an FP8 GEMM
+ * with FP32 accumulation). */
+#include <string.h>
+
+#include "backend/backend.h"
+#include "neuron/neuron_module.h"
+#include "precision/runtime.h"
+
+static snn_prec_module *pm_of(snn_module *m) { return (snn_prec_module *)m->prec; }
+
+/* dst[i] = round_to(t, src[i]) (RNE, non-saturating: overflow becomes inf as in hardware). */
+static void round_buf(snn_dtype t, float *dst, const float *src, size_t n) {
+    if (t == SNN_F32) {
+        if (dst != src) memcpy(dst, src, n * sizeof(float));
+        return;
+    }
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (size_t i = 0; i < n; i++) dst[i] = snn_round_to(t, src[i], 0);
+}
+
+static size_t in_floats(const snn_module *m, const snn_run *r) { return snn_rows(r) * snn_shape_numel(m->in); }
+static size_t out_floats(const snn_module *m, const snn_run *r) { return snn_rows(r) * snn_shape_numel(m->out); }
+
+/* ---------------- 16-bit GEMM modules ---------------- */
+
+static snn_status g16_setup(snn_module *m, snn_shape in) { return pm_of(m)->orig->setup(m, in); }
+static void g16_init(snn_module *m, snn_rng *rng) {
+    if (pm_of(m)->orig->init) pm_of(m)->orig->init(m, rng);
+}
+static void g16_reserve(snn_module *m, snn_arena *a, int T, int N) {
+    if (pm_of(m)->orig->reserve) pm_of(m)->orig->reserve(m, a, T, N);
+}
+static void g16_reset(snn_module *m) {
+    if (pm_of(m)->orig->reset) pm_of(m)->orig->reset(m);
+}
+/* The model may be freed while still wrapped: run the module's own destructor. */
+static void g16_destroy(snn_module *m) {
+    if (pm_of(m)->orig->destroy) pm_of(m)->orig->destroy(m);
+}
+
+static snn_status g16_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
+    snn_prec_module *pm = pm_of(m);
+    snn_precision *p = pm->p;
+    size_t nx = in_floats(m, r), nw = m->params[0].numel;
+    float *x16 = p->scratch, *w16 = x16 + nx;
+    round_buf(p->half, x16, x, nx);
+    round_buf(p->half, w16, m->params[0].data, nw);
+    float *w = m->params[0].data;
+    m->params[0].data = w16;
+    snn_status st = pm->orig->forward(m, r, x16, y);
+    m->params[0].data = w;
+    round_buf(p->half, y, y, out_floats(m, r));
+    return st;
+}
+
+static snn_status g16_backward(snn_module *m, const snn_run *r, const float *x, const float *y,
+                               const float *dy, float *dx) {
+    snn_prec_module *pm = pm_of(m);
+    snn_precision *p = pm->p;
+    size_t nx = in_floats(m, r), nw = m->params[0].numel, ny = out_floats(m, r);
+    float *x16 = p->scratch, *w16 = x16 + nx, *dy16 = w16 + nw;
+    round_buf(p->half, x16, x, nx);
+    round_buf(p->half, w16, m->params[0].data, nw);
+    round_buf(p->half, dy16, dy, ny);
+    float *w = m->params[0].data;
+    m->params[0].data = w16;
+    snn_status st = pm->orig->backward(m, r, x16, y, dy16, dx);
+    m->params[0].data = w;
+    if (dx) round_buf(p->half, dx, dx, nx);
+    return st;
+}
+
+const snn_module_ops snn_prec_gemm16_ops = {
+    .kind = "Gemm16", .setup = g16_setup, .init = g16_init, .reserve = g16_reserve,
+    .forward = g16_forward, .backward = g16_backward, .reset = g16_reset, .destroy = g16_destroy,
+};
+
+/* ---------------- FP8 GEMM modules ----------------
+ * Token-major operands: X [rows, K], W [Nout, K], Y [rows, Nout]. A pointwise Conv1d
+ * sample [C, L] is transposed to [L, C] (L rows of K = C) and back. */
+
+static void to_token_major(const float *src, float *dst, size_t B, int C, int L) {
+#pragma omp parallel for schedule(static) if (B * (size_t)C * L > 65536)
+    for (size_t b = 0; b < B; b++) {
+        const float *s = src + b * (size_t)C * L;
+        float *d = dst + b * (size_t)C * L;
+        for (int c = 0; c < C; c++)
+            for (int l = 0; l < L; l++) d[(size_t)l * C + c] = s[(size_t)c * L + l];
+    }
+}
+
+static void from_token_major(const float *src, float *dst, size_t B, int C, int L) {
+#pragma omp parallel for schedule(static) if (B * (size_t)C * L > 65536)
+    for (size_t b = 0; b < B; b++) {
+        const float *s = src + b * (size_t)C * L;
+        float *d = dst + b * (size_t)C * L;
+        for (int l = 0; l < L; l++)
+            for (int c = 0; c < C; c++) d[(size_t)c * L + l] = s[(size_t)l * C + c];
+    }
+}
+
+/* rows of the token-major GEMM, and L for Conv1d (1 for Linear). */
+static int fp8_rows(const snn_module *m, const snn_run *r, int *L) {
+    snn_prec_module *pm = (snn_prec_module *)m->prec;
+    if (pm->kind == SNN_PM_FP8_CONV1D) {
+        *L = m->in.d[1];
+        return (int)(snn_rows(r) * (size_t)*L);
+    }
+    *L = 1;
+    return (int)(snn_rows(r) * (snn_shape_numel(m->in) / (size_t)pm->in));
+}
+
+static snn_status fp8_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
+    snn_prec_module *pm = pm_of(m);
+    snn_precision *p = pm->p;
+    int L, rows = fp8_rows(m, r, &L), K = pm->in, No = pm->out;
+    size_t sx = (size_t)rows * K, sy = (size_t)rows * No;
+    float *xt = p->scratch, *xq = xt + sx, *wq = xq + sx, *yt = wq + (size_t)No * K;
+    const float *X = x;
+    if (pm->kind == SNN_PM_FP8_CONV1D) {
+        to_token_major(x, xt, snn_rows(r), K, L);
+        X = xt;
+    }
+    SNN_TRY(snn_fp8_prepare_operand(&pm->sx, SNN_FP8_ROLE_INPUT, &p->fp8, SNN_FP8_ROWWISE, X, rows, K, xq, NULL, NULL));
+    SNN_TRY(snn_fp8_prepare_operand(&pm->sw, SNN_FP8_ROLE_WEIGHT, &p->fp8, SNN_FP8_ROWWISE, m->params[0].data, No, K,
+                                    wq, NULL, NULL));
+    float *Y = pm->kind == SNN_PM_FP8_CONV1D ? yt : y;
+    const float *bias = m->n_params > 1 ? m->params[1].data : NULL;
+    if (bias)
+        for (int i = 0; i < rows; i++) memcpy(Y + (size_t)i * No, bias, sizeof(float) * (size_t)No);
+    r->be->gemm_f32(0, 1, rows, No, K, 1.0f, xq, K, wq, K, bias ? 1.0f : 0.0f, Y, No);
+    /* The FP8 GEMM writes its output in the BF16 base precision. */
+    round_buf(p->half, Y, Y, sy);
+    if (pm->kind == SNN_PM_FP8_CONV1D) from_token_major(yt, y, snn_rows(r), No, L);
+    return SNN_OK;
+}
+
+static snn_status fp8_backward(snn_module *m, const snn_run *r, const float *x, const float *y,
+                               const float *dy, float *dx) {
+    snn_prec_module *pm = pm_of(m);
+    snn_precision *p = pm->p;
+    int L, rows = fp8_rows(m, r, &L), K = pm->in, No = pm->out;
+    size_t sx = (size_t)rows * K, sy = (size_t)rows * No, sw = (size_t)No * K;
+    float *xt = p->scratch, *xc = xt + sx, *dyt = xc + sx, *dyq = dyt + sy, *wc = dyq + sy, *dxt = wc + sw;
+    const float *X = x, *DY = dy;
+    if (pm->kind == SNN_PM_FP8_CONV1D) {
+        to_token_major(x, xt, snn_rows(r), K, L);
+        to_token_major(dy, dyt, snn_rows(r), No, L);
+        X = xt;
+        DY = dyt;
+    }
+    const float *W = m->params[0].data;
+    /* bias gradient from the unquantised dY, in FP32 */
+    if (m->n_params > 1) {
+        float *db = m->params[1].grad;
+        for (int i = 0; i < rows; i++)
+            for (int j = 0; j < No; j++) db[j] += DY[(size_t)i * No + j];
+    }
+    if (dx) {
+        /* dgrad: dX = dY W, dY reduced along Nout (row-wise), W along its rows (column-wise) */
+        SNN_TRY(snn_fp8_prepare_operand(&pm->sdy, SNN_FP8_ROLE_GRAD, &p->fp8, SNN_FP8_ROWWISE, DY, rows, No, dyq, NULL, NULL));
+        SNN_TRY(snn_fp8_prepare_operand(&pm->sw, SNN_FP8_ROLE_WEIGHT, &p->fp8, SNN_FP8_COLWISE, W, No, K, wc, NULL, NULL));
+        float *DX = pm->kind == SNN_PM_FP8_CONV1D ? dxt : dx;
+        r->be->gemm_f32(0, 0, rows, K, No, 1.0f, dyq, No, wc, K, 0.0f, DX, K);
+        round_buf(p->half, DX, DX, sx);
+        if (pm->kind == SNN_PM_FP8_CONV1D) from_token_major(dxt, dx, snn_rows(r), K, L);
+    }
+    /* wgrad: dW += dY^T X, both reduced along the rows (column-wise) */
+    SNN_TRY(snn_fp8_prepare_operand(&pm->sdy, SNN_FP8_ROLE_GRAD, &p->fp8, SNN_FP8_COLWISE, DY, rows, No, dyq, NULL, NULL));
+    SNN_TRY(snn_fp8_prepare_operand(&pm->sx, SNN_FP8_ROLE_INPUT, &p->fp8, SNN_FP8_COLWISE, X, rows, K, xc, NULL, NULL));
+    r->be->gemm_f32(1, 0, No, K, rows, 1.0f, dyq, No, xc, K, 1.0f, m->params[0].grad, K);
+    return SNN_OK;
+}
+
+const snn_module_ops snn_prec_fp8_ops = {
+    .kind = "Fp8Gemm", .setup = g16_setup, .init = g16_init, .reserve = g16_reserve,
+    .forward = fp8_forward, .backward = fp8_backward, .reset = g16_reset, .destroy = g16_destroy,
+};
+
+/* ---------------- neurons ----------------
+ * Storage dtype S: the input current and the saved pre-reset membrane live in S, so the
+ * input is rounded to S and h_seq is rounded in place after the forward (the backward
+ * then evaluates the surrogate on the stored h, as a fused kernel reading S would).
+ * Spikes are 0/1 and exact in every format. */
+
+static snn_status nrn_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
+    snn_prec_module *pm = pm_of(m);
+    snn_precision *p = pm->p;
+    snn_dtype S = snn_neuron_storage_dtype(p->cfg.neuron_storage);
+    size_t n = in_floats(m, r);
+    const float *xin = x;
+    if (S != SNN_F32) {
+        round_buf(S, p->scratch, x, n);
+        xin = p->scratch;
+    }
+    SNN_TRY(pm->orig->forward(m, r, xin, y));
+    float *h = (float *)snn_neuron_module_h_seq(m);
+    if (h && S != SNN_F32 && r->training) round_buf(S, h, h, n);
+    return SNN_OK;
+}
+
+static snn_status nrn_backward(snn_module *m, const snn_run *r, const float *x, const float *y,
+                               const float *dy, float *dx) {
+    snn_prec_module *pm = pm_of(m);
+    snn_precision *p = pm->p;
+    snn_dtype B = snn_neuron_compute_dtype(p->cfg.neuron_bwd, p->cfg.neuron_storage);
+    snn_dtype S = snn_neuron_storage_dtype(p->cfg.neuron_storage);
+    size_t n = in_floats(m, r);
+    const float *g = dy;
+    if (B != SNN_F32) {
+        round_buf(B, p->scratch, dy, n);
+        g = p->scratch;
+    }
+    SNN_TRY(pm->orig->backward(m, r, x, y, g, dx));
+    if (dx && S != SNN_F32) round_buf(S, dx, dx, n);
+    return SNN_OK;
+}
+
+const snn_module_ops snn_prec_neuron_ops = {
+    .kind = "NeuronPrecision", .setup = g16_setup, .init = g16_init, .reserve = g16_reserve,
+    .forward = nrn_forward, .backward = nrn_backward, .reset = g16_reset, .destroy = g16_destroy,
+};

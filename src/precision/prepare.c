@@ -1,0 +1,443 @@
+/* snn_prepare_model_for_precision: capability check, analysis and conversion report,
+ * module conversion, neuron precision, loss scaler (reference spikingjelly-core.md §6.2). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "neuron/neuron_module.h"
+#include "nn/layers_conv.h"
+#include "precision/runtime.h"
+
+/* ---------- module classification (on the unconverted model) ---------- */
+
+typedef enum { CLS_NONE, CLS_LINEAR, CLS_CONV1D_PW, CLS_LAYERNORM, CLS_HIGH, CLS_UNSUPPORTED } module_class;
+
+static const char *kind_of(const snn_module *m) { return snn_module_own_ops(m)->kind; }
+
+static module_class classify(const snn_module *m, int fp8) {
+    const char *k = kind_of(m);
+    if (!strcmp(k, "Linear")) return CLS_LINEAR;
+    if (!strcmp(k, "Conv1d")) return snn_conv1d_is_pointwise(m) ? CLS_CONV1D_PW : CLS_UNSUPPORTED;
+    if (!strcmp(k, "LayerNorm")) return fp8 ? CLS_LAYERNORM : CLS_HIGH;
+    if (snn_module_is_neuron(m) || !strcmp(k, "BatchNorm")) return CLS_HIGH;
+    if (!strcmp(k, "Conv2d")) return CLS_UNSUPPORTED;
+    return CLS_NONE;
+}
+
+static int gemm_dims(const snn_module *m, int *in, int *out) {
+    const snn_param *w = &m->params[0];
+    if (m->n_params < 1 || w->shape.rank < 2) return 0;
+    *out = w->shape.d[0];
+    *in = w->shape.d[1];
+    return 1;
+}
+
+/* FP8 alignment of a GEMM module (the guide: in % 16 == 0 and out % 8 == 0). */
+static int fp8_aligned(const snn_module *m) {
+    int in, out;
+    return gemm_dims(m, &in, &out) && in % 16 == 0 && out % 8 == 0;
+}
+
+static const char *display_name(const snn_module *m) { return m->name[0] ? m->name : "<root>"; }
+
+/* Sequential children that form LayerNorm -> Linear or LayerNorm -> Linear -> GELU -> Linear. */
+static const char *pattern_of(const snn_module *m) {
+    if (strcmp(kind_of(m), "Sequential")) return NULL;
+    snn_module *const *c = m->children;
+    if (m->n_children == 2 && !strcmp(kind_of(c[0]), "LayerNorm") && !strcmp(kind_of(c[1]), "Linear") &&
+        fp8_aligned(c[1]))
+        return "LayerNormLinear";
+    if (m->n_children == 4 && !strcmp(kind_of(c[0]), "LayerNorm") && !strcmp(kind_of(c[1]), "Linear") &&
+        !strcmp(kind_of(c[2]), "GELU") && !strcmp(kind_of(c[3]), "Linear") && fp8_aligned(c[1]) && fp8_aligned(c[3]))
+        return "LayerNormMLP";
+    return NULL;
+}
+
+typedef struct {
+    int fp8;
+    int total, n_linear, n_conv, n_ln;
+    cJSON *convertible, *converted, *patterns, *skipped, *high, *unsupported;
+} analysis;
+
+static void analyse(snn_module *m, analysis *a, int inside_pattern) {
+    a->total++;
+    module_class c = classify(m, a->fp8);
+    const char *name = display_name(m);
+    const char *pat = a->fp8 ? pattern_of(m) : NULL;
+    if (pat && !inside_pattern) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "module", name);
+        cJSON_AddStringToObject(o, "pattern", pat);
+        cJSON_AddStringToObject(o, "backend", "snn");
+        cJSON_AddItemToArray(a->patterns, o);
+    }
+    switch (c) {
+    case CLS_LINEAR:
+    case CLS_CONV1D_PW:
+    case CLS_LAYERNORM:
+        if (c == CLS_LINEAR) a->n_linear++;
+        else if (c == CLS_CONV1D_PW) a->n_conv++;
+        else a->n_ln++;
+        cJSON_AddItemToArray(a->convertible, cJSON_CreateString(name));
+        if (!a->fp8) break;
+        if (inside_pattern) break; /* converted as part of the pattern */
+        if (c == CLS_LAYERNORM || fp8_aligned(m)) cJSON_AddItemToArray(a->converted, cJSON_CreateString(name));
+        else cJSON_AddItemToArray(a->skipped, cJSON_CreateString(name));
+        break;
+    case CLS_HIGH:
+        cJSON_AddItemToArray(a->high, cJSON_CreateString(name));
+        break;
+    case CLS_UNSUPPORTED:
+        cJSON_AddItemToArray(a->unsupported, cJSON_CreateString(name));
+        break;
+    case CLS_NONE:
+        if (m->n_children == 0) cJSON_AddItemToArray(a->skipped, cJSON_CreateString(name));
+        break;
+    }
+    for (int i = 0; i < m->n_children; i++) analyse(m->children[i], a, inside_pattern || pat != NULL);
+}
+
+static cJSON *conversion_report(snn_module *root, int fp8, int *n_converted) {
+    analysis a = {.fp8 = fp8};
+    a.convertible = cJSON_CreateArray();
+    a.converted = cJSON_CreateArray();
+    a.patterns = cJSON_CreateArray();
+    a.skipped = cJSON_CreateArray();
+    a.high = cJSON_CreateArray();
+    a.unsupported = cJSON_CreateArray();
+    analyse(root, &a, 0);
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddNumberToObject(r, "total_modules", a.total);
+    cJSON_AddNumberToObject(r, "convertible_linear", a.n_linear);
+    cJSON_AddNumberToObject(r, "convertible_pointwise_conv1d", a.n_conv);
+    cJSON_AddNumberToObject(r, "convertible_layer_norm", a.n_ln);
+    cJSON_AddItemToObject(r, "convertible_modules", a.convertible);
+    cJSON_AddItemToObject(r, "converted_modules", a.converted);
+    cJSON_AddItemToObject(r, "converted_patterns", a.patterns);
+    cJSON_AddItemToObject(r, "skipped_modules", a.skipped);
+    cJSON_AddItemToObject(r, "high_precision_modules", a.high);
+    cJSON_AddItemToObject(r, "unsupported_modules", a.unsupported);
+    *n_converted = cJSON_GetArraySize(a.converted) + cJSON_GetArraySize(a.patterns);
+    return r;
+}
+
+/* ---------- conversion ---------- */
+
+typedef struct {
+    snn_precision *p;
+    int count_only, n;
+    snn_status st;
+} convert_ctx;
+
+static void wrap(convert_ctx *c, snn_module *m, snn_pm_kind kind) {
+    if (c->count_only) {
+        c->n++;
+        return;
+    }
+    snn_prec_module *pm = &c->p->mods[c->n++];
+    memset(pm, 0, sizeof *pm);
+    pm->m = m;
+    pm->orig = m->ops;
+    pm->kind = kind;
+    pm->p = c->p;
+    if (kind != SNN_PM_NEURON) gemm_dims(m, &pm->in, &pm->out);
+    if (kind == SNN_PM_FP8_LINEAR || kind == SNN_PM_FP8_CONV1D) {
+        snn_status st = snn_fp8_state_init(&pm->sx, &c->p->fp8, SNN_FP8_ROLE_INPUT);
+        if (st == SNN_OK) st = snn_fp8_state_init(&pm->sw, &c->p->fp8, SNN_FP8_ROLE_WEIGHT);
+        if (st == SNN_OK) st = snn_fp8_state_init(&pm->sdy, &c->p->fp8, SNN_FP8_ROLE_GRAD);
+        pm->has_fp8_state = 1;
+        if (st != SNN_OK && c->st == SNN_OK) c->st = st;
+    }
+    m->prec = pm;
+    m->own_ops = m->ops;
+    m->ops = kind == SNN_PM_GEMM16 ? &snn_prec_gemm16_ops
+             : kind == SNN_PM_NEURON ? &snn_prec_neuron_ops : &snn_prec_fp8_ops;
+}
+
+static void convert_visit(snn_module *m, void *ctx) {
+    convert_ctx *c = ctx;
+    snn_precision *p = c->p;
+    const char *k = kind_of(m);
+    int gemm = !strcmp(k, "Linear") || !strcmp(k, "Conv1d") || !strcmp(k, "Conv2d");
+    if (p->cfg.neuron_storage != SNN_NEURON_STORAGE_UNSET && snn_module_is_neuron(m)) {
+        wrap(c, m, SNN_PM_NEURON);
+        return;
+    }
+    if (!gemm || p->cfg.mode == SNN_PRECISION_FP32) return;
+    if (p->cfg.mode == SNN_PRECISION_FP8 && fp8_aligned(m)) {
+        if (!strcmp(k, "Linear")) return wrap(c, m, SNN_PM_FP8_LINEAR);
+        if (snn_conv1d_is_pointwise(m)) return wrap(c, m, SNN_PM_FP8_CONV1D);
+    }
+    wrap(c, m, SNN_PM_GEMM16);
+}
+
+static void count_neurons(snn_module *m, void *ctx) {
+    if (snn_module_is_neuron(m)) {
+        cJSON_AddItemToArray((cJSON *)ctx, cJSON_CreateString(display_name(m)));
+    }
+}
+
+/* ---------- prepare ---------- */
+
+static snn_status check_device(const char *device, char *norm, size_t cap) {
+    if (!device || !*device || !strcmp(device, "cpu")) {
+        snprintf(norm, cap, "cpu");
+        return SNN_OK;
+    }
+    if (!strncmp(device, "cuda", 4))
+        return snn_error(SNN_E_UNSUPPORTED,
+                         "device '%s': models train on the CPU backend in this version of snn; the CUDA "
+                         "backend serves the GPU benchmarks (snn's bench/cuda programs). Use device 'cpu'",
+                         device);
+    return snn_error(SNN_E_INVALID, "unknown device '%s' (use cpu, cuda or cuda:N)", device);
+}
+
+snn_status snn_prepare_model_for_precision(snn_model *m, const char *device, const snn_precision_config *cfg_in,
+                                           snn_precision **out) {
+    *out = NULL;
+    if (!m) return snn_error(SNN_E_INVALID, "snn_prepare_model_for_precision: model is NULL");
+    if (m->optimizer_bound)
+        return snn_error(SNN_E_STATE,
+                         "an optimizer was created before snn_prepare_model_for_precision; the order is device -> "
+                         "prepare -> optimizer (preparation changes how parameters are used, an earlier "
+                         "optimizer would not follow): create the optimizer after prepare");
+    if (m->precision)
+        return snn_error(SNN_E_STATE, "this model is already prepared for a precision; build a fresh model to change it");
+    snn_precision_config cfg = cfg_in ? *cfg_in : snn_precision_config_default();
+    SNN_TRY(snn_precision_config_validate(&cfg));
+    char dev[32];
+    SNN_TRY(check_device(device, dev, sizeof dev));
+
+    snn_precision *p = calloc(1, sizeof *p);
+    if (!p) return snn_error(SNN_E_NOMEM, "out of memory");
+    p->cfg = cfg;
+    p->model = m;
+    snprintf(p->device, sizeof p->device, "%s", dev);
+    p->half = cfg.mode == SNN_PRECISION_FP16 ? SNN_F16 : cfg.mode == SNN_PRECISION_FP32 ? SNN_F32 : SNN_BF16;
+    int fp8 = cfg.mode == SNN_PRECISION_FP8;
+    snn_status st = SNN_OK;
+    if (fp8) {
+        st = snn_fp8_recipe_params_init(&p->fp8, &cfg, 0, 0);
+        p->resolved_recipe = p->fp8.recipe;
+    }
+    /* the report is computed on the model as it is, before conversion */
+    int n_conv = 0;
+    cJSON *report = st == SNN_OK ? conversion_report(m->root, fp8, &n_conv) : NULL;
+    if (st == SNN_OK && fp8 && n_conv == 0)
+        st = snn_error(SNN_E_UNSUPPORTED,
+                       "precision='fp8' did not convert any model modules: FP8 needs a Linear with in %% 16 == 0 and "
+                       "out %% 8 == 0, or a pointwise Conv1d with the same alignment");
+    cJSON *neurons = cJSON_CreateArray();
+    snn_module_walk(m->root, count_neurons, neurons);
+    if (st == SNN_OK && cfg.neuron_storage != SNN_NEURON_STORAGE_UNSET && cJSON_GetArraySize(neurons) == 0)
+        st = snn_error(SNN_E_INVALID,
+                       "neuron precision requested (neuron_storage=%s), but the model has no multi-step "
+                       "IF/LIF/PLIF neurons",
+                       snn_neuron_storage_name(cfg.neuron_storage));
+    if (st == SNN_OK) {
+        convert_ctx cc = {.p = p, .count_only = 1};
+        snn_module_walk(m->root, convert_visit, &cc);
+        p->mods = calloc(cc.n ? (size_t)cc.n : 1, sizeof *p->mods);
+        if (!p->mods) st = snn_error(SNN_E_NOMEM, "out of memory");
+        if (st == SNN_OK) {
+            convert_ctx c2 = {.p = p};
+            snn_module_walk(m->root, convert_visit, &c2);
+            p->n_mods = c2.n;
+            st = c2.st;
+        }
+    }
+    if (st == SNN_OK && cfg.mode == SNN_PRECISION_FP16) {
+        p->use_scaler = 1;
+        st = snn_loss_scaler_init(&p->scaler, NULL);
+    }
+    if (st == SNN_OK) {
+        cJSON *top = cJSON_CreateObject();
+        cJSON_AddItemToObject(top, "conversion_report", report);
+        cJSON *nr = cJSON_CreateObject();
+        cJSON_AddItemToObject(nr, "converted_modules",
+                              cfg.neuron_storage != SNN_NEURON_STORAGE_UNSET ? neurons : cJSON_CreateArray());
+        if (cfg.neuron_storage == SNN_NEURON_STORAGE_UNSET) cJSON_Delete(neurons);
+        cJSON_AddItemToObject(nr, "unsupported_modules", cJSON_CreateArray());
+        cJSON_AddItemToObject(top, "neurons", nr);
+        p->report = cJSON_PrintUnformatted(top);
+        cJSON_Delete(top);
+        report = NULL;
+        neurons = NULL;
+        p->neurons_converted = cfg.neuron_storage != SNN_NEURON_STORAGE_UNSET;
+    }
+    cJSON_Delete(report);
+    if (st != SNN_OK) {
+        cJSON_Delete(neurons);
+        m->precision = p; /* let free unwrap what was wrapped */
+        snn_precision_free(p);
+        return st;
+    }
+    m->precision = p;
+    if (m->arena.base) {
+        st = snn_precision_plan(p, m->T, m->N);
+        if (st != SNN_OK) {
+            snn_precision_free(p);
+            return st;
+        }
+    }
+    *out = p;
+    return SNN_OK;
+}
+
+void snn_precision_free(snn_precision *p) {
+    if (!p) return;
+    /* Unwrap the modules, unless the model (and its modules) is already gone. */
+    for (int i = 0; p->model && i < p->n_mods; i++) {
+        snn_prec_module *pm = &p->mods[i];
+        pm->m->ops = pm->orig;
+        pm->m->own_ops = NULL;
+        pm->m->prec = NULL;
+    }
+    for (int i = 0; i < p->n_mods; i++) {
+        snn_prec_module *pm = &p->mods[i];
+        if (pm->has_fp8_state) {
+            snn_fp8_state_free(&pm->sx);
+            snn_fp8_state_free(&pm->sw);
+            snn_fp8_state_free(&pm->sdy);
+        }
+    }
+    if (p->model && p->model->precision == p) p->model->precision = NULL;
+    free(p->mods);
+    free(p->scratch);
+    free(p->dy_scaled);
+    free(p->report);
+    free(p->describe);
+    free(p);
+}
+
+const snn_precision_config *snn_precision_config_of(const snn_precision *p) { return &p->cfg; }
+snn_precision *snn_model_precision(snn_model *m) { return m ? (snn_precision *)m->precision : NULL; }
+float snn_precision_loss_scale(const snn_precision *p) { return p->use_scaler ? snn_loss_scaler_scale(&p->scaler) : 1.0f; }
+
+snn_status snn_precision_plan(snn_precision *p, int T, int N) {
+    size_t B = (size_t)T * (size_t)N, need = 0;
+    for (int i = 0; i < p->n_mods; i++) {
+        snn_prec_module *pm = &p->mods[i];
+        snn_module *m = pm->m;
+        size_t nx = B * snn_shape_numel(m->in), ny = B * snn_shape_numel(m->out);
+        size_t nw = m->n_params ? m->params[0].numel : 0, s;
+        if (pm->kind == SNN_PM_NEURON) s = nx;
+        else if (pm->kind == SNN_PM_GEMM16) s = nx + nw + ny;
+        else s = 3 * nx + 2 * ny + nw;
+        if (s > need) need = s;
+    }
+    size_t ndy = B * snn_shape_numel(p->model->root->out);
+    if (need > p->scratch_cap) {
+        float *s = realloc(p->scratch, need * sizeof(float));
+        if (!s) return snn_error(SNN_E_NOMEM, "cannot allocate %zu floats of precision scratch", need);
+        p->scratch = s;
+        p->scratch_cap = need;
+    }
+    if (ndy > p->dy_cap) {
+        float *s = realloc(p->dy_scaled, ndy * sizeof(float));
+        if (!s) return snn_error(SNN_E_NOMEM, "out of memory");
+        p->dy_scaled = s;
+        p->dy_cap = ndy;
+    }
+    return SNN_OK;
+}
+
+/* ---------- the training step ---------- */
+
+static double grad_norm_of(const float *g, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += (double)g[i] * g[i];
+    return sqrt(s);
+}
+
+snn_status snn_precision_backward(snn_precision *p, const float *dy, snn_optimizer *opt, float lr, float clip_norm,
+                                  float *grad_norm, int *skipped) {
+    snn_model *m = p->model;
+    if (!opt) return snn_error(SNN_E_INVALID, "snn_precision_backward needs an optimizer");
+    size_t n = snn_model_num_params(m);
+    size_t ndy = (size_t)m->T * m->N * snn_shape_numel(m->root->out);
+    snn_model_zero_grad(m);
+    const float *g = dy;
+    if (p->use_scaler) {
+        float s = snn_loss_scaler_scale(&p->scaler);
+        for (size_t i = 0; i < ndy; i++) p->dy_scaled[i] = dy[i] * s;
+        g = p->dy_scaled;
+    }
+    SNN_TRY(snn_model_backward(m, g));
+    int found_inf = 0;
+    if (p->use_scaler) SNN_TRY(snn_loss_scaler_unscale(&p->scaler, snn_model_grads(m), n, &found_inf));
+    float norm = NAN;
+    if (clip_norm > 0 && !found_inf) norm = snn_clip_grad_norm(snn_model_grads(m), n, clip_norm);
+    else if (grad_norm && !found_inf) norm = (float)grad_norm_of(snn_model_grads(m), n);
+    if (!isfinite(norm) && (clip_norm > 0 || grad_norm) && !p->use_scaler) found_inf = !isfinite(norm);
+    SNN_TRY(snn_optimizer_step(opt, lr, found_inf && p->use_scaler));
+    if (p->use_scaler) SNN_TRY(snn_loss_scaler_update(&p->scaler, found_inf));
+    for (int i = 0; i < p->n_mods; i++) {
+        snn_prec_module *pm = &p->mods[i];
+        if (!pm->has_fp8_state) continue;
+        SNN_TRY(snn_fp8_state_update(&pm->sx, &p->fp8));
+        SNN_TRY(snn_fp8_state_update(&pm->sw, &p->fp8));
+        SNN_TRY(snn_fp8_state_update(&pm->sdy, &p->fp8));
+    }
+    if (grad_norm) *grad_norm = norm;
+    if (skipped) *skipped = found_inf && p->use_scaler;
+    return SNN_OK;
+}
+
+/* ---------- describe ---------- */
+
+const char *snn_precision_describe(snn_precision *p) {
+    char cfgjson[1024];
+    if (snn_precision_config_to_json(&p->cfg, cfgjson, sizeof cfgjson) != SNN_OK) snprintf(cfgjson, sizeof cfgjson, "{}");
+    cJSON *top = cJSON_CreateObject();
+    cJSON_AddItemToObject(top, "config", cJSON_Parse(cfgjson));
+    const char *mode = snn_precision_mode_name(p->cfg.mode);
+    cJSON *pol = cJSON_CreateObject();
+    cJSON_AddStringToObject(pol, "name", mode);
+    cJSON_AddStringToObject(pol, "device_type", "cpu");
+    cJSON_AddBoolToObject(pol, "autocast", p->cfg.mode != SNN_PRECISION_FP32);
+    if (p->cfg.mode != SNN_PRECISION_FP32) cJSON_AddStringToObject(pol, "dtype", snn_dtype_name(p->half));
+    cJSON_AddBoolToObject(pol, "grad_scaler", p->use_scaler);
+    if (p->cfg.mode == SNN_PRECISION_FP8) {
+        cJSON_AddStringToObject(pol, "backend", "snn-cpu-exact");
+        cJSON_AddStringToObject(pol, "fp8_recipe", snn_fp8_recipe_name(p->cfg.fp8_recipe));
+        cJSON_AddStringToObject(pol, "resolved_fp8_recipe", snn_fp8_recipe_name(p->resolved_recipe));
+        cJSON_AddStringToObject(pol, "forward_dtype", snn_dtype_name(p->fp8.fwd_dtype));
+        cJSON_AddStringToObject(pol, "backward_dtype", snn_dtype_name(p->fp8.bwd_dtype));
+    }
+    cJSON_AddItemToObject(top, "policy", pol);
+    cJSON *cap = cJSON_CreateObject();
+    cJSON_AddStringToObject(cap, "requested_mode", mode);
+    cJSON_AddStringToObject(cap, "device", p->device);
+    cJSON_AddStringToObject(cap, "device_type", "cpu");
+#ifdef SNN_HAVE_CUDA
+    cJSON_AddBoolToObject(cap, "cuda_built", 1);
+#else
+    cJSON_AddBoolToObject(cap, "cuda_built", 0);
+#endif
+    cJSON_AddBoolToObject(cap, "can_convert", 1);
+    cJSON_AddBoolToObject(cap, "can_execute", 1);
+    if (p->cfg.mode == SNN_PRECISION_FP8) {
+        cJSON_AddStringToObject(cap, "fp8_recipe_requested", snn_fp8_recipe_name(p->cfg.fp8_recipe));
+        cJSON_AddStringToObject(cap, "fp8_recipe_resolved", snn_fp8_recipe_name(p->resolved_recipe));
+    }
+    cJSON_AddStringToObject(cap, "execution_note",
+                            p->cfg.mode == SNN_PRECISION_FP8
+                                ? "CPU reference: FP8 GEMMs run exactly as quantise -> dequantise -> FP32 GEMM; "
+                                  "recipe auto resolves as on Hopper (sm_90): delayed"
+                            : p->cfg.mode == SNN_PRECISION_FP32
+                                ? "CPU reference: FP32 everywhere"
+                                : "CPU reference: 16-bit GEMM operands are rounded exactly (RNE), FP32 accumulation");
+    cJSON_AddItemToObject(top, "capability_report", cap);
+    cJSON *rep = cJSON_Parse(p->report);
+    cJSON_AddItemToObject(top, "conversion_report", cJSON_DetachItemFromObject(rep, "conversion_report"));
+    cJSON_AddItemToObject(top, "neurons", cJSON_DetachItemFromObject(rep, "neurons"));
+    cJSON_Delete(rep);
+    free(p->describe);
+    p->describe = cJSON_Print(top);
+    cJSON_Delete(top);
+    return p->describe ? p->describe : "{}";
+}

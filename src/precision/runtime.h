@@ -1,0 +1,53 @@
+/* Internal state of a prepared precision (include/snn/prepare.h). */
+#ifndef SNN_PRECISION_RUNTIME_H
+#define SNN_PRECISION_RUNTIME_H
+
+#include "nn/model_internal.h"
+#include "precision/fp8.h"
+#include "snn/prepare.h"
+
+typedef enum {
+    SNN_PM_GEMM16 = 1,      /* Linear/Conv on 16-bit operands, FP32 accumulation */
+    SNN_PM_FP8_LINEAR = 2,  /* Linear as an FP8 GEMM */
+    SNN_PM_FP8_CONV1D = 3,  /* pointwise Conv1d as an FP8 GEMM over channels */
+    SNN_PM_NEURON = 4       /* neuron with storage / forward / backward dtypes */
+} snn_pm_kind;
+
+typedef struct snn_prec_module {
+    snn_module *m;
+    const snn_module_ops *orig;  /* the module's own table, restored on free */
+    snn_pm_kind kind;
+    struct snn_precision *p;
+    int in, out;                 /* GEMM: reduction and output widths */
+    snn_fp8_tensor_state sx, sw, sdy;
+    int has_fp8_state;
+} snn_prec_module;
+
+struct snn_precision {
+    snn_precision_config cfg;
+    snn_model *model;
+    char device[32];
+    snn_dtype half;               /* F16 or BF16 operand/activation type; F32 in fp32 */
+    snn_fp8_recipe_params fp8;    /* valid when cfg.mode == fp8 */
+    snn_fp8_recipe resolved_recipe;
+    int use_scaler;
+    snn_loss_scaler scaler;
+    snn_prec_module *mods;
+    int n_mods;
+    float *scratch;               /* operand copies, sized by snn_precision_plan */
+    size_t scratch_cap;           /* floats */
+    float *dy_scaled;             /* fp16: the scaled dL/dy */
+    size_t dy_cap;
+    char *report;                 /* JSON from the analysis, before conversion */
+    char *describe;               /* last snn_precision_describe() */
+    int neurons_converted;
+};
+
+/* Size the scratch for (T, N); called by snn_model_plan. */
+snn_status snn_precision_plan(struct snn_precision *p, int T, int N);
+/* The module tables that wrap a converted module. */
+extern const snn_module_ops snn_prec_gemm16_ops;
+extern const snn_module_ops snn_prec_fp8_ops;
+extern const snn_module_ops snn_prec_neuron_ops;
+
+#endif
