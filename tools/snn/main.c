@@ -1,6 +1,8 @@
 /* snn — command-line tool. One file per subcommand (cmd_*.c). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "args.h"
 #include "cmds.h"
@@ -18,7 +20,19 @@ static void usage(FILE *f) {
             "snn <command> --help shows the options of a command; snn --version the version.\n");
 }
 
+/* OpenMP threads that spin while they wait (libgomp's default) lose badly when the cores are
+ * shared with other processes: measured 4x slower fcsnn training on a loaded 2-core machine.
+ * libgomp reads OMP_WAIT_POLICY when it is loaded, before main, so when the user has not
+ * chosen a policy we set "passive" and re-execute ourselves once. */
+static void choose_wait_policy(char **argv) {
+    if (getenv("OMP_WAIT_POLICY")) return;
+    setenv("OMP_WAIT_POLICY", "passive", 1);
+    execv("/proc/self/exe", argv);
+    /* exec failed: carry on with the default policy */
+}
+
 int main(int argc, char **argv) {
+    choose_wait_policy(argv);
     if (argc < 2) {
         usage(stderr);
         return 2;
