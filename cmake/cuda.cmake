@@ -1,0 +1,53 @@
+# CUDA tests and benchmarks, included by CMakeLists.txt when -DSNN_CUDA=ON.
+# The library's CUDA sources (src/backend/cuda/*.cu) are added to libsnn by CMakeLists.txt.
+
+# The top-level warning flags are meant for the C compiler; hand them to nvcc's host compiler
+# instead of nvcc itself (nvcc rejects -Wall / -Wextra as its own options).
+get_target_property(_snn_opts snn COMPILE_OPTIONS)
+if(_snn_opts)
+  set(_snn_fixed "")
+  foreach(_o ${_snn_opts})
+    if(_o MATCHES "^-W" OR _o MATCHES "^-f")
+      list(APPEND _snn_fixed "$<$<NOT:$<COMPILE_LANGUAGE:CUDA>>:${_o}>")
+    else()
+      list(APPEND _snn_fixed "${_o}")
+    endif()
+  endforeach()
+  set_target_properties(snn PROPERTIES COMPILE_OPTIONS "${_snn_fixed}")
+endif()
+
+# libsnn was created before CMAKE_CUDA_ARCHITECTURES was set: give it the architecture here.
+if(NOT CMAKE_CUDA_ARCHITECTURES)
+  set(CMAKE_CUDA_ARCHITECTURES 90)
+endif()
+set_target_properties(snn PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
+
+set(SNN_CUDA_FLAGS -std=c++17 -O3 --expt-relaxed-constexpr -Xcompiler=-Wall,-Wno-unused-parameter,-Wno-unknown-pragmas)
+target_compile_options(snn PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:${SNN_CUDA_FLAGS}>)
+
+# GPU tests: exit 77 (skipped) when no GPU is usable, so a CUDA build without a GPU still passes.
+foreach(t test_cuda_neuron test_cuda_gemm test_cuda_ops)
+  add_executable(${t} ${PROJECT_SOURCE_DIR}/tests/cuda/${t}.c ${PROJECT_SOURCE_DIR}/tests/harness.c)
+  target_include_directories(${t} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests
+                                          ${PROJECT_SOURCE_DIR}/tests/cuda)
+  target_link_libraries(${t} PRIVATE snn)
+  add_test(NAME ${t} COMMAND ${t} WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
+  set_tests_properties(${t} PROPERTIES SKIP_RETURN_CODE 77)
+endforeach()
+
+# Host emulation of the neuron kernel bodies: needs nvcc, runs without a GPU.
+add_executable(test_cuda_emul ${PROJECT_SOURCE_DIR}/tests/cuda/test_cuda_emul.cu
+                              ${PROJECT_SOURCE_DIR}/tests/harness.c)
+target_include_directories(test_cuda_emul PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests
+                                                  ${PROJECT_SOURCE_DIR}/tests/cuda)
+target_compile_options(test_cuda_emul PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-std=c++17 -Xcompiler=-Wno-unknown-pragmas>)
+target_link_libraries(test_cuda_emul PRIVATE snn)
+add_test(NAME test_cuda_emul COMMAND test_cuda_emul WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
+
+# Benchmarks (not tests): bench/cuda/*_bench.cu
+foreach(b neuron_bench fcsnn_bench)
+  add_executable(snn_${b} ${PROJECT_SOURCE_DIR}/bench/cuda/${b}.cu)
+  target_include_directories(snn_${b} PRIVATE ${PROJECT_SOURCE_DIR}/bench/cuda)
+  target_compile_options(snn_${b} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-std=c++17>)
+  target_link_libraries(snn_${b} PRIVATE snn)
+endforeach()

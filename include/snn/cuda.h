@@ -1,0 +1,145 @@
+/* snn — CUDA backend (built with -DSNN_CUDA=ON).
+ *
+ * Everything here works on device pointers and runs asynchronously on the context's stream
+ * unless a function says it synchronizes. No function allocates device memory except
+ * snn_cuda_create (cuBLASLt workspace) and snn_cuda_alloc, so a sequence of calls can be
+ * captured into a CUDA graph (warm each GEMM shape up once before capture: the first call of
+ * a shape queries cuBLASLt's heuristic, and with autotuning also times candidates).
+ *
+ * Layout conventions: matrices are row-major; a multi-step activation is [T][n] with the
+ * time dimension outermost (T·batch rows for a Linear layer: time folds into GEMM M). */
+#ifndef SNN_CUDA_H
+#define SNN_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "dtype.h"
+#include "error.h"
+#include "neuron.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct snn_cuda snn_cuda;
+
+/* Select `device`, create a stream, a cuBLASLt handle and a GEMM workspace
+ * (workspace_bytes 0 = 32 MiB). */
+snn_status snn_cuda_create(int device, size_t workspace_bytes, snn_cuda **out);
+void snn_cuda_destroy(snn_cuda *c);
+/* The context's stream as a cudaStream_t. */
+void *snn_cuda_stream(snn_cuda *c);
+snn_status snn_cuda_synchronize(snn_cuda *c);
+/* Device name, compute capability, multiprocessor count. */
+snn_status snn_cuda_device_info(snn_cuda *c, char *name, size_t name_len, int *cc_major,
+                                int *cc_minor, int *sm_count);
+/* With autotune on, the first call of each GEMM shape (with beta == 0) times up to 8 of
+ * cuBLASLt's candidate algorithms on the real operands and keeps the fastest; this
+ * synchronizes, so it must not happen during graph capture. Off by default. */
+void snn_cuda_set_gemm_autotune(snn_cuda *c, int on);
+
+/* Memory (plain cudaMalloc). upload/download/fill synchronize with the context's stream. */
+snn_status snn_cuda_alloc(snn_cuda *c, size_t bytes, void **out);
+void snn_cuda_free(void *p);
+snn_status snn_cuda_upload(snn_cuda *c, void *dst, const void *src, size_t bytes);
+snn_status snn_cuda_download(snn_cuda *c, void *dst, const void *src, size_t bytes);
+snn_status snn_cuda_memset(snn_cuda *c, void *dst, int byte, size_t bytes); /* async */
+
+/* ---- Neurons (IF / LIF / PLIF, multi-step, one thread per 1..8 neurons, loop over T) ----
+ * k: the decay 1/tau (LIF) or sigmoid(w) (PLIF); ignored for IF.
+ * io_type (F32, BF16, F16) is the storage type of x, h_seq, v_seq, gs, gv_seq and gx;
+ * arithmetic is FP32 and the membrane stays FP32 across steps. spike_type is F32, BF16, F16
+ * or F8E4M3 (spike 1 is the byte 0x38, exact, scale 1). v0, v_last, gv_last, gv0 are FP32.
+ * bias (FP32, may be NULL) is added to x: neuron i gets bias[i % bias_period] (a Linear
+ * layer's bias when the neurons are [T][batch][features]). */
+snn_status snn_cuda_neuron_forward(snn_cuda *c, const snn_neuron_opts *o, float k, int T,
+                                   size_t n, snn_dtype io_type, snn_dtype spike_type,
+                                   const void *x, const float *bias, size_t bias_period,
+                                   const float *v0, void *s, void *h_seq, void *v_seq,
+                                   float *v_last);
+/* BPTT backward (SpikingJelly's fused-kernel formulas). gs [T][n]; gv_seq [T][n] or NULL;
+ * gv_last [n] or NULL (adds to the gradient of the last step's v). gx [T][n] written.
+ * Optional outputs: gv0 [n]; gk: one FP32 on the device, ADDED to (PLIF dL/dk);
+ * gx_tsum [n] FP32 = sum over t of gx (for a bias gradient); gx_amax: one FP32 on the
+ * device, max-ed with max|gx| as stored (for FP8 current scaling; zero it first). */
+snn_status snn_cuda_neuron_backward(snn_cuda *c, const snn_neuron_opts *o, float k, int T,
+                                    size_t n, snn_dtype io_type, const void *h_seq,
+                                    const float *v0, const void *gs, const void *gv_seq,
+                                    const float *gv_last, void *gx, float *gv0, float *gk,
+                                    float *gx_tsum, float *gx_amax);
+
+/* ---- GEMM through cuBLASLt ----
+ * C[M,N] = alpha · scale_a · scale_b · op(A)[M,K] · op(B)[K,N] + beta · C, row-major.
+ * Types: F32 (FP32 compute; TF32 only with allow_tf32), BF16/F16 (FP32 accumulation; C F32 or
+ * the same 16-bit type), FP8: A,B ∈ {E4M3, E5M2} but not both E5M2, C ∈ {F32, BF16, F16,
+ * E4M3, E5M2}. FP8 needs trans_a = 0, trans_b = 1 (both operands K-contiguous: Hopper runs
+ * only this "TN" layout), K, lda, ldb multiples of 16 and 16-byte aligned pointers.
+ * a_scale/b_scale: device FP32 dequantisation factors (NULL = 1). d_scale: device FP32 factor
+ * applied to FP8 outputs (NULL = 1). d_amax: device FP32 receiving max|result| before
+ * d_scale (FP8 outputs). fast_accum: FP8 accumulation without periodic FP32 promotion. */
+typedef struct snn_cuda_gemm_desc {
+    int trans_a, trans_b;
+    int M, N, K;
+    snn_dtype a_type, b_type, c_type;
+    int lda, ldb, ldc;
+    int allow_tf32;
+    int fast_accum;
+} snn_cuda_gemm_desc;
+
+snn_status snn_cuda_gemm(snn_cuda *c, const snn_cuda_gemm_desc *d, float alpha, const void *A,
+                         const void *B, float beta, void *C, const float *a_scale,
+                         const float *b_scale, const float *d_scale, float *d_amax);
+
+/* ---- Elementwise and reductions ---- */
+/* dst = convert(src · scale) (scale: device FP32 or NULL = 1); saturating when
+ * flags & SNN_CONVERT_SATURATE (FP8 targets always saturate: hardware SATFINITE).
+ * Types F32, BF16, F16, F8E4M3, F8E5M2. */
+snn_status snn_cuda_convert(snn_cuda *c, snn_dtype dst_type, void *dst, snn_dtype src_type,
+                            const void *src, size_t n, const float *scale, unsigned flags);
+/* amax = max(amax, max|x|), NaN ignored. amax is one device FP32 (zero it first). */
+snn_status snn_cuda_amax(snn_cuda *c, snn_dtype type, const void *x, size_t n, float *amax);
+/* FP8 per-tensor current scaling (Transformer Engine's rule): s = fp8_max / amax (1 if amax is
+ * 0 or not finite, FLT_MAX if the quotient overflows), q = sat(x·s). Writes q [rows][cols]
+ * and/or its transpose qt [cols][rows] (either may be NULL) and *scale_inv = 1/s (device). */
+snn_status snn_cuda_quantize_fp8(snn_cuda *c, snn_dtype q_type, void *q, void *qt,
+                                 snn_dtype src_type, const void *src, int rows, int cols,
+                                 const float *amax, float *scale_inv);
+/* Byte transpose [rows][cols] -> [cols][rows] for 1-byte types (FP8 spikes). */
+snn_status snn_cuda_transpose_u8(snn_cuda *c, void *dst, const void *src, int rows, int cols);
+/* x[r][j] += bias[j] for a [rows][cols] tensor of type F32, BF16 or F16. */
+snn_status snn_cuda_bias_add(snn_cuda *c, snn_dtype type, void *x, const float *bias, int rows,
+                             int cols);
+/* out[j] = beta·out[j] + sum_r x[r][j] (FP32 out; x F32, BF16 or F16). */
+snn_status snn_cuda_colsum(snn_cuda *c, snn_dtype type, const void *x, int rows, int cols,
+                           float beta, float *out);
+
+/* Cross-entropy on the mean over T: logits [T][B][C] (F32, + bias[C] if not NULL),
+ * labels [B] int32 on the device. m = mean_t logits; loss = mean_b (logsumexp(m_b) - m_b[y_b]);
+ * dlogits[t][b][c] = grad_scale · (softmax(m_b)_c - [c == y_b]) / (B·T), stored as dl_type.
+ * loss: one device FP32 (written). work: device scratch of B floats. */
+snn_status snn_cuda_ce_mean_t(snn_cuda *c, int T, int B, int C, const float *logits,
+                              const float *bias, const int32_t *labels, float *loss, float *work,
+                              snn_dtype dl_type, void *dlogits, float grad_scale);
+
+/* SGD with momentum on FP32 master weights (PyTorch's rule, dampening 0):
+ * g = grad·grad_scale + weight_decay·w; buf = momentum·buf + g (buf starts at 0);
+ * w -= lr · (nesterov ? g + momentum·buf : buf). Then work (BF16/F16, may be NULL) = w rounded,
+ * and amax (device FP32, may be NULL) max-ed with max|w| for the next FP8 quantisation.
+ * skip (device int, may be NULL): when nonzero the update is skipped (FP16 overflow). */
+typedef struct snn_cuda_sgd {
+    float lr, momentum, weight_decay, grad_scale;
+    int nesterov;
+} snn_cuda_sgd;
+snn_status snn_cuda_sgd_update(snn_cuda *c, const snn_cuda_sgd *h, size_t n, float *w,
+                               const float *grad, float *buf, snn_dtype work_type, void *work,
+                               float *amax, const int *skip);
+
+/* Fill with deterministic pseudo-random values (hash of seed and index): uniform in [lo, hi)
+ * or, with normal != 0, N(lo, hi²). FP32 output. */
+snn_status snn_cuda_fill_random(snn_cuda *c, float *x, size_t n, uint64_t seed, int normal,
+                                float lo, float hi);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,142 @@
+/* Internal helpers of the CUDA backend: error plumbing, storage-type traits usable on the
+ * host and the device (so kernel bodies can also be run on the CPU by the host-emulation
+ * test), vector packs for 16-byte accesses. CUDA C++ only. */
+#ifndef SNN_CUDA_INTERNAL_H
+#define SNN_CUDA_INTERNAL_H
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "snn/cuda.h"
+extern "C" {
+#include "core/error_internal.h"
+}
+
+#define SNN_HD __host__ __device__ __forceinline__
+
+/* Turn a CUDA error into an snn_status with a message naming the call. */
+snn_status snn_cuda_fail(cudaError_t e, const char *what);
+#define SNN_CU_TRY(call)                                                                         \
+    do {                                                                                         \
+        cudaError_t snn_cu_e_ = (call);                                                          \
+        if (snn_cu_e_ != cudaSuccess) return snn_cuda_fail(snn_cu_e_, #call);                    \
+    } while (0)
+/* After a kernel launch: launch-configuration errors show up here. */
+#define SNN_CU_LAUNCHED(name) SNN_CU_TRY(cudaGetLastError())
+
+cudaStream_t snn_cuda_stream_of(snn_cuda *c);
+int snn_cuda_sm_count(snn_cuda *c);
+
+/* One-byte FP8 storage types (raw bits; conversions below). */
+struct snn_e4m3 { uint8_t b; };
+struct snn_e5m2 { uint8_t b; };
+
+/* Storage traits: ld() widens to FP32, st() narrows with round-to-nearest-even
+ * (FP8: saturating, as the hardware's SATFINITE conversion). */
+template <typename T> struct Io;
+template <> struct Io<float> {
+    static SNN_HD float ld(float v) { return v; }
+    static SNN_HD float st(float f) { return f; }
+    static SNN_HD float spike(bool s) { return s ? 1.0f : 0.0f; }
+};
+template <> struct Io<__nv_bfloat16> {
+    static SNN_HD float ld(__nv_bfloat16 v) { return __bfloat162float(v); }
+    static SNN_HD __nv_bfloat16 st(float f) { return __float2bfloat16_rn(f); }
+    static SNN_HD __nv_bfloat16 spike(bool s) { return __float2bfloat16_rn(s ? 1.0f : 0.0f); }
+};
+template <> struct Io<__half> {
+    static SNN_HD float ld(__half v) { return __half2float(v); }
+    static SNN_HD __half st(float f) { return __float2half_rn(f); }
+    static SNN_HD __half spike(bool s) { return __float2half_rn(s ? 1.0f : 0.0f); }
+};
+template <> struct Io<snn_e4m3> {
+    static SNN_HD float ld(snn_e4m3 v) {
+        __half_raw h = __nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)v.b, __NV_E4M3);
+        return __half2float(__half(h));
+    }
+    static SNN_HD snn_e4m3 st(float f) {
+        snn_e4m3 r;
+        r.b = (uint8_t)__nv_cvt_float_to_fp8(f, __NV_SATFINITE, __NV_E4M3);
+        return r;
+    }
+    /* 1.0 in E4M3 is 0x38: spikes need no conversion. */
+    static SNN_HD snn_e4m3 spike(bool s) {
+        snn_e4m3 r;
+        r.b = s ? 0x38 : 0x00;
+        return r;
+    }
+};
+template <> struct Io<snn_e5m2> {
+    static SNN_HD float ld(snn_e5m2 v) {
+        __half_raw h = __nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)v.b, __NV_E5M2);
+        return __half2float(__half(h));
+    }
+    static SNN_HD snn_e5m2 st(float f) {
+        snn_e5m2 r;
+        r.b = (uint8_t)__nv_cvt_float_to_fp8(f, __NV_SATFINITE, __NV_E5M2);
+        return r;
+    }
+    static SNN_HD snn_e5m2 spike(bool s) {
+        snn_e5m2 r;
+        r.b = s ? 0x3C : 0x00;
+        return r;
+    }
+};
+
+/* V consecutive elements moved as one access (16 bytes for 8 × 16-bit or 4 × FP32). */
+template <typename T, int V> struct alignas(sizeof(T) * V) Pack {
+    T v[V];
+};
+
+template <typename T, int V> SNN_HD Pack<T, V> pack_ld(const T *p) {
+    return *reinterpret_cast<const Pack<T, V> *>(p);
+}
+template <typename T, int V> SNN_HD void pack_st(T *p, const Pack<T, V> &x) {
+    *reinterpret_cast<Pack<T, V> *>(p) = x;
+}
+
+static inline int snn_aligned(const void *p, size_t a) { return ((uintptr_t)p % a) == 0; }
+
+/* max over non-negative floats through their bit patterns (IEEE order equals unsigned order
+ * for x >= 0); NaN partials must be dropped before (fmaxf does that). */
+#ifdef __CUDACC__
+__device__ __forceinline__ void snn_atomic_max_pos(float *addr, float v) {
+    if (v > 0.0f) atomicMax(reinterpret_cast<unsigned int *>(addr), __float_as_uint(v));
+}
+__device__ __forceinline__ float snn_warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float snn_warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+#endif
+
+static inline int snn_cuda_is_16(snn_dtype t) { return t == SNN_F16 || t == SNN_BF16; }
+static inline int snn_cuda_is_fp8(snn_dtype t) { return t == SNN_F8E4M3 || t == SNN_F8E5M2; }
+static inline size_t snn_cuda_dsize(snn_dtype t) {
+    switch (t) {
+    case SNN_F32: return 4;
+    case SNN_F16:
+    case SNN_BF16: return 2;
+    case SNN_F8E4M3:
+    case SNN_F8E5M2: return 1;
+    default: return 0;
+    }
+}
+const char *snn_cuda_dtype_name(snn_dtype t);
+
+/* Grid size for an elementwise kernel over `work` items, capped to keep the grid sane. */
+static inline unsigned snn_grid(size_t work, unsigned block) {
+    size_t g = (work + block - 1) / block;
+    if (g < 1) g = 1;
+    if (g > 0x7fffffffu) g = 0x7fffffffu;
+    return (unsigned)g;
+}
+
+#endif
