@@ -1,15 +1,16 @@
 /* Helper for tests/oracle_layers_conv.py: runs one module forward and backward on raw
  * float32 files (little-endian, row-major, [T][N][per-sample] rows).
  *
- *   driver_layers_conv conv2d T N C H W O K S P BIAS CHUNK IN OUT
+ *   driver_layers_conv conv2d T N C H W O K S P BIAS CHUNK STRATEGY IN OUT
  *       IN : x[B*C*H*W] weight[O*C*K*K] bias[O] (only if BIAS) dy[B*O*H'*W']
  *       OUT: y dx dweight dbias (only if BIAS)
- *   driver_layers_conv conv1d T N C L O K S P BIAS CHUNK IN OUT      (same, [C, L] samples)
+ *   driver_layers_conv conv1d T N C L O K S P BIAS CHUNK STRATEGY IN OUT   ([C, L] samples)
  *   driver_layers_conv maxpool2d|avgpool2d T N C H W K S P IN OUT
  *       IN : x dy          OUT: y dx
  *   driver_layers_conv gelu T N NUMEL IN OUT
  *       IN : x dy          OUT: y dx
- * CHUNK caps the samples per GEMM (0: automatic). Exit 0 on success, 2 on a library
+ * CHUNK: samples per batched GEMM (0: automatic); STRATEGY: 0 automatic, 1 batched,
+ * 2 per-sample (see snn_conv_set_strategy). Exit 0 on success, 2 on a library
  * error (printed), 3 on bad input. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,20 +51,22 @@ int main(int argc, char **argv) {
     int bias = 0;
     if (!strcmp(op, "conv2d") || !strcmp(op, "conv1d")) {
         int is2 = !strcmp(op, "conv2d");
-        nint = is2 ? 11 : 10;
+        nint = is2 ? 12 : 11;
         if (argc != 2 + nint + 2) return usage();
         for (int i = 0; i < nint; i++) a[i] = atoi(argv[2 + i]);
-        /* T N C H W O K S P BIAS CHUNK  or  T N C L O K S P BIAS CHUNK */
+        /* T N C H W O K S P BIAS CHUNK STRATEGY  or  T N C L O K S P BIAS CHUNK STRATEGY */
         const int *c = a + 2;
         if (is2) {
             in = snn_shape3(c[0], c[1], c[2]);
             bias = c[7];
             snn_conv_set_max_chunk(c[8]);
+            snn_conv_set_strategy(c[9]);
             m = snn_conv2d_new(c[0], c[3], c[4], c[5], c[6], bias);
         } else {
             in = snn_shape2(c[0], c[1]);
             bias = c[6];
             snn_conv_set_max_chunk(c[7]);
+            snn_conv_set_strategy(c[8]);
             m = snn_conv1d_new(c[0], c[2], c[3], c[4], c[5], bias);
         }
     } else if (!strcmp(op, "maxpool2d") || !strcmp(op, "avgpool2d")) {

@@ -1,7 +1,7 @@
 """PyTorch oracle for Conv2d, Conv1d, MaxPool2d, AvgPool2d and GELU (forward and backward).
 
 Runs build/driver_layers_conv on fresh random inputs of odd sizes (strides, padding,
-several GEMM chunkings) and compares with torch.nn.functional (conv2d, conv1d,
+several GEMM chunkings, all three engine strategies) and compares with torch.nn.functional (conv2d, conv1d,
 max_pool2d, avg_pool2d with count_include_pad=True, gelu) computed in float64 from the
 same float32 inputs, gradients by autograd with the same dy.
 Criterion per tensor: |got - want| <= 1e-4 * max(|want|, 1e-2 * max|want|).
@@ -84,16 +84,17 @@ def conv_case(build, rng, dim, T, N, C, S, O, k, s, p, bias, chunk):
     y.backward(t64(dy))
     arrays = [x, w] + ([b] if bias else []) + [dy]
     op = "conv2d" if dim == 2 else "conv1d"
-    args = [op, T, N, C] + list(S) + [O, k, s, p, int(bias), chunk]
     n = y.numel() + x.size + w.size + (O if bias else 0)
-    out = run(build, args, arrays, n)
-    name = f"{op} T{T} N{N} C{C} {S} O{O} k{k} s{s} p{p} bias{int(bias)} chunk{chunk}"
-    o = 0
-    for label, want in (("y", y.detach()), ("dx", xt.grad), ("dweight", wt.grad)) + (
-            (("dbias", bt.grad),) if bias else ()):
-        cnt = want.numel()
-        check(f"{name}: {label}", out[o:o + cnt], want.numpy())
-        o += cnt
+    for strategy in (0, 1, 2):  # automatic, batched, per-sample
+        args = [op, T, N, C] + list(S) + [O, k, s, p, int(bias), chunk, strategy]
+        out = run(build, args, arrays, n)
+        name = f"{op} T{T} N{N} C{C} {S} O{O} k{k} s{s} p{p} bias{int(bias)} chunk{chunk} strategy{strategy}"
+        o = 0
+        for label, want in (("y", y.detach()), ("dx", xt.grad), ("dweight", wt.grad)) + (
+                (("dbias", bt.grad),) if bias else ()):
+            cnt = want.numel()
+            check(f"{name}: {label}", out[o:o + cnt], want.numpy())
+            o += cnt
 
 
 def pool_case(build, rng, kind, T, N, C, H, W, k, s, p):
@@ -146,6 +147,8 @@ def main():
         (1, 2, 3, 8, (10,), 16, 1, 1, 0, True, 0),
         (1, 1, 4, 24, (9,), 16, 1, 1, 0, False, 0),
         (1, 1, 2, 3, (9,), 2, 4, 3, 0, False, 1),
+        (1, 2, 5, 48, (150,), 40, 1, 1, 0, True, 0),
+        (1, 3, 3, 32, (20,), 24, 1, 1, 0, False, 4),
     ]
     for c in conv:
         conv_case(build, rng, *c)

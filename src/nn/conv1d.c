@@ -1,17 +1,16 @@
-/* Conv1d: [C, L] -> [O, L'] per sample. The general case is the 2-D engine with H = 1.
+/* Conv1d: [C, L] -> [O, L'] per sample: the 2-D engine with H = 1 and a 1 x k kernel.
  * The pointwise case (kernel 1, stride 1, padding 0) is Spikformer's hot path and a
- * precision-conversion candidate, so it is a plain GEMM per sample on the input as it lies
- * ([C][L] is already the right operand): y_b = W x_b, dW += dy_b x_b^T, dx_b = W^T dy_b. */
+ * precision-conversion candidate: it is a plain GEMM with no unfolding, y_b = W x_b,
+ * dW += dy_b x_b^T, dx_b = W^T dy_b, run on a chunk of samples laid side by side
+ * ([C][chunk*L], row copies) so that one large GEMM covers many short token rows; see the
+ * engine in conv2d.c and nn/layers_conv.h. */
 #include <math.h>
-#include <string.h>
 
-#include "backend/backend.h"
 #include "nn/layers_conv.h"
 
 typedef struct {
     int in_ch, out_ch, k, s, p, bias;
-    int L, Lo;
-    snn_conv_engine e; /* unused when pointwise */
+    snn_conv_engine e;
 } conv1d_impl;
 
 static int is_pointwise(const conv1d_impl *c) { return c->k == 1 && c->s == 1 && c->p == 0; }
@@ -33,8 +32,6 @@ static snn_status conv1d_setup(snn_module *m, snn_shape in) {
                          c->k, c->p, snn_shape_str(in, b, sizeof b));
     c->e.g = g;
     c->e.out_ch = c->out_ch;
-    c->L = in.d[1];
-    c->Lo = g.Wo;
     m->out = snn_shape2(c->out_ch, g.Wo);
     m->n_params = 0;
     snn_module_add_param(m, "weight", snn_shape3(c->out_ch, c->in_ch, c->k), SNN_PARAM_WEIGHT, 1);
@@ -51,25 +48,13 @@ static void conv1d_init(snn_module *m, snn_rng *rng) {
 
 static void conv1d_reserve(snn_module *m, snn_arena *a, int T, int N) {
     conv1d_impl *c = m->impl;
-    if (!is_pointwise(c)) snn_conv_engine_reserve(&c->e, a, (size_t)T * (size_t)N);
+    snn_conv_engine_reserve(&c->e, a, (size_t)T * (size_t)N);
 }
 
 static snn_status conv1d_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
     conv1d_impl *c = m->impl;
-    const float *W = m->params[0].data, *bias = c->bias ? m->params[1].data : NULL;
-    size_t B = snn_rows(r);
-    if (!is_pointwise(c)) {
-        snn_conv_engine_forward(&c->e, r, B, W, bias, x, y);
-        return SNN_OK;
-    }
-    const int C = c->in_ch, O = c->out_ch, L = c->L;
-    for (size_t b = 0; b < B; b++) {
-        float *yb = y + b * (size_t)O * L;
-        if (bias)
-            for (int o = 0; o < O; o++)
-                for (int l = 0; l < L; l++) yb[(size_t)o * L + l] = bias[o];
-        r->be->gemm_f32(0, 0, O, L, C, 1.0f, W, C, x + b * (size_t)C * L, L, bias ? 1.0f : 0.0f, yb, L);
-    }
+    snn_conv_engine_forward(&c->e, r, snn_rows(r), m->params[0].data, c->bias ? m->params[1].data : NULL, x,
+                            y);
     return SNN_OK;
 }
 
@@ -77,30 +62,8 @@ static snn_status conv1d_backward(snn_module *m, const snn_run *r, const float *
                                   const float *dy, float *dx) {
     (void)y;
     conv1d_impl *c = m->impl;
-    const float *W = m->params[0].data;
-    float *dW = m->params[0].grad, *db = c->bias ? m->params[1].grad : NULL;
-    size_t B = snn_rows(r);
-    if (!is_pointwise(c)) {
-        snn_conv_engine_backward(&c->e, r, B, W, dW, db, x, dy, dx);
-        return SNN_OK;
-    }
-    const int C = c->in_ch, O = c->out_ch, L = c->L;
-    if (db) {
-#pragma omp parallel for schedule(static) if(B * (size_t)O * L > SNN_PAR_MIN_WORK)
-        for (int o = 0; o < O; o++) {
-            double acc = 0.0;
-            for (size_t b = 0; b < B; b++) {
-                const float *d = dy + (b * (size_t)O + (size_t)o) * L;
-                for (int l = 0; l < L; l++) acc += d[l];
-            }
-            db[o] += (float)acc;
-        }
-    }
-    for (size_t b = 0; b < B; b++) {
-        const float *dyb = dy + b * (size_t)O * L, *xb = x + b * (size_t)C * L;
-        r->be->gemm_f32(0, 1, O, C, L, 1.0f, dyb, L, xb, L, 1.0f, dW, C);
-        if (dx) r->be->gemm_f32(1, 0, C, L, O, 1.0f, W, C, dyb, L, 0.0f, dx + b * (size_t)C * L, L);
-    }
+    snn_conv_engine_backward(&c->e, r, snn_rows(r), m->params[0].data, m->params[0].grad,
+                             c->bias ? m->params[1].grad : NULL, x, dy, dx);
     return SNN_OK;
 }
 

@@ -34,21 +34,39 @@ int snn_conv2d_out_channels(const snn_module *m);
 uint64_t snn_dropout_stream(const snn_module *m);
 
 /* ---- shared engine of Conv1d and Conv2d (internal) ----
- * A chunk of samples is unfolded side by side into one [C*kh*kw][chunk*P] column matrix
- * (P = Ho*Wo) so each direction is ONE large GEMM, threaded by the BLAS; the unfold,
- * fold and layout copies are threaded over samples with OpenMP. The two levels never run
- * at the same time, so the thread pools do not fight. */
+ * Two strategies, picked per layer when the arena is reserved:
+ *  - per-sample (unfolding convolutions with P = H'*W' >= 128): OpenMP over samples; each
+ *    thread unfolds one sample into its own column block (cache-resident) and runs a
+ *    single-threaded GEMM straight into y (resp. a dcol GEMM and col2im into dx).
+ *  - batched (everything else, and every pointwise layer): a chunk of samples is unfolded
+ *    side by side into one [K][chunk*P] matrix and multiplied by ONE GEMM, threaded by the
+ *    BLAS; the copies around it are threaded over samples. A per-sample GEMM on a narrow
+ *    output would repack W for very little work.
+ * A pointwise geometry (1x1, stride 1, no padding) never unfolds: the batched form only
+ * lays the samples' [C][P] blocks side by side (row copies) so that one GEMM covers the
+ * chunk, and the per-sample form (when forced) reads x and writes dx directly.
+ * dW always uses the batched form (K = chunk*P is a long, efficient reduction and the
+ * summation order does not depend on the thread count). With the OpenMP build of OpenBLAS
+ * (what CMake prefers), a GEMM called inside a parallel region runs on the calling thread,
+ * so the two levels of parallelism never nest. */
 typedef struct snn_conv_engine {
     snn_conv_geom g;
     int out_ch;
-    int chunk;        /* samples per GEMM, set by reserve */
-    float *col;       /* [K][chunk*P] columns (reused for dcol in backward) */
-    float *buf;       /* [O][chunk*P] GEMM output (forward) / gathered dy (backward) */
+    int chunk;        /* samples per batched GEMM, set by reserve */
+    int per_sample;   /* forward and dx strategy, set by reserve */
+    int direct;       /* 1x1 kernel, stride 1, no padding: x is its own column matrix */
+    int threads;      /* column blocks reserved for the per-sample strategy */
+    float *col;       /* [K][max(chunk, threads) * P] columns; also dcol */
+    float *buf;       /* [O][chunk*P] GEMM output (batched forward) / gathered dy */
 } snn_conv_engine;
 
-/* Cap on samples per GEMM for modules reserved afterwards (0: automatic, the default).
- * Tests use it to exercise several chunks and a remainder; not thread-safe. */
+/* Overrides for modules reserved afterwards (tests exercise every path with them,
+ * benchmarks tune with them); not thread-safe.
+ * chunk: samples per batched GEMM (0: automatic, the default; capped at B).
+ * strategy: 0 automatic, 1 batched, 2 per-sample. */
 void snn_conv_set_max_chunk(int samples);
+void snn_conv_set_strategy(int strategy);
+
 void snn_conv_engine_reserve(snn_conv_engine *e, snn_arena *a, size_t B);
 /* y[b][O][P] = W[O][K] col(x_b) + bias (bias may be NULL). */
 void snn_conv_engine_forward(snn_conv_engine *e, const snn_run *r, size_t B, const float *W,
