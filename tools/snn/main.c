@@ -16,6 +16,7 @@ static void usage(FILE *f) {
             "  eval      accuracy of a checkpoint on a dataset\n"
             "  predict   class predictions of a checkpoint for an IDX image file\n"
             "  inspect   the precision/FP8 conversion report of a model, without training\n"
+            "  bench     precision benchmarks: linear, fcsnn, neuron, crossover\n"
             "\n"
             "snn <command> --help shows the options of a command; snn --version the version.\n");
 }
@@ -50,5 +51,6 @@ int main(int argc, char **argv) {
     if (!strcmp(c, "eval")) return cmd_eval(argc, argv);
     if (!strcmp(c, "predict")) return cmd_predict(argc, argv);
     if (!strcmp(c, "inspect")) return cmd_inspect(argc, argv);
+    if (!strcmp(c, "bench")) return cmd_bench(argc, argv);
     die_usage("unknown command '%s' (try snn --help)", c);
 }
