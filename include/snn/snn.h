@@ -12,6 +12,8 @@
 #include "optim.h"
 #include "data.h"
 #include "checkpoint.h"
+#include "precision.h"
+#include "prepare.h"
 
 #ifdef __cplusplus
 extern "C" {
