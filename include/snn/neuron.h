@@ -57,6 +57,20 @@ float snn_surrogate_grad(snn_surrogate_kind k, float alpha, float x);
 float snn_surrogate_primitive(snn_surrogate_kind k, float alpha, float x);
 
 /* Decay factor k used by the dynamics: 1/tau (LIF), sigmoid(w) (PLIF), unused for IF. */
+float snn_neuron_lif_k(float tau);   /* 1/tau, rounded once to float */
+float snn_plif_k(float w);           /* sigmoid(w), computed in double, rounded once */
+float snn_plif_w0(float tau);        /* -ln(tau - 1): the w with sigmoid(w) = 1/tau */
+
+/* The alpha a surrogate runs with: o->alpha, or the surrogate's default when 0. */
+float snn_neuron_alpha(const snn_neuron_opts *o);
+/* SpikingJelly class names: "IFNode", "LIFNode", "ParametricLIFNode". */
+const char *snn_neuron_kind_name(snn_neuron_kind k);
+/* Accepts the class names and "if", "lif", "plif" (case-insensitive). */
+snn_status snn_neuron_kind_from_name(const char *name, snn_neuron_kind *out);
+/* Double-precision surrogate derivative and primitive (same formulas; used to check the
+ * float versions against finite differences). SuperSpike's primitive is NAN. */
+double snn_surrogate_grad_f64(snn_surrogate_kind k, double alpha, double x);
+double snn_surrogate_primitive_f64(snn_surrogate_kind k, double alpha, double x);
 
 /* Multi-step forward over T steps of n neurons. x, s, h_seq, v_seq are [T][n].
  * v0: initial membrane [n] or NULL (starts at v_reset, or 0 for soft reset).
@@ -67,8 +81,10 @@ void snn_neuron_forward(const snn_neuron_opts *o, float k, int T, size_t n, cons
 
 /* BPTT backward. gs: dL/ds [T][n]. gv_seq: dL/dv_t [T][n] or NULL (only gv_last then);
  * gv_last: dL/dv after the last step [n] or NULL. h_seq from the forward.
- * v0 is the forward's initial membrane (NULL as in forward). gx [T][n] written;
- * gv0 [n] may be NULL; gk (PLIF: dL/dk summed over everything, in double) may be NULL. */
+ * v0 is the forward's initial membrane (NULL as in forward). gx [T][n] written (may be
+ * NULL when only gk is wanted); gs NULL counts as zero; gv0 [n] may be NULL; gk (PLIF:
+ * dL/dk summed over everything, in double, overwritten) may be NULL. For PLIF the previous
+ * membrane v_{t-1} is recomputed from h_{t-1} (v_{t-1} = reset(h_{t-1})). */
 void snn_neuron_backward(const snn_neuron_opts *o, float k, int T, size_t n, const float *h_seq,
                          const float *v0, const float *gs, const float *gv_seq,
                          const float *gv_last, float *gx, float *gv0, double *gk);

@@ -1,0 +1,160 @@
+/* Neuron modules: the fused kernels behind the module contract (src/nn/module.h). */
+#include <math.h>
+#include <string.h>
+
+#include "neuron/neuron_module.h"
+
+typedef struct {
+    snn_neuron_opts o;
+    size_t numel;     /* per-sample elements */
+    int T, N;         /* what reserve() sized the buffers for */
+    float *h_seq;     /* [T][N*numel] pre-reset membrane, saved for backward */
+    float *v;         /* [N*numel] membrane after the last step */
+    int ready;        /* buffers are real (not measuring placeholders) */
+    int have_h;       /* the last forward was a training forward and saved h_seq */
+} neuron_impl;
+
+/* The membrane every forward starts from (and reset() restores). */
+static float neuron_v_init(const snn_neuron_opts *o) { return o->soft_reset ? 0.0f : o->v_reset; }
+
+static snn_status neuron_setup(snn_module *m, snn_shape in) {
+    neuron_impl *p = m->impl;
+    char b[64];
+    SNN_TRY(snn_neuron_opts_validate(&p->o));
+    if (in.rank < 1 || snn_shape_numel(in) == 0)
+        return snn_error(SNN_E_SHAPE, "%s expects a non-empty per-sample input, got %s",
+                         snn_neuron_kind_name(p->o.kind), snn_shape_str(in, b, sizeof b));
+    m->out = in;
+    p->numel = snn_shape_numel(in);
+    m->n_params = 0;
+    /* One scalar shared by all neurons of the layer; SpikingJelly applies no special
+     * decay rule, and a leak parameter should not be pulled toward 0 (k = 1/2). */
+    if (p->o.kind == SNN_NEURON_PLIF) snn_module_add_param(m, "w", snn_shape1(1), SNN_PARAM_WEIGHT, 0);
+    return SNN_OK;
+}
+
+static void neuron_init(snn_module *m, snn_rng *rng) {
+    (void)rng;
+    neuron_impl *p = m->impl;
+    if (p->o.kind == SNN_NEURON_PLIF) m->params[0].data[0] = snn_plif_w0(p->o.tau);
+}
+
+static void neuron_reset(snn_module *m) {
+    neuron_impl *p = m->impl;
+    p->have_h = 0;
+    if (!p->ready) return;
+    float v0 = neuron_v_init(&p->o);
+    size_t n = (size_t)p->N * p->numel;
+    for (size_t i = 0; i < n; i++) p->v[i] = v0;
+}
+
+static void neuron_reserve(snn_module *m, snn_arena *a, int T, int N) {
+    neuron_impl *p = m->impl;
+    p->T = T;
+    p->N = N;
+    p->h_seq = snn_arena_floats(a, (size_t)T * (size_t)N * p->numel);
+    p->v = snn_arena_floats(a, (size_t)N * p->numel);
+    p->ready = !a->measuring && p->h_seq && p->v;
+    p->have_h = 0;
+    neuron_reset(m);
+}
+
+float snn_neuron_module_decay(snn_module *m) {
+    neuron_impl *p = m->impl;
+    switch (p->o.kind) {
+    case SNN_NEURON_LIF: return snn_neuron_lif_k(p->o.tau);
+    case SNN_NEURON_PLIF: return m->params[0].data ? snn_plif_k(m->params[0].data[0]) : snn_neuron_lif_k(p->o.tau);
+    default: return 0.0f;
+    }
+}
+
+static snn_status neuron_check_run(snn_module *m, const snn_run *r) {
+    neuron_impl *p = m->impl;
+    if (!p->ready)
+        return snn_error(SNN_E_STATE, "%s %s: reserve() must run before forward/backward",
+                         snn_module_own_ops(m)->kind, m->name);
+    if (r->T > p->T || r->N > p->N || r->T < 0 || r->N < 0)
+        return snn_error(SNN_E_STATE, "%s %s: run with T=%d, N=%d but buffers were reserved for T=%d, N=%d",
+                         snn_module_own_ops(m)->kind, m->name, r->T, r->N, p->T, p->N);
+    return SNN_OK;
+}
+
+static snn_status neuron_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
+    neuron_impl *p = m->impl;
+    SNN_TRY(neuron_check_run(m, r));
+    size_t n = (size_t)r->N * p->numel;
+    float k = snn_neuron_module_decay(m);
+    /* h_seq is only needed by backward, so inference skips writing it. */
+    snn_neuron_forward(&p->o, k, r->T, n, x, NULL, y, r->training ? p->h_seq : NULL, NULL, p->v);
+    p->have_h = r->training != 0;
+    return SNN_OK;
+}
+
+static snn_status neuron_backward(snn_module *m, const snn_run *r, const float *x, const float *y,
+                                  const float *dy, float *dx) {
+    (void)x;
+    (void)y;
+    neuron_impl *p = m->impl;
+    SNN_TRY(neuron_check_run(m, r));
+    if (!p->have_h)
+        return snn_error(SNN_E_STATE, "%s %s: backward needs a training-mode forward first",
+                         snn_module_own_ops(m)->kind, m->name);
+    size_t n = (size_t)r->N * p->numel;
+    float k = snn_neuron_module_decay(m);
+    int plif = p->o.kind == SNN_NEURON_PLIF;
+    double gk = 0.0;
+    /* Only spikes leave the layer: no gradient on the membrane sequence or final state. */
+    snn_neuron_backward(&p->o, k, r->T, n, p->h_seq, NULL, dy, NULL, NULL, dx, NULL, plif ? &gk : NULL);
+    if (plif) {
+        /* dk/dw = sigmoid'(w) = k (1 - k), in double from w itself. */
+        double kd = 1.0 / (1.0 + exp(-(double)m->params[0].data[0]));
+        m->params[0].grad[0] += (float)(gk * kd * (1.0 - kd));
+    }
+    return SNN_OK;
+}
+
+#define NEURON_OPS(NAME, KIND)                                                                   \
+    static const snn_module_ops NAME = {                                                         \
+        .kind = KIND,                                                                            \
+        .setup = neuron_setup,                                                                   \
+        .init = neuron_init,                                                                     \
+        .reserve = neuron_reserve,                                                               \
+        .forward = neuron_forward,                                                               \
+        .backward = neuron_backward,                                                             \
+        .reset = neuron_reset,                                                                   \
+    }
+NEURON_OPS(if_ops, "IFNode");
+NEURON_OPS(lif_ops, "LIFNode");
+NEURON_OPS(plif_ops, "ParametricLIFNode");
+
+/* Compares the module's own table, so a neuron wrapped by the precision system still is one. */
+int snn_module_is_neuron(const snn_module *m) {
+    if (!m) return 0;
+    const snn_module_ops *ops = snn_module_own_ops(m);
+    return ops == &if_ops || ops == &lif_ops || ops == &plif_ops;
+}
+
+snn_module *snn_neuron_module_new(const snn_neuron_opts *o) {
+    snn_neuron_opts opts = o ? *o : snn_neuron_defaults(SNN_NEURON_LIF);
+    const snn_module_ops *ops = opts.kind == SNN_NEURON_IF ? &if_ops
+                              : opts.kind == SNN_NEURON_PLIF ? &plif_ops : &lif_ops;
+    snn_module *m = snn_module_new(ops, sizeof(neuron_impl));
+    if (!m) return NULL;
+    neuron_impl *p = m->impl;
+    p->o = opts;
+    return m;
+}
+
+snn_neuron_opts *snn_neuron_module_opts(snn_module *m) {
+    return snn_module_is_neuron(m) ? &((neuron_impl *)m->impl)->o : NULL;
+}
+
+const float *snn_neuron_module_v(const snn_module *m) {
+    const neuron_impl *p = m->impl;
+    return p->ready ? p->v : NULL;
+}
+
+float *snn_neuron_module_h_seq(const snn_module *m) {
+    const neuron_impl *p = m->impl;
+    return p->ready && p->have_h ? p->h_seq : NULL;
+}
