@@ -16,8 +16,12 @@
 #define SNN_CONV_COL_FLOATS ((size_t)1 << 21)
 /* Per-sample GEMMs narrower than this (P = H'*W') go batched. */
 #define SNN_CONV_MIN_WIDE 128
+/* Grouped dW: samples per group, and the largest total of partial sums (floats). */
+#define SNN_CONV_GROUP 8
+#define SNN_CONV_PARTIAL_FLOATS ((size_t)1 << 20)
 
-static int g_chunk = 0, g_strategy = 0;
+static int g_chunk = 0, g_strategy = 0, g_dw_grouped = 0;
+void snn_conv_set_dw_grouped(int mode) { g_dw_grouped = mode >= 0 && mode <= 2 ? mode : 0; }
 void snn_conv_set_max_chunk(int samples) { g_chunk = samples > 0 ? samples : 0; }
 void snn_conv_set_strategy(int strategy) { g_strategy = strategy >= 0 && strategy <= 2 ? strategy : 0; }
 
@@ -34,6 +38,12 @@ void snn_conv_engine_reserve(snn_conv_engine *e, snn_arena *a, size_t B) {
     /* The per-sample loop runs on at most this many threads (num_threads clause), so the
      * column blocks stay valid if the OpenMP thread count grows later. */
     e->threads = e->per_sample && !e->direct ? omp_get_max_threads() : 1;
+    /* Grouped dW when the weight is small enough for one partial per group. */
+    e->n_groups = (B + SNN_CONV_GROUP - 1) / SNN_CONV_GROUP;
+    e->partial = NULL;
+    int grouped = g_dw_grouped ? g_dw_grouped == 2 : (size_t)e->out_ch * K * e->n_groups <= SNN_CONV_PARTIAL_FLOATS;
+    if (e->per_sample && !e->direct && grouped)
+        e->partial = snn_arena_floats(a, (size_t)e->out_ch * K * e->n_groups);
     size_t blocks = chunk > (size_t)e->threads ? chunk : (size_t)e->threads;
     e->col = snn_arena_floats(a, K * P * blocks);
     e->buf = snn_arena_floats(a, (size_t)e->out_ch * P * chunk);
@@ -96,6 +106,39 @@ void snn_conv_engine_forward(snn_conv_engine *e, const snn_run *r, size_t B, con
     else forward_batched(e, r, B, W, bias, x, y);
 }
 
+/* dW for a small weight (O*K): a single GEMM with a tiny output threads poorly, so fixed
+ * groups of samples run in parallel, each into its own partial sum (serial GEMMs straight
+ * on dy, no gather), and the partials are added in group order: the result does not
+ * depend on the thread count. */
+static void dw_grouped(snn_conv_engine *e, const snn_run *r, size_t B, float *dW, const float *x,
+                       const float *dy) {
+    const snn_conv_geom *g = &e->g;
+    const int O = e->out_ch;
+    const size_t K = (size_t)g->C * g->kh * g->kw, P = (size_t)g->Ho * g->Wo, OK = (size_t)O * K;
+    const size_t in_n = (size_t)g->C * g->H * g->W, out_n = (size_t)O * P;
+    const long groups = (long)e->n_groups;
+#pragma omp parallel num_threads(e->threads) if(B * OK * P > SNN_PAR_MIN_WORK)
+    {
+        float *col = e->col + (size_t)omp_get_thread_num() * K * P;
+#pragma omp for schedule(static)
+        for (long gi = 0; gi < groups; gi++) {
+            float *pg = e->partial + (size_t)gi * OK;
+            size_t b1 = ((size_t)gi + 1) * SNN_CONV_GROUP < B ? ((size_t)gi + 1) * SNN_CONV_GROUP : B;
+            for (size_t b = (size_t)gi * SNN_CONV_GROUP; b < b1; b++) {
+                snn_im2col_f32(g, x + b * in_n, col, P);
+                r->be->gemm_f32(0, 1, O, (int)K, (int)P, 1.0f, dy + b * out_n, (int)P, col, (int)P,
+                                b == (size_t)gi * SNN_CONV_GROUP ? 0.0f : 1.0f, pg, (int)K);
+            }
+        }
+    }
+#pragma omp parallel for schedule(static) if(OK * (size_t)groups > SNN_PAR_MIN_WORK)
+    for (long i = 0; i < (long)OK; i++) {
+        float acc = 0.0f;
+        for (long gi = 0; gi < groups; gi++) acc += e->partial[(size_t)gi * OK + (size_t)i];
+        dW[i] += acc;
+    }
+}
+
 void snn_conv_engine_backward(snn_conv_engine *e, const snn_run *r, size_t B, const float *W,
                               float *dW, float *db, const float *x, const float *dy, float *dx) {
     const snn_conv_geom *g = &e->g;
@@ -114,7 +157,8 @@ void snn_conv_engine_backward(snn_conv_engine *e, const snn_run *r, size_t B, co
             db[o] += (float)acc;
         }
     }
-    for (size_t b0 = 0; b0 < B; b0 += (size_t)e->chunk) {
+    if (e->partial) dw_grouped(e, r, B, dW, x, dy);
+    for (size_t b0 = 0; b0 < B && !e->partial; b0 += (size_t)e->chunk) {
         const int nb = (int)(B - b0 < (size_t)e->chunk ? B - b0 : (size_t)e->chunk);
         const size_t ld = (size_t)nb * P;
 #pragma omp parallel for schedule(static) if((size_t)nb * (K * P + out_n) > SNN_PAR_MIN_WORK)

@@ -45,8 +45,10 @@ uint64_t snn_dropout_stream(const snn_module *m);
  * A pointwise geometry (1x1, stride 1, no padding) never unfolds: the batched form only
  * lays the samples' [C][P] blocks side by side (row copies) so that one GEMM covers the
  * chunk, and the per-sample form (when forced) reads x and writes dx directly.
- * dW always uses the batched form (K = chunk*P is a long, efficient reduction and the
- * summation order does not depend on the thread count). With the OpenMP build of OpenBLAS
+ * dW uses the batched form (K = chunk*P is a long, efficient reduction), except for a
+ * per-sample layer with a small weight (O*K), whose one-GEMM output would thread poorly:
+ * there fixed groups of 8 samples accumulate partial dW in parallel, added in group order.
+ * Either way the summation order does not depend on the thread count. With the OpenMP build of OpenBLAS
  * (what CMake prefers), a GEMM called inside a parallel region runs on the calling thread,
  * so the two levels of parallelism never nest. */
 typedef struct snn_conv_engine {
@@ -58,6 +60,8 @@ typedef struct snn_conv_engine {
     int threads;      /* column blocks reserved for the per-sample strategy */
     float *col;       /* [K][max(chunk, threads) * P] columns; also dcol */
     float *buf;       /* [O][chunk*P] GEMM output (batched forward) / gathered dy */
+    float *partial;   /* [n_groups][O*K] grouped dW partial sums, or NULL */
+    size_t n_groups;
 } snn_conv_engine;
 
 /* Overrides for modules reserved afterwards (tests exercise every path with them,
@@ -66,6 +70,8 @@ typedef struct snn_conv_engine {
  * strategy: 0 automatic, 1 batched, 2 per-sample. */
 void snn_conv_set_max_chunk(int samples);
 void snn_conv_set_strategy(int strategy);
+/* dW_grouped: 0 automatic, 1 never, 2 whenever the strategy is per-sample. */
+void snn_conv_set_dw_grouped(int mode);
 
 void snn_conv_engine_reserve(snn_conv_engine *e, snn_arena *a, size_t B);
 /* y[b][O][P] = W[O][K] col(x_b) + bias (bias may be NULL). */
