@@ -57,6 +57,14 @@ snn_status snn_precision_backward(snn_precision *p, const float *dy, snn_optimiz
  * The string is owned by p and valid until the next call or snn_precision_free. */
 const char *snn_precision_describe(snn_precision *p);
 
+/* Spike-aware FP8 (on by default): a converted GEMM whose input comes straight from an
+ * IF/LIF/PLIF neuron takes the spikes as E4M3 with unit scale (0x00 / 0x38), skipping the
+ * amax pass and the quantisation of that operand. Spikes are 0/1, exact in E4M3, so the
+ * result is bit-identical to the generic path. Switch it off to compare. */
+snn_status snn_precision_set_spike_fp8(snn_precision *p, int enabled);
+/* Number of modules that take the spike path (0 when switched off). */
+int snn_precision_spike_fp8_modules(const snn_precision *p);
+
 /* Current loss scale (1 when the mode has no scaler). */
 float snn_precision_loss_scale(const snn_precision *p);
 

@@ -125,7 +125,9 @@ static snn_status fp8_forward(snn_module *m, const snn_run *r, const float *x, f
         to_token_major(x, xt, snn_rows(r), K, L);
         X = xt;
     }
-    SNN_TRY(snn_fp8_prepare_operand(&pm->sx, SNN_FP8_ROLE_INPUT, &p->fp8, SNN_FP8_ROWWISE, X, rows, K, xq, NULL, NULL));
+    /* Spikes are E4M3 with unit scale as they are: no amax pass, no quantisation. */
+    if (pm->spike_input && p->spike_fp8) xq = (float *)X;
+    else SNN_TRY(snn_fp8_prepare_operand(&pm->sx, SNN_FP8_ROLE_INPUT, &p->fp8, SNN_FP8_ROWWISE, X, rows, K, xq, NULL, NULL));
     SNN_TRY(snn_fp8_prepare_operand(&pm->sw, SNN_FP8_ROLE_WEIGHT, &p->fp8, SNN_FP8_ROWWISE, m->params[0].data, No, K,
                                     wq, NULL, NULL));
     float *Y = pm->kind == SNN_PM_FP8_CONV1D ? yt : y;
@@ -171,7 +173,8 @@ static snn_status fp8_backward(snn_module *m, const snn_run *r, const float *x, 
     }
     /* wgrad: dW += dY^T X, both reduced along the rows (column-wise) */
     SNN_TRY(snn_fp8_prepare_operand(&pm->sdy, SNN_FP8_ROLE_GRAD, &p->fp8, SNN_FP8_COLWISE, DY, rows, No, dyq, NULL, NULL));
-    SNN_TRY(snn_fp8_prepare_operand(&pm->sx, SNN_FP8_ROLE_INPUT, &p->fp8, SNN_FP8_COLWISE, X, rows, K, xc, NULL, NULL));
+    if (pm->spike_input && p->spike_fp8) xc = (float *)X;
+    else SNN_TRY(snn_fp8_prepare_operand(&pm->sx, SNN_FP8_ROLE_INPUT, &p->fp8, SNN_FP8_COLWISE, X, rows, K, xc, NULL, NULL));
     r->be->gemm_f32(1, 0, No, K, rows, 1.0f, dyq, No, xc, K, 1.0f, m->params[0].grad, K);
     return SNN_OK;
 }

@@ -51,7 +51,8 @@ static const char *pattern_of(const snn_module *m) {
         fp8_aligned(c[1]))
         return "LayerNormLinear";
     if (m->n_children == 4 && !strcmp(kind_of(c[0]), "LayerNorm") && !strcmp(kind_of(c[1]), "Linear") &&
-        !strcmp(kind_of(c[2]), "GELU") && !strcmp(kind_of(c[3]), "Linear") && fp8_aligned(c[1]) && fp8_aligned(c[3]))
+        !strcmp(kind_of(c[2]), "GELU") && !strcmp(kind_of(c[3]), "Linear") && fp8_aligned(c[1]) && fp8_aligned(c[3]) &&
+        c[3]->out.d[c[3]->out.rank - 1] == c[0]->in.d[c[0]->in.rank - 1] && c[1]->n_params == c[3]->n_params) /* fc2.out == H, biases alike */
         return "LayerNormMLP";
     return NULL;
 }
@@ -112,6 +113,7 @@ static cJSON *conversion_report(snn_module *root, int fp8, int *n_converted) {
     cJSON *r = cJSON_CreateObject();
     cJSON_AddNumberToObject(r, "total_modules", a.total);
     cJSON_AddNumberToObject(r, "convertible_linear", a.n_linear);
+    cJSON_AddNumberToObject(r, "convertible_torch_linear", 0); /* §6.5 key; C has one Linear type */
     cJSON_AddNumberToObject(r, "convertible_pointwise_conv1d", a.n_conv);
     cJSON_AddNumberToObject(r, "convertible_layer_norm", a.n_ln);
     cJSON_AddItemToObject(r, "convertible_modules", a.convertible);
@@ -145,6 +147,7 @@ static void wrap(convert_ctx *c, snn_module *m, snn_pm_kind kind) {
     pm->p = c->p;
     if (kind != SNN_PM_NEURON) gemm_dims(m, &pm->in, &pm->out);
     if (kind == SNN_PM_FP8_LINEAR || kind == SNN_PM_FP8_CONV1D) {
+        pm->spike_input = (m->precision_flags & SNN_PREC_SPIKE_INPUT) != 0;
         snn_status st = snn_fp8_state_init(&pm->sx, &c->p->fp8, SNN_FP8_ROLE_INPUT);
         if (st == SNN_OK) st = snn_fp8_state_init(&pm->sw, &c->p->fp8, SNN_FP8_ROLE_WEIGHT);
         if (st == SNN_OK) st = snn_fp8_state_init(&pm->sdy, &c->p->fp8, SNN_FP8_ROLE_GRAD);
@@ -172,6 +175,16 @@ static void convert_visit(snn_module *m, void *ctx) {
         if (snn_conv1d_is_pointwise(m)) return wrap(c, m, SNN_PM_FP8_CONV1D);
     }
     wrap(c, m, SNN_PM_GEMM16);
+}
+
+/* Spike-aware FP8: mark GEMM modules whose input comes straight from a neuron (the previous
+ * child of the same Sequential). Their input is 0/1, exact in E4M3 with scale 1, so the
+ * amax pass and the quantisation of that operand can be skipped. */
+static void mark_spike_inputs(snn_module *m) {
+    if (!strcmp(kind_of(m), "Sequential"))
+        for (int i = 1; i < m->n_children; i++)
+            if (snn_module_is_neuron(m->children[i - 1])) m->children[i]->precision_flags |= SNN_PREC_SPIKE_INPUT;
+    for (int i = 0; i < m->n_children; i++) mark_spike_inputs(m->children[i]);
 }
 
 static void count_neurons(snn_module *m, void *ctx) {
@@ -237,6 +250,8 @@ snn_status snn_prepare_model_for_precision(snn_model *m, const char *device, con
                        "neuron precision requested (neuron_storage=%s), but the model has no multi-step "
                        "IF/LIF/PLIF neurons",
                        snn_neuron_storage_name(cfg.neuron_storage));
+    p->spike_fp8 = 1;
+    if (st == SNN_OK && fp8) mark_spike_inputs(m->root);
     if (st == SNN_OK) {
         convert_ctx cc = {.p = p, .count_only = 1};
         snn_module_walk(m->root, convert_visit, &cc);
@@ -315,6 +330,17 @@ void snn_precision_free(snn_precision *p) {
 
 const snn_precision_config *snn_precision_config_of(const snn_precision *p) { return &p->cfg; }
 snn_precision *snn_model_precision(snn_model *m) { return m ? (snn_precision *)m->precision : NULL; }
+snn_status snn_precision_set_spike_fp8(snn_precision *p, int enabled) {
+    p->spike_fp8 = enabled != 0;
+    return SNN_OK;
+}
+
+int snn_precision_spike_fp8_modules(const snn_precision *p) {
+    int n = 0;
+    for (int i = 0; i < p->n_mods; i++) n += p->mods[i].spike_input;
+    return p->spike_fp8 ? n : 0;
+}
+
 float snn_precision_loss_scale(const snn_precision *p) { return p->use_scaler ? snn_loss_scaler_scale(&p->scaler) : 1.0f; }
 
 snn_status snn_precision_plan(snn_precision *p, int T, int N) {
@@ -407,6 +433,10 @@ const char *snn_precision_describe(snn_precision *p) {
         cJSON_AddStringToObject(pol, "resolved_fp8_recipe", snn_fp8_recipe_name(p->resolved_recipe));
         cJSON_AddStringToObject(pol, "forward_dtype", snn_dtype_name(p->fp8.fwd_dtype));
         cJSON_AddStringToObject(pol, "backward_dtype", snn_dtype_name(p->fp8.bwd_dtype));
+        cJSON *spk = cJSON_CreateArray();
+        for (int i = 0; p->spike_fp8 && i < p->n_mods; i++)
+            if (p->mods[i].spike_input) cJSON_AddItemToArray(spk, cJSON_CreateString(p->mods[i].m->name));
+        cJSON_AddItemToObject(pol, "spike_fp8_modules", spk);
     }
     cJSON_AddItemToObject(top, "policy", pol);
     cJSON *cap = cJSON_CreateObject();

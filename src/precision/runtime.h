@@ -21,7 +21,11 @@ typedef struct snn_prec_module {
     int in, out;                 /* GEMM: reduction and output widths */
     snn_fp8_tensor_state sx, sw, sdy;
     int has_fp8_state;
+    int spike_input;             /* input is neuron spikes: E4M3 with unit scale, no amax pass */
 } snn_prec_module;
+
+/* m->precision_flags bits */
+#define SNN_PREC_SPIKE_INPUT 1
 
 struct snn_precision {
     snn_precision_config cfg;
@@ -41,6 +45,7 @@ struct snn_precision {
     char *report;                 /* JSON from the analysis, before conversion */
     char *describe;               /* last snn_precision_describe() */
     int neurons_converted;
+    int spike_fp8;                /* use the spike path where it applies (default 1) */
 };
 
 /* Size the scratch for (T, N); called by snn_model_plan. */

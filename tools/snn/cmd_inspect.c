@@ -32,7 +32,7 @@ int cmd_inspect(int argc, char **argv) {
     model_flags mf;
     model_flags_defaults(&mf);
     precision_flags pf = {0};
-    int json = 0, in_features = 784, channels = 0, size = 0;
+    int json = 0, in_features = 784, channels = 0;
     const char *device = "cpu";
     opt t[32];
     int n = model_flags_options(&mf, t);
