@@ -45,6 +45,8 @@ for k, v in [("batch_size", 256), ("width", 256), ("depth", 3), ("num_classes", 
              ("baseline_precision", "bf16"), ("precisions", ["fp32", "bf16", "fp8"]),
              ("timing_scope", "steady_state_excludes_precision_conversion")]:
     need(c.get(k) == v, "config.%s = %r" % (k, c.get(k)))
+# (depth - 1) x [Linear(w, w), GELU] -> Linear(w, classes) with biases, counted by hand
+need(c.get("parameters") == 2 * (256 * 256 + 256) + 256 * 256 + 256, "config.parameters = %r" % c.get("parameters"))
 metrics = ["preparation_ms", "training_ms", "training_samples_per_sec", "training_peak_allocated_mb",
            "training_peak_rss_delta_mb", "inference_ms", "inference_samples_per_sec",
            "inference_peak_allocated_mb", "inference_peak_rss_delta_mb", "parameter_update_max_abs",
@@ -172,8 +174,9 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 errs = []
 c = d["config"]
+# 64 -> 64 -> 64 -> 16 Linear layers (2 [Linear -> LIF] blocks + output), LIF has no parameters
 for k, v in [("workload", "fcsnn"), ("time_steps", 2), ("hidden_dim", 64), ("trial_order", "rotated"),
-             ("neuron_storage", "bf16"), ("fp8_recipe", "current")]:
+             ("neuron_storage", "bf16"), ("fp8_recipe", "current"), ("parameters", 2 * (64 * 64 + 64) + 64 * 16 + 16)]:
     if c.get(k) != v: errs.append("config.%s = %r" % (k, c.get(k)))
 for r in d["results"]:
     for k in ["forward_ms", "loss_ms", "backward_ms", "optimizer_ms", "backward_optimizer_ms"]:

@@ -45,7 +45,7 @@ static cJSON *crossover_json(const point *p, int n, int training, double thr, ch
     for (int i = 0; i < n && first < 0; i++)
         if ((training ? p[i].train_x : p[i].infer_x) >= thr) first = i;
     const char *what = training ? "training" : "inference";
-    cJSON_AddNumberToObject(o, "threshold", thr);
+    cJSON_AddNumberToObject(o, "threshold", bench_f2d((float)thr));
     if (first >= 0) cJSON_AddNumberToObject(o, "first_win_width", p[first].width);
     else cJSON_AddNullToObject(o, "first_win_width");
     if (from == n) {

@@ -56,6 +56,7 @@ static void add_common_config(cJSON *c, const bench_suite *s, const bench_flags 
 int bench_workload_finish(bench_suite *s, bench_flags *f, cJSON *config) {
     add_common_config(config, s, f);
     bench_suite_run(s);
+    cJSON_AddNumberToObject(config, "parameters", (double)s->n_params);
     if (f->converge) {
         bench_converge_data d;
         bench_converge_load(f, &d);
