@@ -54,7 +54,7 @@ int cmd_train(int argc, char **argv) {
     t[n++] = (opt){"--dataset", OPT_STRING, &df.dataset, "fashion-mnist | digits | synthetic (required)", NULL, 0};
     t[n++] = (opt){"--data-dir", OPT_STRING, &df.data_dir, "directory of the data files (default: Debian's location)", NULL, 0};
     t[n++] = (opt){"--synthetic-size", OPT_INT, &df.synthetic_train, "synthetic: training samples (default 2048)", NULL, 0};
-    t[n++] = (opt){"--epochs", OPT_INT, &tf.epochs, "passes over the training data (fcsnn 5, convsnn 2, spikformer 1)", NULL, 0};
+    t[n++] = (opt){"--epochs", OPT_INT, &tf.epochs, "passes over the training data (fcsnn 10, convsnn 2, spikformer 1)", NULL, 0};
     t[n++] = (opt){"--max-steps", OPT_LONG, &tf.max_steps, "stop after this many optimizer steps", NULL, 0};
     t[n++] = (opt){"--batch-size", OPT_INT, &tf.batch_size, "samples per step (default 128; spikformer 32)", NULL, 0};
     t[n++] = (opt){"--lr", OPT_FLOAT, &tf.lr, "learning rate (adam/adamw 1e-3, sgd 0.1)", NULL, 0};
@@ -78,7 +78,7 @@ int cmd_train(int argc, char **argv) {
     }
     args_parse("train", t, n, argc, argv, 2);
     int spk = !strcmp(mf.model, "spikformer"), conv = !strcmp(mf.model, "convsnn");
-    if (!tf.epochs) tf.epochs = spk ? 1 : conv ? 2 : 5;
+    if (!tf.epochs) tf.epochs = spk ? 1 : conv ? 2 : 10;
     if (!tf.batch_size) tf.batch_size = spk ? 32 : 128;
     if (tf.epochs < 0) die_usage("--epochs must be positive, got %d", tf.epochs);
     if (tf.batch_size <= 0 || tf.batch_size > 1 << 20) die_usage("--batch-size must be between 1 and 1048576, got %d", tf.batch_size);
