@@ -4,6 +4,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "models/mlp.h"
 #include "models/zoo.h"
 
 snn_status snn_zoo_add(snn_module *parent, snn_module *child, const char *local_name) {
@@ -61,8 +62,11 @@ snn_status snn_model_create_from_config(const char *json, uint64_t seed, snn_mod
             .mlp_ratio = (float)json_num(o, "mlp_ratio", 0),
         };
         st = snn_spikformer_create(&s, seed, out);
+    } else if (!strcmp(kind->valuestring, "mlp")) {
+        st = snn_mlp_create(json_int(o, "in_features", 0), json_int(o, "width", 0), json_int(o, "depth", 0),
+                            json_int(o, "classes", 0), seed, out);
     } else {
-        st = snn_error(SNN_E_INVALID, "unknown model \"%s\" (known: fcsnn, convsnn, spikformer)",
+        st = snn_error(SNN_E_INVALID, "unknown model \"%s\" (known: fcsnn, convsnn, spikformer, mlp)",
                        kind->valuestring);
     }
     cJSON_Delete(o);
