@@ -43,7 +43,9 @@ static double copy_bandwidth(double *ms_out) {
 #define NSET 4
 typedef struct { void *x, *s, *h, *gs, *gx; } nset;
 
-static void lif_case(int T, size_t n, snn_dtype io, snn_dtype sp, double copy_gbs) {
+static void lif_case(int T, size_t n, snn_dtype io, snn_dtype sp, double copy_gbs, int pack,
+                     int prefetch) {
+    TRY(snn_cuda_set_neuron_tuning(g_ctx, pack, prefetch));
     const size_t N = (size_t)T * n, es = snn_dtype_size(io), ss = snn_dtype_size(sp);
     snn_neuron_opts o = snn_neuron_defaults(SNN_NEURON_LIF);
     const float k = 0.5f;
@@ -93,11 +95,12 @@ static void lif_case(int T, size_t n, snn_dtype io, snn_dtype sp, double copy_gb
     char buf[1024];
     snprintf(buf, sizeof buf,
              "{\"bench\": \"lif_fwd_bwd\", \"T\": %d, \"neurons\": %zu, \"storage\": \"%s\", "
-             "\"spikes\": \"%s\", \"fwd_ms\": %.5f, \"bwd_ms\": %.5f, \"fwd_bwd_ms\": %.5f, "
+             "\"spikes\": \"%s\", \"pack_bytes\": %d, \"prefetch\": %d, \"fwd_ms\": %.5f, "
+             "\"bwd_ms\": %.5f, \"fwd_bwd_ms\": %.5f, "
              "\"fwd_bytes\": %.0f, \"bwd_bytes\": %.0f, \"fwd_gbs\": %.1f, \"bwd_gbs\": %.1f, "
              "\"fwd_bwd_gbs\": %.1f, \"copy_gbs\": %.1f, \"fwd_fraction_of_copy\": %.3f, "
              "\"bwd_fraction_of_copy\": %.3f, \"fwd_bwd_fraction_of_copy\": %.3f}",
-             T, n, snn_dtype_name(io), snn_dtype_name(sp), ms[0], ms[1], ms[2], bf, bb, gbs[0],
+             T, n, snn_dtype_name(io), snn_dtype_name(sp), pack, prefetch, ms[0], ms[1], ms[2], bf, bb, gbs[0],
              gbs[1], gbs[2], copy_gbs, gbs[0] / copy_gbs, gbs[1] / copy_gbs, gbs[2] / copy_gbs);
     emit(buf);
     for (int mode = 0; mode < 3; mode++) CU(cudaGraphExecDestroy(ex[mode]));
@@ -107,6 +110,7 @@ static void lif_case(int T, size_t n, snn_dtype io, snn_dtype sp, double copy_gb
     }
     snn_cuda_free(tmp);
     g_alloc_bytes = 0;
+    TRY(snn_cuda_set_neuron_tuning(g_ctx, 0, 0));
 }
 
 /* Linear(n,n) + LIF(tau 5, ATan), batch 16, T 500, BF16: forward + backward of sum(s). */
@@ -209,11 +213,20 @@ int main(int argc, char **argv) {
              "{\"bench\": \"copy\", \"bytes\": %zu, \"ms\": %.4f, \"gbs_read_plus_write\": %.1f}",
              (size_t)1 << 30, cms, copy);
     emit(buf);
-    lif_case(16, (size_t)1 << 20, SNN_F32, SNN_F32, copy);
-    lif_case(16, (size_t)1 << 20, SNN_BF16, SNN_BF16, copy);
-    lif_case(16, (size_t)1 << 20, SNN_BF16, SNN_F8E4M3, copy);
-    lif_case(16, (size_t)1 << 20, SNN_F16, SNN_F16, copy);
-    lif_case(16, (size_t)1 << 22, SNN_BF16, SNN_BF16, copy);
+    /* launch-shape sweep (pack bytes x prefetch; 0,0 = the automatic choice) */
+    static const int tune[][2] = {{0, 0}, {16, 1}, {16, 2}, {8, 1}, {8, 2}};
+    for (int i = 0; i < 5; i++)
+        lif_case(16, (size_t)1 << 20, SNN_BF16, SNN_BF16, copy, tune[i][0], tune[i][1]);
+    lif_case(16, (size_t)1 << 20, SNN_F32, SNN_F32, copy, 0, 0);
+    lif_case(16, (size_t)1 << 20, SNN_F32, SNN_F32, copy, 8, 1);
+    lif_case(16, (size_t)1 << 20, SNN_BF16, SNN_F8E4M3, copy, 0, 0);
+    lif_case(16, (size_t)1 << 20, SNN_F16, SNN_F16, copy, 0, 0);
+    lif_case(16, (size_t)1 << 22, SNN_BF16, SNN_BF16, copy, 0, 0);
+    /* the neuron part of the Open Neuromorphic workload: T 500, batch 16 x n features */
+    for (int i = 0; i < 5; i++) {
+        lif_case(500, (size_t)16 * 4096, SNN_BF16, SNN_BF16, copy, tune[i][0], tune[i][1]);
+        lif_case(500, (size_t)16 * 16384, SNN_BF16, SNN_BF16, copy, tune[i][0], tune[i][1]);
+    }
     if (on) {
         double r = gemm_rate(8192, SNN_BF16, SNN_BF16, 0);
         snprintf(buf, sizeof buf, "{\"bench\": \"gemm_rate\", \"n\": 8192, \"dtype\": \"bf16\", "

@@ -57,6 +57,13 @@ snn_status snn_cuda_neuron_forward(snn_cuda *c, const snn_neuron_opts *o, float 
                                    const void *x, const float *bias, size_t bias_period,
                                    const float *v0, void *s, void *h_seq, void *v_seq,
                                    float *v_last);
+/* Launch shape of the neuron kernels (a tuning knob; results do not depend on it):
+ * pack_bytes 16 or 8 = each thread owns that many bytes of consecutive neurons (falls back to
+ * one neuron per thread when sizes or alignment do not allow it), 1 = one neuron per thread,
+ * 0 = automatic (16); prefetch 1 = loads of 4 steps in flight (2 for 8-wide backward),
+ * 2 = 16 steps (8 backward), 0 = automatic (long when there are too few threads to fill the
+ * GPU, e.g. long T with few neurons per step). */
+snn_status snn_cuda_set_neuron_tuning(snn_cuda *c, int pack_bytes, int prefetch);
 /* BPTT backward (SpikingJelly's fused-kernel formulas). gs [T][n]; gv_seq [T][n] or NULL;
  * gv_last [n] or NULL (adds to the gradient of the last step's v). gx [T][n] written.
  * Optional outputs: gv0 [n]; gk: one FP32 on the device, ADDED to (PLIF dL/dk);

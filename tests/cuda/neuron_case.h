@@ -244,9 +244,12 @@ static int nc_run(const ncase *c, nfwd_impl fwd, nbwd_impl bwd, void *ctx, uint6
                       (double)m, desc);
         }
         if (c->want_gk && c->o.kind == SNN_NEURON_PLIF) {
-            double scale = 0;
-            for (size_t i = 0; i < N; i++) scale += fabs((double)gx_ref[i]);
-            double tolk = 1e-4 * scale / (double)c->k + 1e-6;
+            /* |term| <= |gH| (|h| + |v_prev| + |V_r|) / k with |gH| = |gx| / k (decay_input)
+             * or |gx|; bound |v_prev| by 2 + |h| (it is h or a reset value) */
+            double scale = 0, ck = c->o.decay_input ? (double)c->k : 1.0;
+            for (size_t i = 0; i < N; i++)
+                scale += fabs((double)gx_ref[i]) / ck * (2.0 * fabs((double)hr[i]) + 3.0);
+            double tolk = 1e-5 * scale / (double)c->k + 1e-6;
             CHECK_MSG(fabs((double)bio.gk - gk_ref) <= tolk, "gk %.9g vs reference %.9g (%s)",
                       (double)bio.gk, gk_ref, desc);
         }

@@ -8,14 +8,22 @@ extern "C" {
 #include "neuron_case.h"
 }
 
+static int g_pack; /* 16 or 8: bytes of neurons per thread (when the size allows), 1: one */
+static int g_long; /* long prefetch (16 steps forward, 8 backward) */
+
 template <typename TI, typename TS, int V> static void emul_fwd(const FwdArgs &a) {
     size_t threads = (a.n + V - 1) / V;
-    for (size_t t = 0; t < threads; t++) neuron_fwd_body<TI, TS, V>(a, t);
+    for (size_t t = 0; t < threads; t++) {
+        if (g_long) neuron_fwd_body<TI, TS, V, 16>(a, t);
+        else neuron_fwd_body<TI, TS, V, 4>(a, t);
+    }
 }
 
 template <typename TI, typename TS> static void emul_fwd_v(const FwdArgs &a, int vec) {
-    if (vec)
+    if (vec && g_pack == 16)
         emul_fwd<TI, TS, 16 / sizeof(TI)>(a);
+    else if (vec)
+        emul_fwd<TI, TS, 8 / sizeof(TI)>(a);
     else
         emul_fwd<TI, TS, 1>(a);
 }
@@ -44,7 +52,6 @@ static NeuronP params(const ncase *c) {
     return p;
 }
 
-static int g_vec; /* 1: 16-byte packs (when the size allows), 0: one neuron per thread */
 
 static int fwd_impl(const ncase *c, nfwd_io *io, void *ctx) {
     (void)ctx;
@@ -61,8 +68,8 @@ static int fwd_impl(const ncase *c, nfwd_io *io, void *ctx) {
     a.h = io->h;
     a.vseq = io->vseq;
     a.vlast = io->vlast;
-    size_t V = 16 / snn_dtype_size(c->io);
-    int vec = g_vec && c->n % V == 0 && (!io->bias || a.bias_period % V == 0);
+    size_t V = (size_t)g_pack / snn_dtype_size(c->io);
+    int vec = g_pack > 1 && c->n % V == 0 && (!io->bias || a.bias_period % V == 0);
     switch (c->io) {
     case SNN_F32: emul_fwd_s<float>(a, c->sp, vec); break;
     case SNN_BF16: emul_fwd_s<__nv_bfloat16>(a, c->sp, vec); break;
@@ -75,9 +82,11 @@ template <typename TI, int V, bool PLIF> static void emul_bwd(const BwdArgs &a, 
     size_t threads = (a.n + V - 1) / V;
     double gk = 0;
     float mx = 0;
+    constexpr int US = V >= 8 ? 2 : 4; /* as cuda_neuron_bwd.cu */
     for (size_t t = 0; t < threads; t++) {
         float dk, m;
-        neuron_bwd_body<TI, V, PLIF>(a, t, &dk, &m);
+        if (g_long) neuron_bwd_body<TI, V, 8, PLIF>(a, t, &dk, &m);
+        else neuron_bwd_body<TI, V, US, PLIF>(a, t, &dk, &m);
         gk += dk;
         mx = fmaxf(mx, m);
     }
@@ -85,15 +94,15 @@ template <typename TI, int V, bool PLIF> static void emul_bwd(const BwdArgs &a, 
     io->amax = mx;
 }
 
+template <typename TI, bool PLIF> static void emul_bwd_p(const BwdArgs &a, int vec, nbwd_io *io) {
+    if (vec && g_pack == 16) emul_bwd<TI, 16 / sizeof(TI), PLIF>(a, io);
+    else if (vec) emul_bwd<TI, 8 / sizeof(TI), PLIF>(a, io);
+    else emul_bwd<TI, 1, PLIF>(a, io);
+}
+
 template <typename TI> static void emul_bwd_v(const BwdArgs &a, int vec, nbwd_io *io) {
-    constexpr int V = 16 / sizeof(TI);
-    if (a.p.kind == 2) {
-        if (vec) emul_bwd<TI, V, true>(a, io);
-        else emul_bwd<TI, 1, true>(a, io);
-    } else {
-        if (vec) emul_bwd<TI, V, false>(a, io);
-        else emul_bwd<TI, 1, false>(a, io);
-    }
+    if (a.p.kind == 2) emul_bwd_p<TI, true>(a, vec, io);
+    else emul_bwd_p<TI, false>(a, vec, io);
 }
 
 static int bwd_impl(const ncase *c, nbwd_io *io, void *ctx) {
@@ -113,8 +122,8 @@ static int bwd_impl(const ncase *c, nbwd_io *io, void *ctx) {
     a.gxsum = io->tsum;
     a.want_gk = io->want_gk;
     a.want_amax = io->want_amax;
-    size_t V = 16 / snn_dtype_size(c->io);
-    int vec = g_vec && c->n % V == 0;
+    size_t V = (size_t)g_pack / snn_dtype_size(c->io);
+    int vec = g_pack > 1 && c->n % V == 0;
     switch (c->io) {
     case SNN_F32: emul_bwd_v<float>(a, vec, io); break;
     case SNN_BF16: emul_bwd_v<__nv_bfloat16>(a, vec, io); break;
@@ -130,11 +139,15 @@ int main(void) {
     g_rng = snn_test_seed();
     static const snn_dtype ios[] = {SNN_F32, SNN_BF16, SNN_F16};
     /* sizes: vector path (n % 8 == 0), scalar path (odd n), T not a multiple of the unroll */
-    static const struct { int T; size_t n; int vec; } shapes[] = {
-        {7, 96, 1}, {16, 64, 1}, {5, 61, 1}, {9, 40, 0}, {1, 24, 1}, {2, 13, 1}};
+    /* sizes: packed paths (n % 8 == 0), one neuron per thread (odd n), T not a multiple of
+     * the prefetch depth; every pack width and prefetch depth the GPU code can pick */
+    static const struct { int T; size_t n; int pack, lng; } shapes[] = {
+        {7, 96, 16, 0}, {16, 64, 16, 1}, {21, 48, 8, 0}, {19, 40, 8, 1}, {5, 61, 16, 0},
+        {9, 40, 1, 0},  {17, 24, 1, 1},  {1, 24, 16, 0}, {2, 13, 16, 1}};
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
         for (int d = 0; d < 3; d++) {
-            g_vec = shapes[si].vec;
+            g_pack = shapes[si].pack;
+            g_long = shapes[si].lng;
             nc_all_configs(shapes[si].T, shapes[si].n, ios[d], visit, NULL);
         }
     return snn_test_finish("test_cuda_emul");

@@ -132,17 +132,27 @@ int main(void) {
     }
     g_rng = snn_test_seed();
     static const snn_dtype ios[] = {SNN_F32, SNN_BF16, SNN_F16};
-    static const struct { int T; size_t n; size_t offset; } shapes[] = {
-        {16, 4160, 0},  /* 16-byte packs, T a multiple of the unroll */
-        {7, 1003, 0},   /* odd n: one neuron per thread, ragged time chunks */
-        {9, 2048, 4},   /* misaligned pointers: scalar path on a vector-friendly size */
-        {1, 520, 0},    /* a single step */
+    /* every launch shape: pack width (16/8 bytes, or one neuron per thread when sizes or
+     * alignment forbid packs) x prefetch depth, on aligned, odd and misaligned buffers */
+    static const struct { int T; size_t n; size_t offset; int pack, prefetch; } shapes[] = {
+        {16, 4160, 0, 16, 1}, /* 16-byte packs, short prefetch */
+        {16, 4160, 0, 8, 2},  /* 8-byte packs, long prefetch */
+        {7, 1003, 0, 0, 0},   /* odd n: automatic choice (one neuron per thread) */
+        {9, 2048, 4, 16, 1},  /* misaligned pointers: one neuron per thread */
+        {33, 520, 0, 16, 2},  /* T not a multiple of either prefetch depth */
+        {1, 520, 0, 8, 1},    /* a single step */
     };
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
         for (int d = 0; d < 3; d++) {
             g_offset = shapes[si].offset;
+            if (snn_cuda_set_neuron_tuning(g, shapes[si].pack, shapes[si].prefetch) != SNN_OK) {
+                CHECK_MSG(0, "set_neuron_tuning: %s", snn_last_error());
+                continue;
+            }
             nc_all_configs(shapes[si].T, shapes[si].n, ios[d], visit, NULL);
         }
+    CHECK(snn_cuda_set_neuron_tuning(g, 4, 0) == SNN_E_INVALID);
+    snn_cuda_set_neuron_tuning(g, 0, 0);
     g_offset = 0;
     check_errors();
     snn_cuda_destroy(g);

@@ -9,6 +9,7 @@ struct snn_cuda {
     int sm_count;
     cudaStream_t stream;
     snn_cuda_gemm_state *gemm; /* cuBLASLt handle, workspace, plan cache (cuda_gemm.cu) */
+    int neuron_pack, neuron_prefetch; /* snn_cuda_set_neuron_tuning; 0 = automatic */
 };
 
 snn_status snn_cuda_fail(cudaError_t e, const char *what) {
@@ -30,6 +31,21 @@ const char *snn_cuda_dtype_name(snn_dtype t) {
 }
 
 cudaStream_t snn_cuda_stream_of(snn_cuda *c) { return c->stream; }
+void snn_cuda_neuron_tuning_of(snn_cuda *c, int *pack_bytes, int *prefetch) {
+    *pack_bytes = c->neuron_pack;
+    *prefetch = c->neuron_prefetch;
+}
+
+extern "C" snn_status snn_cuda_set_neuron_tuning(snn_cuda *c, int pack_bytes, int prefetch) {
+    if (pack_bytes != 0 && pack_bytes != 1 && pack_bytes != 8 && pack_bytes != 16)
+        return snn_error(SNN_E_INVALID, "neuron pack size must be 0 (auto), 1, 8 or 16 bytes, got %d",
+                         pack_bytes);
+    if (prefetch < 0 || prefetch > 2)
+        return snn_error(SNN_E_INVALID, "neuron prefetch must be 0 (auto), 1 (short) or 2 (long)");
+    c->neuron_pack = pack_bytes;
+    c->neuron_prefetch = prefetch;
+    return SNN_OK;
+}
 int snn_cuda_sm_count(snn_cuda *c) { return c->sm_count; }
 snn_cuda_gemm_state *snn_cuda_gemm_of(snn_cuda *c) { return c->gemm; }
 

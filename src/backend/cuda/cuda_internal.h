@@ -29,6 +29,7 @@ snn_status snn_cuda_fail(cudaError_t e, const char *what);
 #define SNN_CU_LAUNCHED(name) SNN_CU_TRY(cudaGetLastError())
 
 cudaStream_t snn_cuda_stream_of(snn_cuda *c);
+void snn_cuda_neuron_tuning_of(snn_cuda *c, int *pack_bytes, int *prefetch);
 int snn_cuda_sm_count(snn_cuda *c);
 
 /* One-byte FP8 storage types (raw bits; conversions below). */

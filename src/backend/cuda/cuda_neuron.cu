@@ -1,40 +1,34 @@
-/* Fused multi-step IF/LIF/PLIF forward and BPTT backward kernels (bodies in
- * cuda_neuron_body.h). Dispatch picks the storage types and the vector width: 16-byte packs
- * when n and every pointer allow it, one neuron per thread otherwise. */
-#include "backend/cuda/cuda_neuron_body.h"
+/* Fused multi-step IF/LIF/PLIF forward and BPTT backward: argument checks and the choice of
+ * launch shape (kernels in cuda_neuron_fwd.cu / cuda_neuron_bwd.cu, bodies in
+ * cuda_neuron_body.h). Packs of 16 (or 8) bytes of consecutive neurons per thread when n and
+ * every pointer allow it, one neuron per thread otherwise; a long prefetch (16 steps in
+ * flight) when there are too few threads to keep the memory system busy. */
+#include "backend/cuda/cuda_neuron.h"
 
-#define NEURON_BLOCK 256
+/* Below this many threads the GPU (132 SMs x ~1000 resident threads) is far from full, so each
+ * thread must keep more loads in flight. */
+#define LONG_PREFETCH_THREADS 50000
 
-template <typename TI, typename TS, int V>
-__global__ void __launch_bounds__(NEURON_BLOCK) neuron_fwd_kernel(FwdArgs a) {
-    neuron_fwd_body<TI, TS, V>(a, blockIdx.x * (size_t)blockDim.x + threadIdx.x);
-}
-
-template <typename TI, int V, bool PLIF>
-__global__ void __launch_bounds__(NEURON_BLOCK, 2) neuron_bwd_kernel(BwdArgs a, float *gk,
-                                                                     float *amax) {
-    float dk, mx;
-    neuron_bwd_body<TI, V, PLIF>(a, blockIdx.x * (size_t)blockDim.x + threadIdx.x, &dk, &mx);
-    if (!a.want_gk && !a.want_amax) return;
-    /* Block reduction, then one atomic per block (every thread reaches here). */
-    __shared__ float red_k[NEURON_BLOCK / 32], red_m[NEURON_BLOCK / 32];
-    dk = snn_warp_sum(dk);
-    mx = snn_warp_max(mx);
-    const int w = threadIdx.x / 32, l = threadIdx.x % 32;
-    if (l == 0) {
-        red_k[w] = dk;
-        red_m[w] = mx;
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        float sk = 0.0f, sm = 0.0f;
-        for (int i = 0; i < NEURON_BLOCK / 32; i++) {
-            sk += red_k[i];
-            sm = fmaxf(sm, red_m[i]);
+/* Pack width (bytes) and prefetch for n neurons whose pointers are in ptrs. */
+static void choose_shape(snn_cuda *c, size_t n, size_t es, const void *const *ptrs,
+                         const size_t *elem, int np, size_t period, int *pack, int *lng) {
+    int want, pf;
+    snn_cuda_neuron_tuning_of(c, &want, &pf);
+    if (want == 0) want = 16;
+    *pack = 1;
+    for (int b = want; b >= 8; b /= 2) {
+        size_t V = (size_t)b / es;
+        if (V < 2) continue;
+        int ok = n % V == 0 && period % V == 0;
+        for (int i = 0; i < np && ok; i++)
+            ok = !ptrs[i] || snn_aligned(ptrs[i], V * elem[i]);
+        if (ok) {
+            *pack = b;
+            break;
         }
-        if (a.want_gk) atomicAdd(gk, sk);
-        if (a.want_amax) snn_atomic_max_pos(amax, sm);
     }
+    size_t V = *pack == 1 ? 1 : (size_t)*pack / es;
+    *lng = pf == 2 || (pf == 0 && n / V < LONG_PREFETCH_THREADS);
 }
 
 static float default_alpha(int sg) {
@@ -71,32 +65,6 @@ static snn_status make_params(const snn_neuron_opts *o, float k, int T, size_t n
     return SNN_OK;
 }
 
-template <typename TI, typename TS>
-static snn_status fwd_launch(cudaStream_t st, const FwdArgs &a, int vec) {
-    if (vec) {
-        constexpr int V = 16 / sizeof(TI);
-        neuron_fwd_kernel<TI, TS, V><<<snn_grid(a.n / V, NEURON_BLOCK), NEURON_BLOCK, 0, st>>>(a);
-    } else {
-        neuron_fwd_kernel<TI, TS, 1><<<snn_grid(a.n, NEURON_BLOCK), NEURON_BLOCK, 0, st>>>(a);
-    }
-    SNN_CU_LAUNCHED("neuron_forward");
-    return SNN_OK;
-}
-
-template <typename TI>
-static snn_status fwd_spike(cudaStream_t st, const FwdArgs &a, snn_dtype spike_type, int vec) {
-    switch (spike_type) {
-    case SNN_F32: return fwd_launch<TI, float>(st, a, vec);
-    case SNN_BF16: return fwd_launch<TI, __nv_bfloat16>(st, a, vec);
-    case SNN_F16: return fwd_launch<TI, __half>(st, a, vec);
-    case SNN_F8E4M3: return fwd_launch<TI, snn_e4m3>(st, a, vec);
-    default:
-        return snn_error(SNN_E_UNSUPPORTED, "spike type %s is not supported (f32, bf16, f16, "
-                                            "f8e4m3)",
-                         snn_cuda_dtype_name(spike_type));
-    }
-}
-
 extern "C" snn_status snn_cuda_neuron_forward(snn_cuda *c, const snn_neuron_opts *o, float k,
                                               int T, size_t n, snn_dtype io_type,
                                               snn_dtype spike_type, const void *x,
@@ -124,38 +92,17 @@ extern "C" snn_status snn_cuda_neuron_forward(snn_cuda *c, const snn_neuron_opts
     a.h = h_seq;
     a.vseq = v_seq;
     a.vlast = v_last;
-    const size_t V = 16 / es;
-    const size_t sbytes = V * snn_cuda_dsize(spike_type);
-    int vec = n % V == 0 && (!bias || a.bias_period % V == 0) && snn_aligned(x, 16) &&
-              snn_aligned(s, sbytes) && (!h_seq || snn_aligned(h_seq, 16)) &&
-              (!v_seq || snn_aligned(v_seq, 16));
-    cudaStream_t st = snn_cuda_stream_of(c);
-    switch (io_type) {
-    case SNN_F32: return fwd_spike<float>(st, a, spike_type, vec);
-    case SNN_BF16: return fwd_spike<__nv_bfloat16>(st, a, spike_type, vec);
-    default: return fwd_spike<__half>(st, a, spike_type, vec);
-    }
-}
-
-template <typename TI, bool PLIF>
-static void bwd_launch2(cudaStream_t st, const BwdArgs &a, int vec, float *gk, float *amax) {
-    if (vec) {
-        constexpr int V = 16 / sizeof(TI);
-        neuron_bwd_kernel<TI, V, PLIF>
-            <<<snn_grid(a.n / V, NEURON_BLOCK), NEURON_BLOCK, 0, st>>>(a, gk, amax);
-    } else {
-        neuron_bwd_kernel<TI, 1, PLIF>
-            <<<snn_grid(a.n, NEURON_BLOCK), NEURON_BLOCK, 0, st>>>(a, gk, amax);
-    }
-}
-
-template <typename TI>
-static snn_status bwd_launch(cudaStream_t st, const BwdArgs &a, int vec, float *gk, float *amax) {
-    if (a.p.kind == SNN_NEURON_PLIF)
-        bwd_launch2<TI, true>(st, a, vec, gk, amax);
-    else
-        bwd_launch2<TI, false>(st, a, vec, gk, amax);
-    SNN_CU_LAUNCHED("neuron_backward");
+    const void *ptrs[4] = {x, s, h_seq, v_seq};
+    const size_t elem[4] = {es, snn_cuda_dsize(spike_type), es, es};
+    int pack, lng;
+    choose_shape(c, n, es, ptrs, elem, 4, bias ? a.bias_period : 8, &pack, &lng);
+    if (spike_type != SNN_F32 && spike_type != SNN_BF16 && spike_type != SNN_F16 &&
+        spike_type != SNN_F8E4M3)
+        return snn_error(SNN_E_UNSUPPORTED, "spike type %s is not supported (f32, bf16, f16, "
+                                            "f8e4m3)",
+                         snn_cuda_dtype_name(spike_type));
+    snn_neuron_fwd_launch(snn_cuda_stream_of(c), a, io_type, spike_type, pack, lng);
+    SNN_CU_LAUNCHED("neuron_forward");
     return SNN_OK;
 }
 
@@ -185,13 +132,12 @@ extern "C" snn_status snn_cuda_neuron_backward(snn_cuda *c, const snn_neuron_opt
     a.gxsum = gx_tsum;
     a.want_gk = gk != NULL && o->kind == SNN_NEURON_PLIF;
     a.want_amax = gx_amax != NULL;
-    const size_t V = 16 / snn_cuda_dsize(io_type);
-    int vec = n % V == 0 && snn_aligned(h_seq, 16) && snn_aligned(gs, 16) && snn_aligned(gx, 16) &&
-              (!gv_seq || snn_aligned(gv_seq, 16));
-    cudaStream_t st = snn_cuda_stream_of(c);
-    switch (io_type) {
-    case SNN_F32: return bwd_launch<float>(st, a, vec, gk, gx_amax);
-    case SNN_BF16: return bwd_launch<__nv_bfloat16>(st, a, vec, gk, gx_amax);
-    default: return bwd_launch<__half>(st, a, vec, gk, gx_amax);
-    }
+    const size_t es = snn_cuda_dsize(io_type);
+    const void *ptrs[4] = {h_seq, gs, gx, gv_seq};
+    const size_t elem[4] = {es, es, es, es};
+    int pack, lng;
+    choose_shape(c, n, es, ptrs, elem, 4, 8, &pack, &lng);
+    snn_neuron_bwd_launch(snn_cuda_stream_of(c), a, io_type, pack, lng, gk, gx_amax);
+    SNN_CU_LAUNCHED("neuron_backward");
+    return SNN_OK;
 }

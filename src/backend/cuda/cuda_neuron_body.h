@@ -2,9 +2,9 @@
  * walks the whole time loop). Written as host+device functions of the thread index so the
  * host-emulation test can run exactly this code on the CPU.
  *
- * Memory behaviour: each step touches one 16-byte pack per tensor per thread; the loads of U
- * consecutive steps are issued before any of them is used, so a thread keeps U independent
- * 16-byte loads in flight (the membrane recurrence only depends on registers). */
+ * Memory behaviour: each step touches one pack of V elements per tensor per thread (16 or 8
+ * bytes); the loads of U consecutive steps are issued before any of them is used, so a thread
+ * keeps U independent loads in flight (the membrane recurrence only depends on registers). */
 #ifndef SNN_CUDA_NEURON_BODY_H
 #define SNN_CUDA_NEURON_BODY_H
 
@@ -12,7 +12,6 @@
 
 #include "backend/cuda/cuda_internal.h"
 
-#define SNN_NEURON_U 4 /* time steps whose loads are issued together */
 
 struct NeuronP {
     int kind;        /* 0 IF, 1 LIF, 2 PLIF */
@@ -100,7 +99,9 @@ SNN_HD float snn_reset(const NeuronP &p, float h, float s) {
     return p.soft ? h - s * p.vth : (s != 0.0f ? p.vreset : h);
 }
 
-template <typename TI, typename TS, int V>
+/* U: time steps whose loads are issued together (more when few threads must keep the
+ * memory system busy, e.g. long T with few neurons). */
+template <typename TI, typename TS, int V, int U>
 SNN_HD void neuron_fwd_body(const FwdArgs &a, size_t tid) {
     const size_t i0 = tid * V;
     if (i0 >= a.n) return;
@@ -116,13 +117,13 @@ SNN_HD void neuron_fwd_body(const FwdArgs &a, size_t tid) {
         v[j] = a.v0 ? a.v0[i0 + j] : vinit;
         b[j] = a.bias ? a.bias[(i0 + j) % a.bias_period] : 0.0f;
     }
-    for (int t0 = 0; t0 < a.T; t0 += SNN_NEURON_U) {
-        Pack<TI, V> xp[SNN_NEURON_U];
+    for (int t0 = 0; t0 < a.T; t0 += U) {
+        Pack<TI, V> xp[U];
 #pragma unroll
-        for (int u = 0; u < SNN_NEURON_U; u++)
+        for (int u = 0; u < U; u++)
             if (t0 + u < a.T) xp[u] = pack_ld<TI, V>(x + (size_t)(t0 + u) * n + i0);
 #pragma unroll
-        for (int u = 0; u < SNN_NEURON_U; u++) {
+        for (int u = 0; u < U; u++) {
             if (t0 + u >= a.T) break;
             const size_t off = (size_t)(t0 + u) * n + i0;
             Pack<TS, V> sp;
@@ -148,10 +149,8 @@ SNN_HD void neuron_fwd_body(const FwdArgs &a, size_t tid) {
 }
 
 /* Reverse-time BPTT; returns this thread's PLIF dL/dk partial in *gk and max|gx| in *amax. */
-template <typename TI, int V, bool PLIF>
+template <typename TI, int V, int U, bool PLIF>
 SNN_HD void neuron_bwd_body(const BwdArgs &a, size_t tid, float *gk, float *amax) {
-    /* Fewer steps in flight for 8-wide packs keeps the kernel under 128 registers. */
-    constexpr int U = V >= 8 ? 2 : SNN_NEURON_U;
     *gk = 0.0f;
     *amax = 0.0f;
     const size_t i0 = tid * V;

@@ -1,0 +1,64 @@
+/* Backward neuron kernel instantiations: storage type × pack width × prefetch × PLIF, with
+ * the block reduction of the PLIF dL/dk partials and of max|gx|. */
+#include "backend/cuda/cuda_neuron.h"
+
+template <typename TI, int V, int U, bool PLIF>
+__global__ void __launch_bounds__(NEURON_BLOCK, (U >= 8 ? 1 : 2)) neuron_bwd_kernel(BwdArgs a, float *gk,
+                                                                     float *amax) {
+    float dk, mx;
+    neuron_bwd_body<TI, V, U, PLIF>(a, blockIdx.x * (size_t)blockDim.x + threadIdx.x, &dk, &mx);
+    if (!a.want_gk && !a.want_amax) return;
+    /* Block reduction, then one atomic per block (every thread reaches here). */
+    __shared__ float red_k[NEURON_BLOCK / 32], red_m[NEURON_BLOCK / 32];
+    dk = snn_warp_sum(dk);
+    mx = snn_warp_max(mx);
+    const int w = threadIdx.x / 32, l = threadIdx.x % 32;
+    if (l == 0) {
+        red_k[w] = dk;
+        red_m[w] = mx;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float sk = 0.0f, sm = 0.0f;
+        for (int i = 0; i < NEURON_BLOCK / 32; i++) {
+            sk += red_k[i];
+            sm = fmaxf(sm, red_m[i]);
+        }
+        if (a.want_gk) atomicAdd(gk, sk);
+        if (a.want_amax) snn_atomic_max_pos(amax, sm);
+    }
+}
+
+template <typename TI, int V, bool PLIF>
+static void launch_u(cudaStream_t st, const BwdArgs &a, int lng, float *gk, float *amax) {
+    /* 8-wide packs hold two steps in flight normally: more would pass 128 registers */
+    constexpr int US = V >= 8 ? 2 : 4;
+    unsigned grid = snn_grid(a.n / V, NEURON_BLOCK);
+    if (lng)
+        neuron_bwd_kernel<TI, V, 8, PLIF><<<grid, NEURON_BLOCK, 0, st>>>(a, gk, amax);
+    else
+        neuron_bwd_kernel<TI, V, US, PLIF><<<grid, NEURON_BLOCK, 0, st>>>(a, gk, amax);
+}
+
+template <typename TI, int V>
+static void launch_k(cudaStream_t st, const BwdArgs &a, int lng, float *gk, float *amax) {
+    if (a.p.kind == 2) launch_u<TI, V, true>(st, a, lng, gk, amax);
+    else launch_u<TI, V, false>(st, a, lng, gk, amax);
+}
+
+template <typename TI>
+static void launch_p(cudaStream_t st, const BwdArgs &a, int pack_bytes, int lng, float *gk,
+                     float *amax) {
+    if (pack_bytes == 16) launch_k<TI, 16 / sizeof(TI)>(st, a, lng, gk, amax);
+    else if (pack_bytes == 8) launch_k<TI, 8 / sizeof(TI)>(st, a, lng, gk, amax);
+    else launch_k<TI, 1>(st, a, lng, gk, amax);
+}
+
+void snn_neuron_bwd_launch(cudaStream_t st, const BwdArgs &a, snn_dtype io, int pack_bytes,
+                           int lng, float *gk, float *amax) {
+    switch (io) {
+    case SNN_F32: launch_p<float>(st, a, pack_bytes, lng, gk, amax); break;
+    case SNN_BF16: launch_p<__nv_bfloat16>(st, a, pack_bytes, lng, gk, amax); break;
+    default: launch_p<__half>(st, a, pack_bytes, lng, gk, amax); break;
+    }
+}
