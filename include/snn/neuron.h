@@ -12,6 +12,7 @@
 #define SNN_NEURON_H
 
 #include <stddef.h>
+#include "dtype.h"
 #include "error.h"
 
 #ifdef __cplusplus
@@ -92,6 +93,51 @@ void snn_neuron_backward(const snn_neuron_opts *o, float k, int T, size_t n, con
 /* Single-step forward: v [n] in/out; s [n]; h [n] may be NULL. */
 void snn_neuron_step(const snn_neuron_opts *o, float k, size_t n, const float *x, float *v,
                      float *s, float *h);
+
+/* ---- Mixed precision (SpikingJelly's Triton mixed path, spikingjelly-core.md §5.3) ------
+ * Emulated exactly on the CPU: a value "in dtype D" is an FP32 holding a value of D, and
+ * "rounded to D" is snn_round_to(D, ., sat) (RNE; FP8 saturating to +-448 / +-57344, FP16
+ * and BF16 overflowing to inf as hardware casts do).
+ *   S storage: f32 | f16 | bf16 | f8e4m3 | f8e5m2 (the dtype of x, v0 and of the stored
+ *     h_seq and v_last);
+ *   F forward arithmetic, B backward arithmetic: the same five; an FP8 arithmetic dtype
+ *     must equal S (SpikingJelly's compute "fp8" = the storage's FP8 format, see
+ *     snn_neuron_compute_dtype). Anything else is SNN_E_INVALID.
+ * Forward, per element and step:
+ *   - x and v0 are rounded to S (their storage), then read as F values (rounded to F);
+ *     without v0 the membrane starts at V_r rounded to F;
+ *   - constants k, V_r, v_reset, V_th are rounded to F once;
+ *   - the charge is evaluated in the plain kernel's order with every operation's result
+ *     rounded to F: IF h = F(v + x); decay_input t = F(V_r - v), t = F(t + x),
+ *     t = F(k t), h = F(v + t); otherwise t = F(V_r - v), t = F(k t), t = F(v + t),
+ *     h = F(t + x);
+ *   - fire: s = [h - V_th >= 0] with the FP32 threshold (the subtraction stays FP32);
+ *   - reset in F: hard v = s ? F(v_reset) : h; soft v = s ? F(h - F(V_th)) : h;
+ *   - the membrane carried to the next step stays an F value: §5.3 keeps it in registers
+ *     and does NOT re-quantise it to S between steps; only what is written is rounded
+ *     to S: h_seq[t] = S(h), v_last = S(v after the last step). Spikes are 0/1 (FP32).
+ * Backward (reads the stored h_seq; arithmetic in B, each result rounded to B):
+ *   - sigma = B(g'(h - V_th)): argument and surrogate in FP32, the result rounded to B;
+ *   - s is recomputed as [h >= V_th] from the stored h;
+ *   - gs, gv_last are read as B values; V_r, V_th, a = 1 - k (1 for IF), c = k (or 1)
+ *     rounded to B once; the gH formula of snn_neuron_backward, operation by operation
+ *     in its order, each result rounded to B; gx = B(gH c), carry = B(gH a); gx and gv0
+ *     are written as FP32 holding B values (not re-rounded to S: the reference returns
+ *     dL/dx in x's original dtype);
+ *   - PLIF dL/dk: the previous membrane is rebuilt from the stored h_{t-1} as the forward
+ *     stored it (S(reset in F)); v0 is read as S(v0). Per element, the term gH dh/dk and
+ *     its running sum over t are kept in B for FP16/BF16, in FP32 for FP8 (as the
+ *     reference keeps FP8 partials in FP32) and in double for FP32 (as
+ *     snn_neuron_backward); the per-element partials are summed in double.
+ * With S = F = B = f32 the results are bit-identical to snn_neuron_forward/backward.
+ * Same buffers and NULL conventions as snn_neuron_forward/backward (no v_seq/gv_seq). */
+snn_status snn_neuron_forward_mp(const snn_neuron_opts *o, float k, int T, size_t n, snn_dtype S,
+                                 snn_dtype F, const float *x, const float *v0, float *s,
+                                 float *h_seq, float *v_last);
+snn_status snn_neuron_backward_mp(const snn_neuron_opts *o, float k, int T, size_t n, snn_dtype S,
+                                  snn_dtype F, snn_dtype B, const float *h_seq, const float *v0,
+                                  const float *gs, const float *gv_last, float *gx, float *gv0,
+                                  double *gk);
 
 #ifdef __cplusplus
 }

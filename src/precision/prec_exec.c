@@ -4,6 +4,7 @@
  * here, which call the module's own code on rounded operands (16-bit GEMMs) or replace the
  * GEMM with an FP8 one (quantise -> dequantise -> FP32 GEMM, which equals an FP8 GEMM
  * with FP32 accumulation). */
+#include <math.h>
 #include <string.h>
 
 #include "backend/backend.h"
@@ -185,41 +186,65 @@ const snn_module_ops snn_prec_fp8_ops = {
 };
 
 /* ---------------- neurons ----------------
- * Storage dtype S: the input current and the saved pre-reset membrane live in S, so the
- * input is rounded to S and h_seq is rounded in place after the forward (the backward
- * then evaluates the surrogate on the stored h, as a fused kernel reading S would).
- * Spikes are 0/1 and exact in every format. */
+ * The mixed-precision kernels (src/neuron/neuron_mp.c, rules in include/snn/neuron.h):
+ * x and the saved pre-reset membrane in the storage dtype S, the charge and reset in the
+ * forward arithmetic F, BPTT in the backward arithmetic B, surrogate math in FP32.
+ * Spikes are 0/1 and exact in every format. dL/dx leaves in FP32 (the reference returns
+ * it in x's dtype, which is FP32 here). */
+
+/* The neuron module saves h_seq and the final membrane in its own buffers, which it only
+ * exposes (snn_neuron_module_h_seq) after a training forward of its own. A run with no
+ * time steps does that bookkeeping (and checks N against the reservation) without
+ * computing anything; a run with no neurons checks T. The kernel below then fills the
+ * buffers. */
+static snn_status nrn_claim_buffers(snn_prec_module *pm, snn_module *m, const snn_run *r, float *y) {
+    snn_run r0 = *r;
+    r0.T = 0;
+    SNN_TRY(pm->orig->forward(m, &r0, NULL, y));
+    r0 = *r;
+    r0.N = 0;
+    return pm->orig->forward(m, &r0, NULL, y);
+}
 
 static snn_status nrn_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
     snn_prec_module *pm = pm_of(m);
     snn_precision *p = pm->p;
     snn_dtype S = snn_neuron_storage_dtype(p->cfg.neuron_storage);
-    size_t n = in_floats(m, r);
-    const float *xin = x;
-    if (S != SNN_F32) {
-        round_buf(S, p->scratch, x, n);
-        xin = p->scratch;
-    }
-    SNN_TRY(pm->orig->forward(m, r, xin, y));
-    float *h = (float *)snn_neuron_module_h_seq(m);
-    if (h && S != SNN_F32 && r->training) round_buf(S, h, h, n);
-    return SNN_OK;
+    snn_dtype F = snn_neuron_compute_dtype(p->cfg.neuron_fwd, p->cfg.neuron_storage);
+    SNN_TRY(nrn_claim_buffers(pm, m, r, y));
+    size_t n = (size_t)r->N * snn_shape_numel(m->in);
+    float *h = r->training ? snn_neuron_module_h_seq(m) : NULL;
+    if (r->training && !h)
+        return snn_error(SNN_E_STATE, "%s: the neuron module did not expose its h_seq buffer", m->name);
+    /* the module's own membrane buffer (its final state), written as the storage keeps it */
+    float *v_last = (float *)snn_neuron_module_v(m);
+    return snn_neuron_forward_mp(snn_neuron_module_opts(m), snn_neuron_module_decay(m), r->T, n, S, F, x, NULL, y,
+                                 h, v_last);
 }
 
 static snn_status nrn_backward(snn_module *m, const snn_run *r, const float *x, const float *y,
                                const float *dy, float *dx) {
+    (void)x;
+    (void)y;
     snn_prec_module *pm = pm_of(m);
     snn_precision *p = pm->p;
-    snn_dtype B = snn_neuron_compute_dtype(p->cfg.neuron_bwd, p->cfg.neuron_storage);
     snn_dtype S = snn_neuron_storage_dtype(p->cfg.neuron_storage);
-    size_t n = in_floats(m, r);
-    const float *g = dy;
-    if (B != SNN_F32) {
-        round_buf(B, p->scratch, dy, n);
-        g = p->scratch;
+    snn_dtype F = snn_neuron_compute_dtype(p->cfg.neuron_fwd, p->cfg.neuron_storage);
+    snn_dtype B = snn_neuron_compute_dtype(p->cfg.neuron_bwd, p->cfg.neuron_storage);
+    const float *h = snn_neuron_module_h_seq(m);
+    if (!h) return snn_error(SNN_E_STATE, "%s: backward needs a training-mode forward first", m->name);
+    snn_neuron_opts *o = snn_neuron_module_opts(m);
+    int plif = o->kind == SNN_NEURON_PLIF;
+    size_t n = (size_t)r->N * snn_shape_numel(m->in);
+    double gk = 0.0;
+    /* only spikes leave the layer: no gradient on the final membrane; v0 is the reset value */
+    SNN_TRY(snn_neuron_backward_mp(o, snn_neuron_module_decay(m), r->T, n, S, F, B, h, NULL, dy, NULL, dx, NULL,
+                                   plif ? &gk : NULL));
+    if (plif) {
+        /* dL/dw = dL/dk k (1 - k), k = sigmoid(w) in double, as the module does */
+        double kd = 1.0 / (1.0 + exp(-(double)m->params[0].data[0]));
+        m->params[0].grad[0] += (float)(gk * kd * (1.0 - kd));
     }
-    SNN_TRY(pm->orig->backward(m, r, x, y, g, dx));
-    if (dx && S != SNN_F32) round_buf(S, dx, dx, n);
     return SNN_OK;
 }
 
