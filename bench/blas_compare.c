@@ -26,8 +26,10 @@ typedef struct shape {
 } shape;
 
 /* fcsnn: Linear over B = T*N rows; y = x W^T, dW += dy^T x, dx = dy W (src/nn/linear.c).
- * convsnn (1x28x28, 128 channels, 3x3 pad 1, MaxPool 2 between): chunked im2col GEMMs of
- * src/nn/conv2d.c, W[O][K] x col[K][nb*P] with nb = 2^21 floats / (max(K, O) * P) samples:
+ * convsnn (1x28x28, 128 channels, 3x3 pad 1, MaxPool 2 between), src/nn/conv2d.c's two
+ * strategies: per-sample W[O][K] x col[K][P] (the default for P >= 128; each thread runs
+ * its own samples, so these calls run single-threaded inside an OpenMP region), and the
+ * batched W[O][K] x col[K][nb*P] with nb = 2^21 floats / (max(K, O) * P) samples:
  * conv1 K=9, P=784, nb=20; conv2 K=1152, P=196, nb=9.
  * spikformer (D=384, 224x224 -> L=196 tokens, MLP 4x): pointwise Conv1d per sample,
  * W[O][C] x x[C][L] (src/nn/conv1d.c). */
@@ -42,11 +44,16 @@ static const shape shapes[] = {
     {"fcsnn B=4096 512->512 fwd", 0, 1, 4096, 512, 512, 0},
     {"fcsnn B=4096 512->512 dW", 1, 0, 512, 512, 4096, 1},
     {"fcsnn B=4096 512->512 dx", 0, 0, 4096, 512, 512, 0},
-    {"convsnn conv1 fwd", 0, 0, 128, 20 * 784, 9, 0},
-    {"convsnn conv1 dW", 0, 1, 128, 9, 20 * 784, 1},
-    {"convsnn conv2 fwd", 0, 0, 128, 9 * 196, 1152, 0},
-    {"convsnn conv2 dW", 0, 1, 128, 1152, 9 * 196, 1},
-    {"convsnn conv2 dcol", 1, 0, 1152, 9 * 196, 128, 0},
+    {"convsnn conv1 sample fwd", 0, 0, 128, 784, 9, 0},
+    {"convsnn conv1 sample dW", 0, 1, 128, 9, 784, 1},
+    {"convsnn conv2 sample fwd", 0, 0, 128, 196, 1152, 0},
+    {"convsnn conv2 sample dW", 0, 1, 128, 1152, 196, 1},
+    {"convsnn conv2 sample dcol", 1, 0, 1152, 196, 128, 0},
+    {"convsnn conv1 batched fwd", 0, 0, 128, 20 * 784, 9, 0},
+    {"convsnn conv1 batched dW", 0, 1, 128, 9, 20 * 784, 1},
+    {"convsnn conv2 batched fwd", 0, 0, 128, 9 * 196, 1152, 0},
+    {"convsnn conv2 batched dW", 0, 1, 128, 1152, 9 * 196, 1},
+    {"convsnn conv2 batched dcol", 1, 0, 1152, 9 * 196, 128, 0},
     {"spikformer 384->384 fwd", 0, 0, 384, 196, 384, 0},
     {"spikformer 384->384 dW", 0, 1, 384, 384, 196, 1},
     {"spikformer 384->384 dx", 1, 0, 384, 196, 384, 0},
@@ -126,7 +133,7 @@ int main(int argc, char **argv) {
             label, thr ? thr : "", min_s);
     int bad = 0;
     const int ns = (int)(sizeof shapes / sizeof shapes[0]);
-    printf("%-28s %6s %6s %6s  %10s %9s %5s\n", "shape", "M", "N", "K", "median ms", "GFLOP/s", "reps");
+    printf("%-30s %6s %6s %6s  %10s %9s %5s\n", "shape", "M", "N", "K", "median ms", "GFLOP/s", "reps");
     for (int si = 0; si < ns; si++) {
         const shape *s = &shapes[si];
         size_t na = (size_t)s->M * s->K, nb = (size_t)s->K * s->N, nc = (size_t)s->M * s->N;
@@ -154,7 +161,7 @@ int main(int argc, char **argv) {
         qsort(times, (size_t)reps, sizeof(double), cmp_double);
         double med = reps % 2 ? times[reps / 2] : 0.5 * (times[reps / 2 - 1] + times[reps / 2]);
         double gflops = 2.0 * s->M * s->N * (double)s->K / med * 1e-9;
-        printf("%-28s %6d %6d %6d  %10.3f %9.1f %5d\n", s->name, s->M, s->N, s->K, med * 1e3, gflops, reps);
+        printf("%-30s %6d %6d %6d  %10.3f %9.1f %5d\n", s->name, s->M, s->N, s->K, med * 1e3, gflops, reps);
         fprintf(out,
                 "    {\"name\": \"%s\", \"trans_a\": %d, \"trans_b\": %d, \"M\": %d, \"N\": %d, \"K\": %d, "
                 "\"beta\": %g, \"median_ms\": %.6f, \"min_ms\": %.6f, \"gflops\": %.3f, \"reps\": %d, "
