@@ -43,20 +43,9 @@ int cmd_eval(int argc, char **argv) {
     if (batch <= 0) die_usage("--batch-size must be positive, got %d", batch);
     snn_model *m = NULL;
     snn_ckpt *ck = NULL;
-    snn_status st = snn_model_load(ckpt_path, seed, &m, &ck);
-    if (st != SNN_OK) die_status(st, NULL);
-    /* Run under the precision the checkpoint was trained with; flags must agree with it. */
-    snn_precision_config pcfg;
-    const char *pc = snn_ckpt_metadata(ck, "snn_precision_config");
-    if (precision_flags_given(&pf)) {
-        pcfg = precision_flags_config(&pf);
-        if (snn_precision_check_checkpoint(&pcfg, ck) != SNN_OK) die_status(SNN_E_INVALID, NULL);
-    } else if (!pc || snn_precision_config_from_json(pc, &pcfg) != SNN_OK) {
-        pcfg = snn_precision_config_default();
-    }
     snn_precision *prec = NULL;
-    st = snn_prepare_model_for_precision(m, "cpu", &pcfg, &prec);
-    if (st != SNN_OK) die_status(st, "preparing the precision");
+    load_checkpoint(ckpt_path, seed, &pf, &m, &ck, &prec);
+    snn_status st;
     if (T == 0) T = ckpt_time_steps(ck);
     if (T < 0) die_usage("--T must be positive");
     if (!encoding) encoding = snn_ckpt_metadata(ck, "encoding") ? snn_ckpt_metadata(ck, "encoding") : "direct";

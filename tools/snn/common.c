@@ -5,6 +5,7 @@
 #include <math.h>
 
 #include "common.h"
+#include "snn/checkpoint.h"
 #include "snn/loss.h"
 
 double now_seconds(void) {
@@ -173,4 +174,20 @@ snn_precision_config precision_flags_config(const precision_flags *f) {
     snn_status st = snn_precision_config_parse(f->mode ? f->mode : "fp32", f->recipe, f->storage, f->fwd, f->bwd, &c);
     if (st != SNN_OK) die_status(SNN_E_INVALID, "invalid precision configuration");
     return c;
+}
+
+void load_checkpoint(const char *path, uint64_t seed, const precision_flags *pf, snn_model **m, snn_ckpt **ck,
+                     snn_precision **prec) {
+    snn_status st = snn_model_load(path, seed, m, ck);
+    if (st != SNN_OK) die_status(st, NULL);
+    snn_precision_config pcfg;
+    const char *pc = snn_ckpt_metadata(*ck, "snn_precision_config");
+    if (precision_flags_given(pf)) {
+        pcfg = precision_flags_config(pf);
+        if (snn_precision_check_checkpoint(&pcfg, *ck) != SNN_OK) die_status(SNN_E_INVALID, NULL);
+    } else if (!pc || snn_precision_config_from_json(pc, &pcfg) != SNN_OK) {
+        pcfg = snn_precision_config_default();
+    }
+    st = snn_prepare_model_for_precision(*m, "cpu", &pcfg, prec);
+    if (st != SNN_OK) die_status(st, "preparing the precision");
 }

@@ -52,3 +52,8 @@ int precision_flags_options(precision_flags *f, opt *table);
 int precision_flags_given(const precision_flags *f);
 /* Parse and validate; a bad value or combination exits 2 with the validation message. */
 snn_precision_config precision_flags_config(const precision_flags *f);
+/* Open a checkpoint written by snn train, rebuild its model and prepare it under the
+ * precision it was trained with (flags that disagree are refused). Exits on failure. */
+struct snn_ckpt;
+void load_checkpoint(const char *path, uint64_t seed, const precision_flags *pf, snn_model **m,
+                     struct snn_ckpt **ck, snn_precision **prec);
