@@ -392,6 +392,7 @@ int main(int argc, char **argv) {
         train_step(&n); /* eager: cuBLASLt plans (autotuned) and module loading */
         TRY(snn_cuda_synchronize(g_ctx));
         if (n.side) TRY(snn_cuda_synchronize(n.side));
+        double rate_first = spike_rate(&n);
         cudaGraphExec_t tg = capture(&n, 1);
         double tmin, tmax, imin, imax;
         double t_ms = time_graph(tg, warm, reps, iters, &tmin, &tmax);
@@ -421,12 +422,12 @@ int main(int argc, char **argv) {
             "%.4f, \"train_floor_fraction\": %.3f, \"infer_floor_fraction\": %.3f, "
             "\"allocated_mib\": %.1f, \"device_used_mib\": %.1f, \"loss_after\": %.6g, "
             "\"loss_finite\": %s, \"param_delta\": %.3g, \"logit_finite\": %s, "
-            "\"last_hidden_spike_rate\": %.4f, \"repeats\": %d, \"iters_per_repeat\": %d}",
+            "\"last_hidden_spike_rate_first_step\": %.4f, \"last_hidden_spike_rate\": %.4f, \"repeats\": %d, \"iters_per_repeat\": %d}",
             pname[p], W, D, I, B, T, C, overlap, t_ms, tmin, tmax, B / (t_ms * 1e-3), i_ms, imin,
             imax, B / (i_ms * 1e-3), rates[p], floor_t, floor_i, floor_t / t_ms, floor_i / i_ms,
             train_alloc / 1048576.0, (double)(free0 - free1) / 1048576.0, (double)loss,
             isfinite(loss) ? "true" : "false", (double)fabsf(w_after - w_before),
-            isfinite(lg) ? "true" : "false", rate_last, reps, iters);
+            isfinite(lg) ? "true" : "false", rate_first, rate_last, reps, iters);
         (void)len;
         printf("%s\n", buf);
         fflush(stdout);

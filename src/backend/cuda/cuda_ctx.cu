@@ -155,7 +155,7 @@ __global__ void fill_random_kernel(float *x, size_t n, uint64_t seed, int normal
         uint64_t r = mix64(seed * 0x9E3779B97F4A7C15ull + i + 1);
         float u1 = ((uint32_t)(r >> 40) + 0.5f) * (1.0f / 16777216.0f); /* (0,1) */
         if (!normal) {
-            x[i] = lo + (hi - lo) * u1;
+            x[i] = fminf(lo + (hi - lo) * u1, lo < hi ? nextafterf(hi, lo) : hi); /* [lo, hi) */
         } else {
             float u2 = ((uint32_t)(r & 0xFFFFFFu)) * (1.0f / 16777216.0f);
             float rad = sqrtf(-2.0f * logf(u1));

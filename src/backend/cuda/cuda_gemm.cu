@@ -30,6 +30,7 @@ typedef struct {
 struct snn_cuda_gemm_state {
     cublasLtHandle_t lt;
     void *workspace;
+    float *scratch; /* 4 slots of 16 bytes: scale and amax pointers cuBLASLt can use */
     size_t workspace_bytes;
     int autotune;
     int n_plans;
@@ -74,6 +75,13 @@ snn_status snn_cuda_gemm_state_create(size_t workspace_bytes, snn_cuda_gemm_stat
                          workspace_bytes, cudaGetErrorString(e));
     }
     g->workspace_bytes = workspace_bytes;
+    e = cudaMalloc((void **)&g->scratch, 64);
+    if (e != cudaSuccess) {
+        cudaFree(g->workspace);
+        cublasLtDestroy(g->lt);
+        free(g);
+        return snn_error(SNN_E_NOMEM, "cannot allocate GEMM scale slots: %s", cudaGetErrorString(e));
+    }
     *out = g;
     return SNN_OK;
 }
@@ -91,6 +99,7 @@ void snn_cuda_gemm_state_destroy(snn_cuda_gemm_state *g) {
     if (!g) return;
     for (int i = 0; i < g->n_plans; i++) plan_release(&g->plans[i]);
     if (g->workspace) cudaFree(g->workspace);
+    if (g->scratch) cudaFree(g->scratch);
     if (g->lt) cublasLtDestroy(g->lt);
     free(g);
 }
@@ -321,6 +330,20 @@ extern "C" snn_status snn_cuda_gemm(snn_cuda *c, const snn_cuda_gemm_desc *d, fl
             break;
         }
     cudaStream_t st = snn_cuda_stream_of(c);
+    /* cuBLASLt refuses (CUBLAS_STATUS_NOT_SUPPORTED at matmul time, seen on an H200 with
+     * cuBLASLt 13) scale pointers that are not 16-byte aligned: stage such values through
+     * aligned slots (a 4-byte device copy, captured like any other node). */
+    const float *sp[3] = {a_scale, b_scale, d_scale};
+    for (int i = 0; i < 3; i++)
+        if (sp[i] && !snn_aligned(sp[i], 16)) {
+            SNN_CU_TRY(cudaMemcpyAsync(g->scratch + 4 * i, sp[i], 4, cudaMemcpyDeviceToDevice, st));
+            sp[i] = g->scratch + 4 * i;
+        }
+    a_scale = sp[0];
+    b_scale = sp[1];
+    d_scale = sp[2];
+    float *amax_user = d_amax;
+    if (d_amax && !snn_aligned(d_amax, 16)) d_amax = g->scratch + 12;
     if (!p) {
         if (g->n_plans == PLAN_CAP) { /* full: start over (plans are cheap to rebuild) */
             for (int i = 0; i < g->n_plans; i++) plan_release(&g->plans[i]);
@@ -338,5 +361,8 @@ extern "C" snn_status snn_cuda_gemm(snn_cuda *c, const snn_cuda_gemm_desc *d, fl
     } else {
         SNN_TRY(plan_pointers(p, a_scale, b_scale, d_scale, d_amax));
     }
-    return run_plan(g, st, p, &p->algo, alpha, A, B, beta, C);
+    SNN_TRY(run_plan(g, st, p, &p->algo, alpha, A, B, beta, C));
+    if (d_amax != amax_user)
+        SNN_CU_TRY(cudaMemcpyAsync(amax_user, d_amax, 4, cudaMemcpyDeviceToDevice, st));
+    return SNN_OK;
 }

@@ -5,16 +5,22 @@
  * flight) when there are too few threads to keep the memory system busy. */
 #include "backend/cuda/cuda_neuron.h"
 
-/* Below this many threads the GPU (132 SMs x ~1000 resident threads) is far from full, so each
- * thread must keep more loads in flight. */
-#define LONG_PREFETCH_THREADS 50000
+/* Automatic launch shape, from the first H200 measurements (docs/performance.md):
+ * 16-byte packs when that still gives >= 64k threads (T=16 x 2^20 neurons: best), else 8-byte
+ * packs (T=500 x 65k..262k neurons: 8-byte packs were 1.3-2.3x faster); the long prefetch
+ * only when even then there are very few threads (it costs registers and was slower in every
+ * measured case); blocks of 64 threads when 256-thread blocks would leave multiprocessors
+ * idle (T=500 x 65k neurons used 32 of 132 SMs). */
+#define PACK16_MIN_THREADS 65536
+#define LONG_PREFETCH_THREADS 8192
 
-/* Pack width (bytes) and prefetch for n neurons whose pointers are in ptrs. */
+/* Pack width (bytes), prefetch and block size for n neurons whose pointers are in ptrs. */
 static void choose_shape(snn_cuda *c, size_t n, size_t es, const void *const *ptrs,
-                         const size_t *elem, int np, size_t period, int *pack, int *lng) {
+                         const size_t *elem, int np, size_t period, int *pack, int *lng,
+                         int *block) {
     int want, pf;
     snn_cuda_neuron_tuning_of(c, &want, &pf);
-    if (want == 0) want = 16;
+    if (want == 0) want = n / (16 / es) >= PACK16_MIN_THREADS ? 16 : 8;
     *pack = 1;
     for (int b = want; b >= 8; b /= 2) {
         size_t V = (size_t)b / es;
@@ -28,7 +34,9 @@ static void choose_shape(snn_cuda *c, size_t n, size_t es, const void *const *pt
         }
     }
     size_t V = *pack == 1 ? 1 : (size_t)*pack / es;
-    *lng = pf == 2 || (pf == 0 && n / V < LONG_PREFETCH_THREADS);
+    size_t threads = (n + V - 1) / V;
+    *lng = pf == 2 || (pf == 0 && threads < LONG_PREFETCH_THREADS);
+    *block = threads < (size_t)snn_cuda_sm_count(c) * 2 * NEURON_BLOCK ? 64 : NEURON_BLOCK;
 }
 
 static float default_alpha(int sg) {
@@ -94,14 +102,14 @@ extern "C" snn_status snn_cuda_neuron_forward(snn_cuda *c, const snn_neuron_opts
     a.vlast = v_last;
     const void *ptrs[4] = {x, s, h_seq, v_seq};
     const size_t elem[4] = {es, snn_cuda_dsize(spike_type), es, es};
-    int pack, lng;
-    choose_shape(c, n, es, ptrs, elem, 4, bias ? a.bias_period : 8, &pack, &lng);
+    int pack, lng, block;
+    choose_shape(c, n, es, ptrs, elem, 4, bias ? a.bias_period : 8, &pack, &lng, &block);
     if (spike_type != SNN_F32 && spike_type != SNN_BF16 && spike_type != SNN_F16 &&
         spike_type != SNN_F8E4M3)
         return snn_error(SNN_E_UNSUPPORTED, "spike type %s is not supported (f32, bf16, f16, "
                                             "f8e4m3)",
                          snn_cuda_dtype_name(spike_type));
-    snn_neuron_fwd_launch(snn_cuda_stream_of(c), a, io_type, spike_type, pack, lng);
+    snn_neuron_fwd_launch(snn_cuda_stream_of(c), a, io_type, spike_type, pack, lng, block);
     SNN_CU_LAUNCHED("neuron_forward");
     return SNN_OK;
 }
@@ -135,9 +143,9 @@ extern "C" snn_status snn_cuda_neuron_backward(snn_cuda *c, const snn_neuron_opt
     const size_t es = snn_cuda_dsize(io_type);
     const void *ptrs[4] = {h_seq, gs, gx, gv_seq};
     const size_t elem[4] = {es, es, es, es};
-    int pack, lng;
-    choose_shape(c, n, es, ptrs, elem, 4, 8, &pack, &lng);
-    snn_neuron_bwd_launch(snn_cuda_stream_of(c), a, io_type, pack, lng, gk, gx_amax);
+    int pack, lng, block;
+    choose_shape(c, n, es, ptrs, elem, 4, 8, &pack, &lng, &block);
+    snn_neuron_bwd_launch(snn_cuda_stream_of(c), a, io_type, pack, lng, block, gk, gx_amax);
     SNN_CU_LAUNCHED("neuron_backward");
     return SNN_OK;
 }

@@ -8,9 +8,11 @@
 
 #define NEURON_BLOCK 256
 
+/* block: threads per block (NEURON_BLOCK, or fewer so that few threads still spread over
+ * every multiprocessor). */
 void snn_neuron_fwd_launch(cudaStream_t st, const FwdArgs &a, snn_dtype io, snn_dtype sp,
-                           int pack_bytes, int lng);
+                           int pack_bytes, int lng, int block);
 void snn_neuron_bwd_launch(cudaStream_t st, const BwdArgs &a, snn_dtype io, int pack_bytes,
-                           int lng, float *gk, float *amax);
+                           int lng, int block, float *gk, float *amax);
 
 #endif

@@ -47,32 +47,49 @@ struct BwdArgs {
     int want_gk, want_amax;
 };
 
+/* FP32 exponential and division: the hardware approximations on the device (a few ulp; the
+ * backward is instruction-bound in 16-bit storage), the libm ones on the host. */
+SNN_HD float snn_exp(float x) {
+#ifdef __CUDA_ARCH__
+    return __expf(x);
+#else
+    return expf(x);
+#endif
+}
+SNN_HD float snn_div(float a, float b) {
+#ifdef __CUDA_ARCH__
+    return __fdividef(a, b);
+#else
+    return a / b;
+#endif
+}
+
 /* Surrogate derivative g'(x), x = h - v_threshold (SpikingJelly's table; FP32 math). */
 SNN_HD float snn_sg_grad(int sg, float a, float x) {
     switch (sg) {
     case 0: { /* Sigmoid: a·sig(z)(1-sig(z)) = a·e/(1+e)^2, e = exp(-|z|): no cancellation */
-        float e = expf(-fabsf(a * x));
+        float e = snn_exp(-fabsf(a * x));
         float d = 1.0f + e;
-        return a * e / (d * d);
+        return snn_div(a * e, d * d);
     }
     case 1: { /* ATan */
         float u = 1.57079632679489662f * a * x;
-        return 0.5f * a / (1.0f + u * u);
+        return snn_div(0.5f * a, 1.0f + u * u);
     }
     case 2: /* PiecewiseQuadratic */
         return fmaxf(0.0f, a - a * a * fabsf(x));
     case 3: /* PiecewiseExp */
-        return 0.5f * a * expf(-a * fabsf(x));
+        return 0.5f * a * snn_exp(-a * fabsf(x));
     case 4: { /* SoftSign */
-        float d = 1.0f / a + fabsf(x);
-        return 1.0f / (2.0f * a * d * d);
+        float d = snn_div(1.0f, a) + fabsf(x);
+        return snn_div(1.0f, 2.0f * a * d * d);
     }
     case 5: { /* SuperSpike */
         float d = fabsf(x) + 1.0f;
-        return a / (d * d);
+        return snn_div(a, d * d);
     }
     default: /* Erf: alpha/sqrt(pi) * exp(-(alpha x)^2) */
-        return a * 0.56418958354775628f * expf(-(a * x) * (a * x));
+        return a * 0.56418958354775628f * snn_exp(-(a * x) * (a * x));
     }
 }
 

@@ -20,7 +20,7 @@ __global__ void __launch_bounds__(NEURON_BLOCK, (U >= 8 ? 1 : 2)) neuron_bwd_ker
     __syncthreads();
     if (threadIdx.x == 0) {
         float sk = 0.0f, sm = 0.0f;
-        for (int i = 0; i < NEURON_BLOCK / 32; i++) {
+        for (int i = 0; i < (int)blockDim.x / 32; i++) {
             sk += red_k[i];
             sm = fmaxf(sm, red_m[i]);
         }
@@ -30,35 +30,37 @@ __global__ void __launch_bounds__(NEURON_BLOCK, (U >= 8 ? 1 : 2)) neuron_bwd_ker
 }
 
 template <typename TI, int V, bool PLIF>
-static void launch_u(cudaStream_t st, const BwdArgs &a, int lng, float *gk, float *amax) {
+static void launch_u(cudaStream_t st, const BwdArgs &a, int lng, int block, float *gk,
+                     float *amax) {
     /* 8-wide packs hold two steps in flight normally: more would pass 128 registers */
     constexpr int US = V >= 8 ? 2 : 4;
-    unsigned grid = snn_grid(a.n / V, NEURON_BLOCK);
+    unsigned grid = snn_grid(a.n / V, (unsigned)block);
     if (lng)
-        neuron_bwd_kernel<TI, V, 8, PLIF><<<grid, NEURON_BLOCK, 0, st>>>(a, gk, amax);
+        neuron_bwd_kernel<TI, V, 8, PLIF><<<grid, block, 0, st>>>(a, gk, amax);
     else
-        neuron_bwd_kernel<TI, V, US, PLIF><<<grid, NEURON_BLOCK, 0, st>>>(a, gk, amax);
+        neuron_bwd_kernel<TI, V, US, PLIF><<<grid, block, 0, st>>>(a, gk, amax);
 }
 
 template <typename TI, int V>
-static void launch_k(cudaStream_t st, const BwdArgs &a, int lng, float *gk, float *amax) {
-    if (a.p.kind == 2) launch_u<TI, V, true>(st, a, lng, gk, amax);
-    else launch_u<TI, V, false>(st, a, lng, gk, amax);
+static void launch_k(cudaStream_t st, const BwdArgs &a, int lng, int block, float *gk,
+                     float *amax) {
+    if (a.p.kind == 2) launch_u<TI, V, true>(st, a, lng, block, gk, amax);
+    else launch_u<TI, V, false>(st, a, lng, block, gk, amax);
 }
 
 template <typename TI>
-static void launch_p(cudaStream_t st, const BwdArgs &a, int pack_bytes, int lng, float *gk,
-                     float *amax) {
-    if (pack_bytes == 16) launch_k<TI, 16 / sizeof(TI)>(st, a, lng, gk, amax);
-    else if (pack_bytes == 8) launch_k<TI, 8 / sizeof(TI)>(st, a, lng, gk, amax);
-    else launch_k<TI, 1>(st, a, lng, gk, amax);
+static void launch_p(cudaStream_t st, const BwdArgs &a, int pack_bytes, int lng, int block,
+                     float *gk, float *amax) {
+    if (pack_bytes == 16) launch_k<TI, 16 / sizeof(TI)>(st, a, lng, block, gk, amax);
+    else if (pack_bytes == 8) launch_k<TI, 8 / sizeof(TI)>(st, a, lng, block, gk, amax);
+    else launch_k<TI, 1>(st, a, lng, block, gk, amax);
 }
 
 void snn_neuron_bwd_launch(cudaStream_t st, const BwdArgs &a, snn_dtype io, int pack_bytes,
-                           int lng, float *gk, float *amax) {
+                           int lng, int block, float *gk, float *amax) {
     switch (io) {
-    case SNN_F32: launch_p<float>(st, a, pack_bytes, lng, gk, amax); break;
-    case SNN_BF16: launch_p<__nv_bfloat16>(st, a, pack_bytes, lng, gk, amax); break;
-    default: launch_p<__half>(st, a, pack_bytes, lng, gk, amax); break;
+    case SNN_F32: launch_p<float>(st, a, pack_bytes, lng, block, gk, amax); break;
+    case SNN_BF16: launch_p<__nv_bfloat16>(st, a, pack_bytes, lng, block, gk, amax); break;
+    default: launch_p<__half>(st, a, pack_bytes, lng, block, gk, amax); break;
     }
 }
