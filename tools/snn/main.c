@@ -21,19 +21,32 @@ static void usage(FILE *f) {
             "snn <command> --help shows the options of a command; snn --version the version.\n");
 }
 
-/* OpenMP threads that spin while they wait (libgomp's default) lose badly when the cores are
- * shared with other processes: measured 4x slower fcsnn training on a loaded 2-core machine.
- * libgomp reads OMP_WAIT_POLICY when it is loaded, before main, so when the user has not
- * chosen a policy we set "passive" and re-execute ourselves once. */
-static void choose_wait_policy(char **argv) {
-    if (getenv("OMP_WAIT_POLICY")) return;
-    setenv("OMP_WAIT_POLICY", "passive", 1);
-    execv("/proc/self/exe", argv);
-    /* exec failed: carry on with the default policy */
+/* Runtime settings read by libgomp and OpenBLAS when they are loaded, before main: when the
+ * user has not chosen them we set them and re-execute ourselves once.
+ * OpenMP threads that spin while they wait (libgomp's default) lose badly when the cores are
+ * shared with other processes: measured 4x slower fcsnn training on a loaded 2-core machine. */
+static void choose_runtime_env(char **argv) {
+    int again = 0;
+    if (!getenv("OMP_WAIT_POLICY")) {
+        setenv("OMP_WAIT_POLICY", "passive", 1);
+        again = 1;
+    }
+    /* OpenBLAS 0.3.21 does not recognise recent AVX-512 processors (AMD Zen 4/5, some
+     * virtualised Xeons) and falls back to AVX2 or even SSE3 kernels: measured 2x (Zen 5) to
+     * 4x (a virtualised Xeon) slower SGEMM. It reads OPENBLAS_CORETYPE when loaded. */
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (!getenv("OPENBLAS_CORETYPE") && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")) {
+        setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
+        again = 1;
+    }
+#endif
+    if (again) execv("/proc/self/exe", argv);
+    /* exec failed: carry on with the defaults */
 }
 
 int main(int argc, char **argv) {
-    choose_wait_policy(argv);
+    choose_runtime_env(argv);
     if (argc < 2) {
         usage(stderr);
         return 2;
