@@ -33,13 +33,11 @@ int cmd_inspect(int argc, char **argv) {
     model_flags_defaults(&mf);
     precision_flags pf = {0};
     int json = 0, in_features = 784, channels = 0;
-    const char *device = "cpu";
     opt t[32];
     int n = model_flags_options(&mf, t);
     n += precision_flags_options(&pf, t + n);
     t[n++] = (opt){"--in-features", OPT_INT, &in_features, "fcsnn: input features (default 784)", NULL, 0};
     t[n++] = (opt){"--in-channels", OPT_INT, &channels, "convsnn/spikformer: image channels (1 / 3)", NULL, 0};
-    t[n++] = (opt){"--device", OPT_STRING, &device, "cpu (default)", NULL, 0};
     t[n++] = (opt){"--json", OPT_FLAG, &json, "print the full JSON report", NULL, 0};
     if (args_wants_help(argc, argv, 2)) {
         args_help("snn inspect --model M [model options] [precision options] [--json]",
@@ -60,7 +58,7 @@ int cmd_inspect(int argc, char **argv) {
     else st = model_build(&mf, c, side, side, classes, 1, &m);
     if (st != SNN_OK) die_status(st, "building the model");
     snn_precision *p = NULL;
-    st = snn_prepare_model_for_precision(m, device, &cfg, &p);
+    st = snn_prepare_model_for_precision(m, pf.device ? pf.device : "cpu", &cfg, &p);
     if (st != SNN_OK) die_status(st, "prepare");
     const char *rep = snn_precision_describe(p);
     if (json) {

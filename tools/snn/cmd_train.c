@@ -129,7 +129,7 @@ int cmd_train(int argc, char **argv) {
     }
     /* device -> prepare -> optimizer */
     snn_precision *prec = NULL;
-    st = snn_prepare_model_for_precision(m, "cpu", &pcfg, &prec);
+    st = snn_prepare_model_for_precision(m, pf.device ? pf.device : "cpu", &pcfg, &prec);
     if (st != SNN_OK) die_status(st, "preparing the precision");
 
     snn_optim_opts oo = snn_optim_defaults((snn_optim_kind)okind);

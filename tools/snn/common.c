@@ -162,6 +162,7 @@ int precision_flags_options(precision_flags *f, opt *t) {
     t[n++] = (opt){"--neuron-storage", OPT_STRING, &f->storage, "fp32 | fp16 | bf16 | float8_e4m3fn | float8_e5m2", "--triton-storage", 0};
     t[n++] = (opt){"--neuron-fwd", OPT_STRING, &f->fwd, "neuron forward arithmetic: fp8 | fp16 | bf16 | fp32", "--triton-fwd", 0};
     t[n++] = (opt){"--neuron-bwd", OPT_STRING, &f->bwd, "neuron backward arithmetic: fp8 | fp16 | bf16 | fp32", "--triton-bwd", 0};
+    t[n++] = (opt){"--device", OPT_STRING, &f->device, "cpu (default) | cuda | cuda:N", NULL, 0};
     return n;
 }
 
@@ -188,6 +189,6 @@ void load_checkpoint(const char *path, uint64_t seed, const precision_flags *pf,
     } else if (!pc || snn_precision_config_from_json(pc, &pcfg) != SNN_OK) {
         pcfg = snn_precision_config_default();
     }
-    st = snn_prepare_model_for_precision(*m, "cpu", &pcfg, prec);
+    st = snn_prepare_model_for_precision(*m, pf->device ? pf->device : "cpu", &pcfg, prec);
     if (st != SNN_OK) die_status(st, "preparing the precision");
 }

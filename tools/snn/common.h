@@ -46,6 +46,7 @@ double now_seconds(void);
 /* --precision, --fp8-recipe, --neuron-storage/fwd/bwd (and the --triton-* aliases). */
 typedef struct precision_flags {
     const char *mode, *recipe, *storage, *fwd, *bwd;
+    const char *device;   /* --device: cpu (default), cuda, cuda:N */
 } precision_flags;
 int precision_flags_options(precision_flags *f, opt *table);
 /* 1 if any precision flag was given. */
