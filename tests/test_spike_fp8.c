@@ -60,7 +60,7 @@ static snn_model *make(uint64_t seed, const char *recipe, snn_precision **p, snn
     /* the default init leaves the deeper layers silent (an all-zero spike operand proves
      * little): larger weights, the same in both models, make every layer fire */
     float *w = snn_model_params(m);
-    for (size_t i = 0; i < snn_model_num_params(m); i++) w[i] *= 4.0f;
+    for (size_t i = 0; i < snn_model_num_params(m); i++) w[i] *= 6.0f;
     return m;
 }
 
@@ -132,6 +132,7 @@ static void run_recipe(const char *recipe, uint64_t seed, double *t_prep, double
     }
     for (int l = 0; l < DEPTH; l++) {
         double rate = (double)spikes[l] / (double)total;
+        if (getenv("SPK_VERBOSE")) fprintf(stderr, "%s layer %d rate %.4f\n", recipe, l, rate);
         CHECK_MSG(rate > 0.01 && rate < 0.99, "%s: neuron layer %d spike rate %.4f: the spike operand is degenerate",
                   recipe, l, rate);
     }
