@@ -191,4 +191,8 @@ void load_checkpoint(const char *path, uint64_t seed, const precision_flags *pf,
     }
     st = snn_prepare_model_for_precision(*m, pf->device ? pf->device : "cpu", &pcfg, prec);
     if (st != SNN_OK) die_status(st, "preparing the precision");
+    /* FP8 scales and amax histories, the loss scale and the step count of the trained model:
+     * without them delayed scaling would quantise with its initial scale of 1. */
+    st = snn_training_checkpoint_restore(*m, *prec, NULL, *ck);
+    if (st != SNN_OK) die_status(st, "restoring the precision state");
 }
