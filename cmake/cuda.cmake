@@ -45,7 +45,7 @@ target_link_libraries(test_cuda_emul PRIVATE snn)
 add_test(NAME test_cuda_emul COMMAND test_cuda_emul WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
 
 # Benchmarks (not tests): bench/cuda/*_bench.cu
-foreach(b neuron_bench fcsnn_bench)
+foreach(b neuron_bench fcsnn_bench linear_bench)
   add_executable(snn_${b} ${PROJECT_SOURCE_DIR}/bench/cuda/${b}.cu)
   target_include_directories(snn_${b} PRIVATE ${PROJECT_SOURCE_DIR}/bench/cuda)
   target_compile_options(snn_${b} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-std=c++17>)
