@@ -23,8 +23,8 @@ float snn_neuron_module_decay(snn_module *m);
 /* Membrane after the last forward [N * numel] (NULL before reserve). */
 const float *snn_neuron_module_v(const snn_module *m);
 /* Pre-reset membrane saved by the last training forward [T][N * numel] (NULL if none).
- * Writable: the precision system rounds it in place to the neuron storage dtype, and the
- * backward then works from the stored values. */
+ * Writable: under neuron precision the mixed-precision kernels (src/neuron/neuron_mp.c)
+ * write h, rounded to the storage dtype, into this buffer and the backward reads it back. */
 float *snn_neuron_module_h_seq(const snn_module *m);
 
 #endif
