@@ -90,11 +90,11 @@ snn_module *snn_conv1d_new(int in_ch, int out_ch, int kernel, int stride, int pa
 }
 
 int snn_conv1d_is_pointwise(const snn_module *m) {
-    return m && m->ops == &conv1d_ops && is_pointwise((const conv1d_impl *)m->impl);
+    return m && snn_module_own_ops(m) == &conv1d_ops && is_pointwise((const conv1d_impl *)m->impl);
 }
 int snn_conv1d_in_channels(const snn_module *m) {
-    return m && m->ops == &conv1d_ops ? ((const conv1d_impl *)m->impl)->in_ch : -1;
+    return m && snn_module_own_ops(m) == &conv1d_ops ? ((const conv1d_impl *)m->impl)->in_ch : -1;
 }
 int snn_conv1d_out_channels(const snn_module *m) {
-    return m && m->ops == &conv1d_ops ? ((const conv1d_impl *)m->impl)->out_ch : -1;
+    return m && snn_module_own_ops(m) == &conv1d_ops ? ((const conv1d_impl *)m->impl)->out_ch : -1;
 }

@@ -275,8 +275,8 @@ snn_module *snn_conv2d_new(int in_ch, int out_ch, int kernel, int stride, int pa
 }
 
 int snn_conv2d_in_channels(const snn_module *m) {
-    return m && m->ops == &conv2d_ops ? ((const conv2d_impl *)m->impl)->in_ch : -1;
+    return m && snn_module_own_ops(m) == &conv2d_ops ? ((const conv2d_impl *)m->impl)->in_ch : -1;
 }
 int snn_conv2d_out_channels(const snn_module *m) {
-    return m && m->ops == &conv2d_ops ? ((const conv2d_impl *)m->impl)->out_ch : -1;
+    return m && snn_module_own_ops(m) == &conv2d_ops ? ((const conv2d_impl *)m->impl)->out_ch : -1;
 }
