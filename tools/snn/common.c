@@ -117,10 +117,12 @@ snn_status evaluate(snn_model *m, const snn_dataset *ds, int T, int N, snn_encod
     float *xt = malloc(sizeof(float) * F * (size_t)N * (size_t)T);
     int32_t *yb = malloc(sizeof(int32_t) * (size_t)N);
     uint32_t *idx = malloc(sizeof(uint32_t) * (size_t)N);
-    snn_status st = (xb && xt && yb && idx) ? SNN_OK : SNN_E_NOMEM;
+    double *mean = malloc(sizeof(double) * (size_t)C);
+    snn_status st = (xb && xt && yb && idx && mean) ? SNN_OK : SNN_E_NOMEM;
     long correct = 0;
     double loss_sum = 0;
     for (int start = 0; start < n && st == SNN_OK; start += N) {
+        /* the last batch is padded with sample 0; only the `valid` real samples count */
         int valid = n - start < N ? n - start : N;
         for (int i = 0; i < N; i++) idx[i] = (uint32_t)(start + (i < valid ? i : 0));
         st = snn_dataset_batch(ds, idx, N, xb, yb);
@@ -128,27 +130,25 @@ snn_status evaluate(snn_model *m, const snn_dataset *ds, int T, int N, snn_encod
         const float *y = NULL;
         if (st == SNN_OK) st = snn_model_forward(m, xt, 0, &y);
         if (st != SNN_OK) break;
-        /* Count only the `valid` real samples: loss and accuracy per sample. */
         for (int i = 0; i < valid; i++) {
-            /* mean over T of sample i */
+            /* prediction and cross-entropy on the mean output over T */
             int best = 0;
-            double bestv = -1e300, mx = -1e300, z = 0;
-            double mean[4096];
-            double *mv = C <= 4096 ? mean : NULL;
-            if (!mv) { st = SNN_E_INVALID; break; }
+            double mx = -1e300, z = 0;
             for (int c = 0; c < C; c++) {
                 double s = 0;
                 for (int t = 0; t < T; t++) s += y[((size_t)t * N + i) * C + c];
-                mv[c] = s / T;
-                if (mv[c] > bestv) { bestv = mv[c]; best = c; }
-                if (mv[c] > mx) mx = mv[c];
+                mean[c] = s / T;
+                if (mean[c] > mx) {
+                    mx = mean[c];
+                    best = c;
+                }
             }
-            for (int c = 0; c < C; c++) z += exp(mv[c] - mx);
-            loss_sum += -(mv[yb[i]] - mx - log(z));
+            for (int c = 0; c < C; c++) z += exp(mean[c] - mx);
+            loss_sum += -(mean[yb[i]] - mx - log(z));
             correct += best == yb[i];
         }
     }
-    free(xb); free(xt); free(yb); free(idx);
+    free(xb); free(xt); free(yb); free(idx); free(mean);
     if (st != SNN_OK) return st;
     *accuracy = (double)correct / n;
     if (loss) *loss = loss_sum / n;
