@@ -272,7 +272,8 @@ static void test_conv2d(void) {
         /* PyTorch's default init bound 1/sqrt(C k k), and not all zero */
         double bound = 1.0 / sqrt((double)c[0] * c[4] * c[4]), mx = 0;
         for (size_t i = 0; i < f.m->params[0].numel; i++) mx = fmax(mx, fabs(f.m->params[0].data[i]));
-        CHECK(mx <= bound && mx > 0.3 * bound);
+        /* the lower bound only where enough weights make it all but certain (0.3^32) */
+        CHECK(mx <= bound && mx > (f.m->params[0].numel >= 32 ? 0.3 * bound : 0.0));
         CHECK_MSG(conv2d_ref_err(&f, c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]) < 1e-5,
                   "conv2d forward differs from the direct loop (config %zu)", t);
         /* the OpenMP-sized config checks a random subset: it runs for every engine path */
