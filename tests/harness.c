@@ -23,8 +23,10 @@ static uint64_t splitmix(uint64_t *s) {
 
 void snn_test_fill_uniform(float *x, size_t n, float lo, float hi, uint64_t *state) {
     for (size_t i = 0; i < n; i++) {
-        double u = (double)(splitmix(state) >> 11) / 9007199254740992.0;
-        x[i] = (float)(lo + (hi - lo) * u);
+        double u = (double)(splitmix(state) >> 40) / 16777216.0; /* 24 bits: exact in float */
+        float v = (float)(lo + (hi - lo) * u);
+        /* rounding to float can reach hi; the interval is half-open */
+        x[i] = v < hi ? v : nextafterf(hi, lo);
     }
 }
 
