@@ -373,12 +373,6 @@ snn_status snn_precision_plan(snn_precision *p, int T, int N) {
 
 /* ---------- the training step ---------- */
 
-static double grad_norm_of(const float *g, size_t n) {
-    double s = 0;
-    for (size_t i = 0; i < n; i++) s += (double)g[i] * g[i];
-    return sqrt(s);
-}
-
 snn_status snn_precision_backward(snn_precision *p, const float *dy, snn_optimizer *opt, float lr, float clip_norm,
                                   float *grad_norm, int *skipped) {
     snn_model *m = p->model;
@@ -395,11 +389,12 @@ snn_status snn_precision_backward(snn_precision *p, const float *dy, snn_optimiz
     SNN_TRY(snn_model_backward(m, g));
     int found_inf = 0;
     if (p->use_scaler) SNN_TRY(snn_loss_scaler_unscale(&p->scaler, snn_model_grads(m), n, &found_inf));
+    /* A negative max_norm makes snn_clip_grad_norm only measure. Without a loss scaler a
+     * non-finite gradient is not skipped here: the caller sees it in the norm and the loss. */
     float norm = NAN;
-    if (clip_norm > 0 && !found_inf) norm = snn_clip_grad_norm(snn_model_grads(m), n, clip_norm);
-    else if (grad_norm && !found_inf) norm = (float)grad_norm_of(snn_model_grads(m), n);
-    if (!isfinite(norm) && (clip_norm > 0 || grad_norm) && !p->use_scaler) found_inf = !isfinite(norm);
-    SNN_TRY(snn_optimizer_step(opt, lr, found_inf && p->use_scaler));
+    if ((clip_norm > 0 || grad_norm) && !found_inf)
+        norm = snn_clip_grad_norm(snn_model_grads(m), n, clip_norm > 0 ? clip_norm : -1.0f);
+    SNN_TRY(snn_optimizer_step(opt, lr, found_inf));
     if (p->use_scaler) SNN_TRY(snn_loss_scaler_update(&p->scaler, found_inf));
     for (int i = 0; i < p->n_mods; i++) {
         snn_prec_module *pm = &p->mods[i];
