@@ -87,6 +87,7 @@ int cmd_train(int argc, char **argv) {
     if (okind < 0) die_usage("unknown optimizer '%s' (choose sgd, adam or adamw)", tf.optimizer);
     int lkind = snn_lr_kind_parse(tf.schedule);
     if (lkind < 0) die_usage("unknown schedule '%s' (choose constant, cosine or step)", tf.schedule);
+    int loss_given = tf.loss != NULL;
     if (!tf.loss) tf.loss = conv ? "mse" : "ce";
     int use_mse = !strcmp(tf.loss, "mse");
     if (!use_mse && strcmp(tf.loss, "ce")) die_usage("unknown loss '%s' (choose ce or mse)", tf.loss);
@@ -120,6 +121,7 @@ int cmd_train(int argc, char **argv) {
         mf.model = kind;
         spk = !strcmp(kind, "spikformer");
         conv = !strcmp(kind, "convsnn");
+        if (!loss_given) use_mse = conv; /* the default loss follows the checkpoint's model */
         const char *ts = snn_ckpt_metadata(resume, "time_steps");
         if (ts && atoi(ts) > 0) mf.T = atoi(ts);
     } else {
