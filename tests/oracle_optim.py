@@ -168,10 +168,16 @@ def clip_case(drv, tmp, rng, name, sizes, max_norm, bad=None):
         print("%-22s norm %r, gradients untouched" % (name, norm))
         return
     tg = np.concatenate([t.grad.numpy() for t in tp])
+    # Our norm is accumulated in double; torch's float32 reduction over ~1e5 values is itself
+    # off by ~1e-6. So: the exact (float64) norm at 1e-6, torch's norm and its clipped
+    # gradients (whose coefficient carries torch's norm error) at 1e-5.
+    exact = float(np.sqrt(np.sum(flat.astype(np.float64) ** 2)))
+    rx = abs(norm - exact) / exact
     rn = abs(norm - tnorm) / tnorm
     rg = max_rel(g, tg, 1e-3 * float(np.max(np.abs(tg))))
-    check(rn <= REL, "%s: norm %.9g vs torch %.9g (rel %.3g)" % (name, norm, tnorm, rn))
-    check(rg <= REL, "%s: clipped gradients max rel diff %.3g" % (name, rg))
+    check(rx <= REL, "%s: norm %.9g vs exact %.9g (rel %.3g)" % (name, norm, exact, rx))
+    check(rn <= 10 * REL, "%s: norm %.9g vs torch %.9g (rel %.3g)" % (name, norm, tnorm, rn))
+    check(rg <= 10 * REL, "%s: clipped gradients max rel diff %.3g" % (name, rg))
     clipped = tnorm > max_norm
     check(clipped == (not np.array_equal(g, flat)), name + ": clipping happened iff norm > max_norm")
     print("%-22s norm %.6g (torch %.6g) max_norm %.4g clipped=%s grads max rel %.2e"
