@@ -26,8 +26,10 @@ set(SNN_CUDA_FLAGS -std=c++17 -O3 --expt-relaxed-constexpr -Xcompiler=-Wall,-Wno
 target_compile_options(snn PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:${SNN_CUDA_FLAGS}>)
 
 # GPU tests: exit 77 (skipped) when no GPU is usable, so a CUDA build without a GPU still passes.
-foreach(t test_cuda_neuron test_cuda_gemm test_cuda_ops)
-  add_executable(${t} ${PROJECT_SOURCE_DIR}/tests/cuda/${t}.c ${PROJECT_SOURCE_DIR}/tests/harness.c)
+file(GLOB _snn_cuda_tests ${PROJECT_SOURCE_DIR}/tests/cuda/test_cuda_*.c)
+foreach(_src ${_snn_cuda_tests})
+  get_filename_component(t ${_src} NAME_WE)
+  add_executable(${t} ${_src} ${PROJECT_SOURCE_DIR}/tests/harness.c)
   target_include_directories(${t} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests
                                           ${PROJECT_SOURCE_DIR}/tests/cuda)
   target_link_libraries(${t} PRIVATE snn)

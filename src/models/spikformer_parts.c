@@ -160,7 +160,14 @@ static snn_status ssa_backward(snn_module *m, const snn_run *r, const float *x, 
     return SNN_OK;
 }
 
+static void ssa_describe(const snn_module *m, snn_module_desc *d) {
+    const ssa_impl *s = m->impl;
+    d->heads = s->heads;
+    d->scale = s->scale;
+}
+
 static const snn_module_ops ssa_ops = {
+    .describe = ssa_describe,
     .kind = "SpikingSelfAttentionCore",
     .setup = ssa_setup,
     .reserve = ssa_reserve,

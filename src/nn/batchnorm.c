@@ -225,7 +225,15 @@ static snn_status bn_backward(snn_module *m, const snn_run *r, const float *x, c
     return SNN_OK;
 }
 
+static void bn_describe(const snn_module *m, snn_module_desc *d) {
+    const bn_impl *b = m->impl;
+    d->in_features = d->out_features = b->features;
+    d->eps = b->eps;
+    d->momentum = b->momentum;
+}
+
 static const snn_module_ops bn_ops = {
+    .describe = bn_describe,
     .kind = "BatchNorm",
     .setup = bn_setup,
     .init = bn_init,

@@ -67,7 +67,18 @@ static snn_status conv1d_backward(snn_module *m, const snn_run *r, const float *
     return SNN_OK;
 }
 
+static void conv1d_describe(const snn_module *m, snn_module_desc *d) {
+    const conv1d_impl *c = m->impl;
+    d->in_features = c->in_ch;
+    d->out_features = c->out_ch;
+    d->bias = c->bias;
+    d->kernel = c->k;
+    d->stride = c->s;
+    d->padding = c->p;
+}
+
 static const snn_module_ops conv1d_ops = {
+    .describe = conv1d_describe,
     .kind = "Conv1d",
     .setup = conv1d_setup,
     .init = conv1d_init,

@@ -252,7 +252,18 @@ static snn_status conv2d_backward(snn_module *m, const snn_run *r, const float *
     return SNN_OK;
 }
 
+static void conv2d_describe(const snn_module *m, snn_module_desc *d) {
+    const conv2d_impl *c = m->impl;
+    d->in_features = c->in_ch;
+    d->out_features = c->out_ch;
+    d->bias = c->bias;
+    d->kernel = c->k;
+    d->stride = c->s;
+    d->padding = c->p;
+}
+
 static const snn_module_ops conv2d_ops = {
+    .describe = conv2d_describe,
     .kind = "Conv2d",
     .setup = conv2d_setup,
     .init = conv2d_init,

@@ -86,7 +86,13 @@ static snn_status dropout_backward(snn_module *m, const snn_run *r, const float 
     return SNN_OK;
 }
 
+static void dropout_describe(const snn_module *m, snn_module_desc *d) {
+    const dropout_impl *q = m->impl;
+    d->p = q->p;
+}
+
 static const snn_module_ops dropout_ops = {
+    .describe = dropout_describe,
     .kind = "Dropout",
     .setup = dropout_setup,
     .reserve = dropout_reserve,

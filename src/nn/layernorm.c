@@ -149,7 +149,14 @@ static snn_status ln_backward(snn_module *m, const snn_run *r, const float *x, c
     return SNN_OK;
 }
 
+static void ln_describe(const snn_module *m, snn_module_desc *d) {
+    const ln_impl *l = m->impl;
+    d->in_features = d->out_features = l->features;
+    d->eps = l->eps;
+}
+
 static const snn_module_ops ln_ops = {
+    .describe = ln_describe,
     .kind = "LayerNorm",
     .setup = ln_setup,
     .init = ln_init,

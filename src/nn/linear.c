@@ -64,7 +64,15 @@ static snn_status linear_backward(snn_module *m, const snn_run *r, const float *
     return SNN_OK;
 }
 
+static void linear_describe(const snn_module *m, snn_module_desc *d) {
+    const linear_impl *l = m->impl;
+    d->in_features = l->in;
+    d->out_features = l->out;
+    d->bias = l->bias;
+}
+
 static const snn_module_ops linear_ops = {
+    .describe = linear_describe,
     .kind = "Linear",
     .setup = linear_setup,
     .init = linear_init,

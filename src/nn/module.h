@@ -76,6 +76,17 @@ typedef struct snn_run {
 
 typedef struct snn_module snn_module;
 
+/* A module's hyper-parameters as plain numbers, for code that executes the module elsewhere
+ * (the CUDA model runner). Fields a kind does not use stay 0. */
+typedef struct snn_module_desc {
+    int in_features, out_features, bias; /* Linear; Conv1d/2d (channels) */
+    int kernel, stride, padding;         /* Conv1d/2d, MaxPool2d, AvgPool2d */
+    float eps, momentum;                 /* BatchNorm, LayerNorm (eps) */
+    float p;                             /* Dropout */
+    int heads;                           /* SpikingSelfAttentionCore */
+    float scale;                         /* SpikingSelfAttentionCore */
+} snn_module_desc;
+
 typedef struct snn_module_ops {
     const char *kind;   /* "Linear", "LIF", "Sequential", ... */
     snn_status (*setup)(snn_module *m, snn_shape in);
@@ -86,6 +97,7 @@ typedef struct snn_module_ops {
                            const float *dy, float *dx);
     void (*reset)(snn_module *m);   /* optional */
     void (*destroy)(snn_module *m); /* optional: free m->impl contents (not m->impl itself) */
+    void (*describe)(const snn_module *m, snn_module_desc *d); /* optional, see above */
 } snn_module_ops;
 
 struct snn_module {
@@ -107,6 +119,14 @@ struct snn_module {
  * ("is this a Conv1d?") compare against this, not m->ops. */
 static inline const snn_module_ops *snn_module_own_ops(const snn_module *m) {
     return m->own_ops ? m->own_ops : m->ops;
+}
+
+/* The module's hyper-parameters (zeros for kinds without describe). */
+static inline snn_module_desc snn_module_describe(const snn_module *m) {
+    snn_module_desc d = {0};
+    const snn_module_ops *o = snn_module_own_ops(m);
+    if (o->describe) o->describe(m, &d);
+    return d;
 }
 
 /* Allocate a module with zeroed impl of impl_size bytes. NULL on allocation failure. */

@@ -134,7 +134,15 @@ static snn_status pool_backward(snn_module *m, const snn_run *r, const float *x,
     return SNN_OK;
 }
 
+static void pool_describe(const snn_module *m, snn_module_desc *d) {
+    const pool_impl *q = m->impl;
+    d->kernel = q->k;
+    d->stride = q->s;
+    d->padding = q->p;
+}
+
 static const snn_module_ops maxpool_ops = {
+    .describe = pool_describe,
     .kind = "MaxPool2d",
     .setup = pool_setup,
     .reserve = pool_reserve,
@@ -143,6 +151,7 @@ static const snn_module_ops maxpool_ops = {
 };
 
 static const snn_module_ops avgpool_ops = {
+    .describe = pool_describe,
     .kind = "AvgPool2d",
     .setup = pool_setup,
     .reserve = pool_reserve,
