@@ -16,6 +16,7 @@
 #include "dtype.h"
 #include "error.h"
 #include "neuron.h"
+#include "optim.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -145,6 +146,60 @@ snn_status snn_cuda_sgd_update(snn_cuda *c, const snn_cuda_sgd *h, size_t n, flo
  * or, with normal != 0, N(lo, hi²). FP32 output. */
 snn_status snn_cuda_fill_random(snn_cuda *c, float *x, size_t n, uint64_t seed, int normal,
                                 float lo, float hi);
+
+/* ---- Whole models on the GPU ----
+ * A model built on the host (snn_fcsnn_create, snn_model_create_from_config, ...) is mirrored
+ * on the device: one FP32 master parameter buffer (each tensor 128-byte aligned), its
+ * gradients, the optimizer state, the BN buffers, and every activation and saved state of a
+ * training step for T time steps and batch N, all allocated here, once. A training step
+ * (forward, loss, BPTT backward, optional global-norm clipping, optimizer update, refresh of
+ * the 16-bit weight copies) is captured into one CUDA graph on its first call and replayed
+ * after that: no allocation and no host synchronisation inside a step.
+ *
+ * Supported modules: Sequential, Residual, Linear, Conv2d, pointwise Conv1d, BatchNorm
+ * (1d/2d), MaxPool2d, Flatten, Reshape, TokenMean, GELU, IF/LIF neurons (any surrogate,
+ * reset and detach setting), the spiking self-attention core, Dropout in eval. Anything else
+ * (PLIF's learnable decay, LayerNorm, AvgPool2d, Dropout in training) is refused by create
+ * with a message naming the module. */
+typedef struct snn_cuda_model snn_cuda_model;
+
+typedef enum { SNN_CUDA_LOSS_CE = 0, SNN_CUDA_LOSS_MSE_RATE = 1 } snn_cuda_loss;
+
+typedef struct snn_cuda_model_opts {
+    int T, N;              /* time steps and batch size (the step's shapes are fixed) */
+    snn_dtype compute;     /* GEMM operands: SNN_F32 (TF32 off), SNN_BF16 or SNN_F16, FP32
+                              accumulation and FP32 master weights in every case */
+    int allow_tf32;        /* F32 only: let cuBLASLt use TF32 */
+    snn_cuda_loss loss;
+    float clip;            /* > 0: clip the global gradient norm to this (before the update) */
+    int no_graph;          /* 1: launch kernel by kernel (debugging); default 0 = CUDA graph */
+} snn_cuda_model_opts;
+
+/* Mirror m (its current parameters and buffers) on the device. opt: the optimizer (its lr is
+ * the default lr of a step). The host model must outlive the device model. */
+snn_status snn_cuda_model_create(snn_cuda *c, snn_model *m, const snn_cuda_model_opts *o,
+                                 const snn_optim_opts *opt, snn_cuda_model **out);
+void snn_cuda_model_destroy(snn_cuda_model *g);
+/* One training step on x [T][N][F] host FP32 (x_has_time 1) or [N][F] repeated over T
+ * (direct encoding, x_has_time 0) and labels [N]. lr < 0: the optimizer's lr. Asynchronous:
+ * the loss and the number of correct predictions are summed on the device; read them (and
+ * reset the sums) with snn_cuda_model_take_stats. */
+snn_status snn_cuda_model_train_step(snn_cuda_model *g, const float *x, int x_has_time,
+                                     const int32_t *labels, float lr);
+/* Sum of the per-step losses and correct predictions since the last call, steps counted;
+ * synchronizes. */
+snn_status snn_cuda_model_take_stats(snn_cuda_model *g, double *loss_sum, long *correct,
+                                     long *steps);
+/* Evaluation forward (BN running statistics, no state saved) of n <= N samples; out: host
+ * [T][N][C] FP32 (only the first n samples of each step are meaningful); synchronizes. */
+snn_status snn_cuda_model_forward(snn_cuda_model *g, const float *x, int x_has_time, int n,
+                                  float *out);
+/* Copy parameters and buffers back into the host model (for checkpoints); synchronizes. */
+snn_status snn_cuda_model_download(snn_cuda_model *g);
+/* Copy the gradients of the last step into the host model's gradient array (tests). */
+snn_status snn_cuda_model_download_grads(snn_cuda_model *g);
+/* Bytes of device memory the model holds (parameters, state, activations, workspaces). */
+size_t snn_cuda_model_device_bytes(const snn_cuda_model *g);
 
 #ifdef __cplusplus
 }

@@ -13,6 +13,7 @@
 #include "snn/loss.h"
 #include "snn/optim.h"
 #include "snn/prepare.h"
+#include "train_cuda.h"
 
 typedef struct train_flags {
     int epochs, batch_size, json, quiet;
@@ -34,9 +35,21 @@ static void progress(int tty, int epoch, int epochs, int b, int nb, double loss,
     fflush(stderr);
 }
 
+/* mkdir -p: the default --out is runs/latest, whose parent may not exist yet. */
 static int make_dir(const char *d) {
-    if (mkdir(d, 0777) == 0 || errno == EEXIST) return 0;
-    return -1;
+    char p[4096];
+    size_t n = strlen(d);
+    if (n == 0 || n >= sizeof p) return -1;
+    memcpy(p, d, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (p[i] != '/' && p[i] != 0) continue;
+        char ch = p[i];
+        p[i] = 0;
+        if (mkdir(p, 0777) != 0 && errno != EEXIST) return -1;
+        p[i] = ch;
+    }
+    struct stat sb;
+    return stat(d, &sb) == 0 && S_ISDIR(sb.st_mode) ? 0 : -1;
 }
 
 int cmd_train(int argc, char **argv) {
@@ -129,10 +142,18 @@ int cmd_train(int argc, char **argv) {
         st = model_build(&mf, c, h, w, classes, tf.seed, &m);
         if (st != SNN_OK) die_status(st, "building the model");
     }
-    /* device -> prepare -> optimizer */
+    /* device -> prepare -> optimizer (on the GPU the runner owns precision and optimizer) */
+    int on_gpu = device_is_cuda(pf.device);
+    if (on_gpu && resume)
+        die_usage("--resume is not available with --device cuda yet (the GPU optimizer state is not "
+                  "checkpointed); resume on the CPU or start a new run");
     snn_precision *prec = NULL;
-    st = snn_prepare_model_for_precision(m, pf.device ? pf.device : "cpu", &pcfg, &prec);
-    if (st != SNN_OK) die_status(st, "preparing the precision");
+    if (!on_gpu) {
+        st = snn_prepare_model_for_precision(m, pf.device ? pf.device : "cpu", &pcfg, &prec);
+        if (st != SNN_OK) die_status(st, "preparing the precision");
+    } else if ((st = snn_precision_config_validate(&pcfg)) != SNN_OK) {
+        die_status(st, "checking the precision");
+    }
 
     snn_optim_opts oo = snn_optim_defaults((snn_optim_kind)okind);
     if (tf.lr > 0) oo.lr = tf.lr;
@@ -141,8 +162,10 @@ int cmd_train(int argc, char **argv) {
     if (okind == SNN_OPTIM_SGD) oo.momentum = tf.momentum;
     if (tf.weight_decay >= 0) oo.weight_decay = tf.weight_decay;
     snn_optimizer *opt = NULL;
-    st = snn_optimizer_create_for_model(&oo, m, &opt);
-    if (st != SNN_OK) die_status(st, "creating the optimizer");
+    if (!on_gpu) {
+        st = snn_optimizer_create_for_model(&oo, m, &opt);
+        if (st != SNN_OK) die_status(st, "creating the optimizer");
+    }
     if (resume) {
         st = snn_training_checkpoint_restore(m, prec, opt, resume);
         if (st != SNN_OK) die_status(st, "resuming");
@@ -159,6 +182,17 @@ int cmd_train(int argc, char **argv) {
     if (snn_lr_sched_check(&sched) != SNN_OK) die_status(SNN_E_INVALID, "learning-rate schedule");
 
     if (make_dir(tf.out) != 0) die_usage("cannot create output directory '%s': %s", tf.out, strerror(errno));
+    if (on_gpu) {
+        train_cuda_args ga = {.m = m, .train = train, .test = test, .dataset = df.dataset, .model_name = mf.model,
+                              .device = pf.device, .out = tf.out, .T = T, .N = N, .epochs = tf.epochs,
+                              .use_mse = use_mse, .quiet = tf.quiet, .json = tf.json, .total_steps = total_steps,
+                              .oo = oo, .sched = sched, .clip = tf.clip, .enc = enc, .seed = tf.seed, .pcfg = pcfg};
+        int rc = train_cuda(&ga);
+        snn_model_free(m);
+        snn_dataset_free(train);
+        snn_dataset_free(test);
+        return rc;
+    }
     char path[4096];
     snprintf(path, sizeof path, "%s/metrics.jsonl", tf.out);
     FILE *metrics = fopen(path, "w");

@@ -105,6 +105,27 @@ snn_status data_load(const data_flags *d, const model_flags *f, uint64_t seed, s
     die_usage("unknown dataset '%s' (choose fashion-mnist, digits or synthetic)", name);
 }
 
+void score_batch(const float *y, int T, int N, int C, const int32_t *yb, int valid, double *mean,
+                 long *correct, double *loss_sum) {
+    for (int i = 0; i < valid; i++) {
+        /* prediction and cross-entropy on the mean output over T */
+        int best = 0;
+        double mx = -1e300, z = 0;
+        for (int c = 0; c < C; c++) {
+            double s = 0;
+            for (int t = 0; t < T; t++) s += y[((size_t)t * N + i) * C + c];
+            mean[c] = s / T;
+            if (mean[c] > mx) {
+                mx = mean[c];
+                best = c;
+            }
+        }
+        for (int c = 0; c < C; c++) z += exp(mean[c] - mx);
+        *loss_sum += -(mean[yb[i]] - mx - log(z));
+        *correct += best == yb[i];
+    }
+}
+
 snn_status evaluate(snn_model *m, const snn_dataset *ds, int T, int N, snn_encoding enc,
                     uint64_t seed, double *accuracy, double *loss) {
     int n = snn_dataset_size(ds);
@@ -130,23 +151,7 @@ snn_status evaluate(snn_model *m, const snn_dataset *ds, int T, int N, snn_encod
         const float *y = NULL;
         if (st == SNN_OK) st = snn_model_forward(m, xt, 0, &y);
         if (st != SNN_OK) break;
-        for (int i = 0; i < valid; i++) {
-            /* prediction and cross-entropy on the mean output over T */
-            int best = 0;
-            double mx = -1e300, z = 0;
-            for (int c = 0; c < C; c++) {
-                double s = 0;
-                for (int t = 0; t < T; t++) s += y[((size_t)t * N + i) * C + c];
-                mean[c] = s / T;
-                if (mean[c] > mx) {
-                    mx = mean[c];
-                    best = c;
-                }
-            }
-            for (int c = 0; c < C; c++) z += exp(mean[c] - mx);
-            loss_sum += -(mean[yb[i]] - mx - log(z));
-            correct += best == yb[i];
-        }
+        score_batch(y, T, N, C, yb, valid, mean, &correct, &loss_sum);
     }
     free(xb); free(xt); free(yb); free(idx); free(mean);
     if (st != SNN_OK) return st;

@@ -39,6 +39,11 @@ snn_status data_load(const data_flags *d, const model_flags *f, uint64_t seed, s
 snn_status evaluate(snn_model *m, const snn_dataset *ds, int T, int N, snn_encoding enc,
                     uint64_t seed, double *accuracy, double *loss);
 
+/* Accumulate predictions (argmax of the mean over T) and the cross-entropy of that mean for
+ * the first `valid` samples of y [T][N][C]; mean is scratch of C doubles. */
+void score_batch(const float *y, int T, int N, int C, const int32_t *yb, int valid, double *mean,
+                 long *correct, double *loss_sum);
+
 double now_seconds(void);
 
 #endif

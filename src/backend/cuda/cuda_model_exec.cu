@@ -1,0 +1,171 @@
+/* Forward and backward of each module kind on the GPU, over the pointers cuda_model.cu
+ * resolved. Each function mirrors its CPU module (src/nn, src/neuron, src/models); the CPU
+ * module is the reference the whole-model parity test compares against. */
+#include "backend/cuda/cuda_model_internal.h"
+
+__global__ void gm_add_kernel(float *y, const float *a, const float *b, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        y[i] = a[i] + b[i];
+}
+
+static snn_status add(snn_cuda_model *g, float *y, const float *a, const float *b, size_t n) {
+    unsigned blocks = snn_grid(n, 256);
+    unsigned cap = (unsigned)snn_cuda_sm_count(g->c) * 16u;
+    gm_add_kernel<<<blocks < cap ? blocks : cap, 256, 0, snn_cuda_stream_of(g->c)>>>(y, a, b, n);
+    SNN_CU_LAUNCHED("residual add");
+    return SNN_OK;
+}
+
+snn_status snn_gm_gemm(snn_cuda_model *g, int ta, int tb, int M, int N, int K, snn_dtype ab,
+                       const void *A, int lda, const void *Bm, int ldb, float beta, float *C,
+                       int ldc) {
+    snn_cuda_gemm_desc d;
+    memset(&d, 0, sizeof d);
+    d.trans_a = ta;
+    d.trans_b = tb;
+    d.M = M;
+    d.N = N;
+    d.K = K;
+    d.a_type = d.b_type = ab;
+    d.c_type = SNN_F32;
+    d.lda = lda;
+    d.ldb = ldb;
+    d.ldc = ldc;
+    d.allow_tf32 = g->o.allow_tf32;
+    return snn_cuda_gemm(g->c, &d, 1.0f, A, Bm, beta, C, NULL, NULL, NULL, NULL);
+}
+
+/* ---- Linear: y = x W^T + b over `rows` rows ---- */
+static snn_status linear_fwd(snn_cuda_model *g, gnode *n) {
+    snn_dtype ct = g->o.compute;
+    const void *a = n->x;
+    if (ct != SNN_F32) {
+        SNN_TRY(snn_cuda_convert(g->c, ct, n->xc, SNN_F32, n->x, (size_t)n->rows * n->d.in_features,
+                                 NULL, 0));
+        a = n->xc;
+    }
+    SNN_TRY(snn_gm_gemm(g, 0, 1, n->rows, n->d.out_features, n->d.in_features, ct, a,
+                        n->d.in_features, n->wc, n->d.in_features, 0.0f, n->y,
+                        n->d.out_features));
+    if (n->b) SNN_TRY(snn_cuda_bias_add(g->c, SNN_F32, n->y, n->b, n->rows, n->d.out_features));
+    return SNN_OK;
+}
+
+static snn_status linear_bwd(snn_cuda_model *g, gnode *n) {
+    snn_dtype ct = g->o.compute;
+    const int in = n->d.in_features, out = n->d.out_features;
+    const void *dy = n->gy, *xa = n->x;
+    if (ct != SNN_F32) {
+        SNN_TRY(snn_cuda_convert(g->c, ct, g->scratch_a, SNN_F32, n->gy, (size_t)n->rows * out,
+                                 NULL, 0));
+        dy = g->scratch_a;
+        xa = n->xc;
+    }
+    /* dW += dy^T x ; db += column sums of dy ; dx = dy W */
+    SNN_TRY(snn_gm_gemm(g, 1, 0, out, in, n->rows, ct, dy, out, xa, in, 1.0f, n->gw, in));
+    if (n->gb) SNN_TRY(snn_cuda_colsum(g->c, SNN_F32, n->gy, n->rows, out, 1.0f, n->gb));
+    if (n->gin) SNN_TRY(snn_gm_gemm(g, 0, 0, n->rows, in, out, ct, dy, out, n->wc, in, 0.0f, n->gin, in));
+    return SNN_OK;
+}
+
+/* ---- Convolution: im2col (in the compute type) + one GEMM + NHWC -> NCHW ---- */
+static snn_status conv_fwd(snn_cuda_model *g, gnode *n) {
+    snn_dtype ct = g->o.compute;
+    SNN_TRY(snn_cuda_im2col(g->c, ct, n->xc, n->ldcol, n->x, g->B, n->C, n->H, n->W, n->k, n->s,
+                            n->p));
+    float *yn = (float *)g->scratch_a;
+    SNN_TRY(snn_gm_gemm(g, 0, 1, g->B * n->P, n->O, n->Kc, ct, n->xc, n->ldcol, n->wc, n->Kc, 0.0f,
+                        yn, n->O));
+    return snn_cuda_nhwc_to_nchw(g->c, n->y, yn, n->b, g->B, n->O, n->P);
+}
+
+static snn_status conv_bwd(snn_cuda_model *g, gnode *n) {
+    snn_dtype ct = g->o.compute;
+    const int BP = g->B * n->P;
+    void *dyn = g->scratch_b;
+    SNN_TRY(snn_cuda_nchw_to_nhwc(g->c, ct, dyn, n->gy, g->B, n->O, n->P));
+    SNN_TRY(snn_gm_gemm(g, 1, 0, n->O, n->Kc, BP, ct, dyn, n->O, n->xc, n->ldcol, 1.0f, n->gw,
+                        n->Kc));
+    if (n->gb) {
+        float *dyf = (float *)g->scratch_a;
+        SNN_TRY(snn_cuda_nchw_to_nhwc(g->c, SNN_F32, dyf, n->gy, g->B, n->O, n->P));
+        SNN_TRY(snn_cuda_colsum(g->c, SNN_F32, dyf, BP, n->O, 1.0f, n->gb));
+    }
+    if (!n->gin) return SNN_OK;
+    float *dcol = (float *)g->scratch_c;
+    SNN_TRY(snn_gm_gemm(g, 0, 0, BP, n->Kc, n->O, ct, dyn, n->O, n->wc, n->Kc, 0.0f, dcol, n->Kc));
+    return snn_cuda_col2im(g->c, n->gin, dcol, n->Kc, g->B, n->C, n->H, n->W, n->k, n->s, n->p);
+}
+
+/* ---- neurons ---- */
+static snn_status neuron_fwd(snn_cuda_model *g, gnode *n, int training) {
+    size_t cnt = (size_t)g->N * n->in_numel;
+    return snn_cuda_neuron_forward(g->c, &n->nopt, n->nk, g->T, cnt, SNN_F32, SNN_F32, n->x, NULL,
+                                   0, NULL, n->y, training ? n->h : NULL, NULL, NULL);
+}
+
+static snn_status neuron_bwd(snn_cuda_model *g, gnode *n) {
+    size_t cnt = (size_t)g->N * n->in_numel;
+    return snn_cuda_neuron_backward(g->c, &n->nopt, n->nk, g->T, cnt, SNN_F32, n->h, NULL, n->gy,
+                                    NULL, NULL, n->gin, NULL, NULL, NULL, NULL);
+}
+
+snn_status snn_gm_forward(snn_cuda_model *g, gnode *n, int training) {
+    snn_cuda *c = g->c;
+    switch (n->kind) {
+    case GK_SEQ:
+        for (int i = 0; i < n->n_kids; i++) SNN_TRY(snn_gm_forward(g, n->kids[i], training));
+        return SNN_OK;
+    case GK_RES:
+        SNN_TRY(snn_gm_forward(g, n->kids[0], training));
+        return add(g, n->y, n->x, n->kids[0]->y, (size_t)g->B * n->out_numel);
+    case GK_ALIAS: return SNN_OK;
+    case GK_LINEAR: return linear_fwd(g, n);
+    case GK_CONV: return conv_fwd(g, n);
+    case GK_BN:
+        return snn_cuda_batchnorm_forward(c, training, n->x, n->y, g->B, n->C, n->S, n->w, n->b,
+                                          n->rmean, n->rvar, n->d.eps, n->d.momentum,
+                                          training ? n->mean : NULL, training ? n->invstd : NULL,
+                                          g->bn_work);
+    case GK_MAXPOOL:
+        return snn_cuda_maxpool2d_forward(c, n->x, n->y, n->arg, g->B, n->C, n->H, n->W, n->k,
+                                          n->s, n->p);
+    case GK_NEURON: return neuron_fwd(g, n, training);
+    case GK_GELU: return snn_cuda_gelu_forward(c, n->x, n->y, (size_t)g->B * n->in_numel);
+    case GK_TMEAN: return snn_cuda_token_mean_forward(c, n->x, n->y, g->B, n->C, n->L);
+    case GK_SSA:
+        return snn_cuda_ssa_forward(c, n->x, n->y, g->B, n->C, n->L, n->heads, n->d.scale,
+                                    g->ssa_work);
+    }
+    return snn_error(SNN_E_STATE, "unknown GPU module kind");
+}
+
+snn_status snn_gm_backward(snn_cuda_model *g, gnode *n) {
+    snn_cuda *c = g->c;
+    switch (n->kind) {
+    case GK_SEQ:
+        for (int i = n->n_kids - 1; i >= 0; i--) SNN_TRY(snn_gm_backward(g, n->kids[i]));
+        return SNN_OK;
+    case GK_RES:
+        SNN_TRY(snn_gm_backward(g, n->kids[0]));
+        if (!n->gin) return SNN_OK;
+        return add(g, n->gin, n->gy, n->kids[0]->gin, (size_t)g->B * n->in_numel);
+    case GK_ALIAS: return SNN_OK;
+    case GK_LINEAR: return linear_bwd(g, n);
+    case GK_CONV: return conv_bwd(g, n);
+    case GK_BN:
+        return snn_cuda_batchnorm_backward(c, n->x, n->gy, n->gin, g->B, n->C, n->S, n->w,
+                                           n->mean, n->invstd, n->gw, n->gb, g->bn_work);
+    case GK_MAXPOOL:
+        return snn_cuda_maxpool2d_backward(c, n->gy, n->arg, n->gin, g->B, n->C, n->H, n->W, n->k,
+                                           n->s, n->p);
+    case GK_NEURON: return neuron_bwd(g, n);
+    case GK_GELU: return snn_cuda_gelu_backward(c, n->x, n->gy, n->gin, (size_t)g->B * n->in_numel);
+    case GK_TMEAN: return snn_cuda_token_mean_backward(c, n->gy, n->gin, g->B, n->C, n->L);
+    case GK_SSA:
+        return snn_cuda_ssa_backward(c, n->x, n->gy, n->gin, g->B, n->C, n->L, n->heads,
+                                     n->d.scale, g->ssa_work);
+    }
+    return snn_error(SNN_E_STATE, "unknown GPU module kind");
+}

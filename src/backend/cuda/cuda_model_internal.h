@@ -1,0 +1,126 @@
+/* The whole-model runner's internal state, shared by cuda_model.cu (planning, memory, the
+ * public API) and cuda_model_exec.cu (forward and backward of each module kind).
+ *
+ * The module tree of the host model is mirrored as a tree of gnodes. Every pointer a step
+ * uses (inputs, outputs, gradients, saved state, parameters) is resolved once when the model
+ * is planned, so a step is a fixed sequence of launches on fixed buffers: exactly what a
+ * CUDA graph needs. CUDA C++ only. */
+#ifndef SNN_CUDA_MODEL_INTERNAL_H
+#define SNN_CUDA_MODEL_INTERNAL_H
+
+#include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/cuda_layers.h"
+extern "C" {
+#include "nn/model_internal.h"
+#include "nn/module.h"
+#include "neuron/neuron_module.h"
+}
+
+enum gkind {
+    GK_SEQ,      /* Sequential: children in order */
+    GK_RES,      /* Residual: y = x + inner(x) */
+    GK_ALIAS,    /* Flatten, Reshape, Dropout in eval: y is x */
+    GK_LINEAR,
+    GK_CONV,     /* Conv2d, pointwise Conv1d (as a 1 x L image) */
+    GK_BN,
+    GK_MAXPOOL,
+    GK_NEURON,
+    GK_GELU,
+    GK_TMEAN,
+    GK_SSA
+};
+
+struct gnode {
+    snn_module *m;
+    gkind kind;
+    snn_module_desc d;
+    gnode **kids;
+    int n_kids;
+    size_t in_numel, out_numel; /* per sample */
+    /* resolved pointers (device) */
+    const float *x;   /* forward input */
+    float *y;         /* forward output (aliases x for GK_ALIAS) */
+    const float *gy;  /* dL/dy */
+    float *gin;       /* dL/dx, NULL when nobody needs it */
+    int need_gin;
+    /* parameters (device FP32 masters, gradients, compute-type copies) */
+    float *w, *gw, *b, *gb;
+    const void *wc;
+    float *rmean, *rvar; /* BN running statistics (device buffers) */
+    /* Linear / conv geometry and saved operands */
+    int rows;            /* Linear: GEMM rows (B times the leading per-sample dims) */
+    int C, H, W, k, s, p, Ho, Wo, P, Kc, ldcol, O;
+    void *xc;            /* Linear: input in the compute type; conv: im2col columns */
+    /* BN */
+    int S;
+    float *mean, *invstd;
+    /* MaxPool */
+    uint8_t *arg;
+    /* neuron */
+    snn_neuron_opts nopt;
+    float nk;
+    float *h;            /* pre-reset membrane [T][n] saved by the training forward */
+    /* SSA / token mean */
+    int L, heads;
+};
+
+/* Bump allocator over one cudaMalloc: measure first (base NULL), then assign. */
+struct garena {
+    char *base;
+    size_t used, cap;
+    void *take(size_t bytes) {
+        size_t off = (used + 255) & ~(size_t)255;
+        used = off + bytes;
+        return base ? (void *)(base + off) : (void *)(uintptr_t)(off + 256); /* non-NULL */
+    }
+};
+
+struct snn_cuda_model {
+    snn_cuda *c;
+    snn_model *host;
+    snn_cuda_model_opts o;
+    snn_optim_opts opt;
+    int T, N, B;
+    size_t in_feat, classes;
+    gnode *root;
+    /* flat device storage */
+    size_t n_dev, n_buf_dev;       /* floats (padded layout) */
+    size_t *doff;                  /* device offset per host tensor entry */
+    float *params, *grads, *state, *buffers;
+    void *wc;                      /* compute-type copy of params (== params for F32) */
+    uint8_t *decay;
+    /* activations and scratch */
+    garena act;
+    void *act_mem;
+    float *x, *x1;                 /* input [T][N][F] and the [N][F] staging of direct input */
+    int32_t *labels;
+    float *dout;                   /* dL/d(output) [T][N][C] */
+    float *loss;                   /* this step's loss */
+    int *correct;                  /* this step's correct count */
+    double *acc_loss;
+    long long *acc_correct, *acc_steps;
+    float *ce_work;
+    void *scratch_a, *scratch_b, *scratch_c; /* shared GEMM scratch (conv, linear) */
+    size_t scratch_a_bytes, scratch_b_bytes, scratch_c_bytes;
+    void *bn_work, *ssa_work;
+    size_t bn_work_bytes, ssa_work_bytes;
+    double *norm2;                 /* clipping */
+    snn_cuda_step_scalars *scal;   /* device */
+    snn_cuda_opt dopt;
+    long step;                     /* optimizer steps taken */
+    /* graph */
+    cudaGraphExec_t graph;
+    int graph_mode;                /* x_has_time of the captured graph, -1 none */
+    int warm;                      /* eager steps run so far */
+    size_t device_bytes;
+};
+
+/* cuda_model_exec.cu */
+snn_status snn_gm_forward(snn_cuda_model *g, gnode *n, int training);
+snn_status snn_gm_backward(snn_cuda_model *g, gnode *n);
+/* One GEMM C = op(A) op(B) with FP32 accumulation (types from g's compute setting). */
+snn_status snn_gm_gemm(snn_cuda_model *g, int ta, int tb, int M, int N, int K, snn_dtype ab,
+                       const void *A, int lda, const void *Bm, int ldb, float beta, float *C,
+                       int ldc);
+
+#endif

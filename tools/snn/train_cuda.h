@@ -1,0 +1,29 @@
+/* snn train on the GPU (tools/snn/train_cuda.c). */
+#ifndef SNN_TOOL_TRAIN_CUDA_H
+#define SNN_TOOL_TRAIN_CUDA_H
+
+#include "snn/optim.h"
+#include "snn/precision.h"
+#include "snn/snn.h"
+
+typedef struct train_cuda_args {
+    snn_model *m;
+    const snn_dataset *train, *test;
+    const char *dataset, *model_name, *device, *out;
+    int T, N, epochs, use_mse, quiet, json;
+    long total_steps;
+    snn_optim_opts oo;
+    snn_lr_sched sched;
+    float clip;
+    snn_encoding enc;
+    uint64_t seed;
+    snn_precision_config pcfg;
+} train_cuda_args;
+
+/* 1 for "cuda" and "cuda:N". */
+int device_is_cuda(const char *device);
+/* Train, evaluate each epoch, write metrics.jsonl and model.safetensors; returns the exit
+ * code (bad input exits 2 from inside, like the CPU path). */
+int train_cuda(const train_cuda_args *a);
+
+#endif
