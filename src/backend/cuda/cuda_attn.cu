@@ -1,0 +1,250 @@
+/* Spiking self-attention core on the GPU (src/models/spikformer_parts.c is the reference).
+ *
+ * Per (sample b, head h), with q, k, v the head's [d][L] channel-major slices of qkv:
+ *   A = V K^T (d x d),  y = scale * A Q            (token-major: Y = Q K^T V * scale)
+ *   backward: dA = scale * dY Q^T, dQ = scale * A^T dY, dV = dA K, dK = dA^T V.
+ * Associating as Q (K^T V) keeps the intermediate at d x d instead of L x L and needs no
+ * softmax. One block per (b, h): the first pass streams tiles of TL tokens of the inputs
+ * through shared memory and accumulates A (and dA) with each element owned by one thread
+ * (a fixed summation order over tokens: deterministic); the second pass streams the tokens
+ * again and writes the outputs. A and dA live in shared memory when they fit next to the
+ * tiles (48 KiB of dynamic shared memory, no opt-in attribute needed), else in `work`.
+ * Spike inputs give integer sums below 2^24, so the forward is exact in FP32. */
+#include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/cuda_layers.h"
+
+#define SSA_THREADS 256
+#define SSA_SMEM_MAX 49152 /* default dynamic shared memory limit of one block */
+
+namespace {
+
+/* Launch plan shared by the size query and the launches so they always agree. */
+struct ssa_plan {
+    int tl;          /* tokens per tile */
+    int mats_smem;   /* 1: A (and dA) in shared memory; 0: in work */
+    size_t smem;     /* dynamic shared memory bytes */
+};
+
+/* nmat: d x d matrices (1 forward, 2 backward); ntile: [d][TL+1] tiles in flight. Prefers
+ * the matrices in shared memory with tiles of at least 8 tokens; else the matrices go to
+ * global scratch and the tiles take what fits. Returns 0 when even one-token tiles do not
+ * fit (d in the thousands). */
+static int ssa_plan_make(int d, int nmat, int ntile, ssa_plan *p) {
+    static const int tls[] = {32, 16, 8, 4, 2, 1};
+    const size_t mats = (size_t)nmat * d * d * sizeof(float);
+    for (int in_smem = 1; in_smem >= 0; in_smem--) {
+        for (int i = 0; i < 6; i++) {
+            const int tl = tls[i];
+            if (in_smem && tl < 8) break;
+            size_t need = (size_t)ntile * d * (tl + 1) * sizeof(float) + (in_smem ? mats : 0);
+            if (need <= SSA_SMEM_MAX) {
+                p->tl = tl;
+                p->mats_smem = in_smem;
+                p->smem = need;
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+static snn_status ssa_check(const char *what, const void *a, const void *b, const void *c,
+                            int B, int D, int L, int heads) {
+    if (!a || !b || !c)
+        return snn_error(SNN_E_INVALID, "%s: NULL context or device buffer", what);
+    if (B <= 0 || D <= 0 || L <= 0 || heads <= 0)
+        return snn_error(SNN_E_INVALID, "%s: B, D, L and heads must be positive (got %d, %d, %d, %d)",
+                         what, B, D, L, heads);
+    if (D % heads)
+        return snn_error(SNN_E_INVALID, "%s: D = %d is not divisible by %d heads", what, D, heads);
+    if ((size_t)B * (size_t)heads > 0x7fffffffu)
+        return snn_error(SNN_E_INVALID, "%s: B * heads = %zu blocks is too many", what,
+                         (size_t)B * (size_t)heads);
+    return SNN_OK;
+}
+
+/* s[c][t] = src[c][l0 + t] (0 past the sequence end), row stride tlp = tl + 1 (odd: a warp
+ * reading one column of consecutive rows hits distinct banks). */
+__device__ __forceinline__ void load_tile(float *s, const float *src, int d, int L, int l0,
+                                          int tl, int tlp) {
+    const int n = d * tl;
+    for (int e = threadIdx.x; e < n; e += blockDim.x) {
+        const int c = e / tl, t = e - c * tl, l = l0 + t;
+        s[c * tlp + t] = l < L ? src[(size_t)c * L + l] : 0.0f;
+    }
+}
+
+__global__ void __launch_bounds__(SSA_THREADS)
+    ssa_fwd_kernel(const float *__restrict__ qkv, float *__restrict__ y, int D, int L, int heads,
+                   int d, int tl, float scale, float *work) {
+    extern __shared__ float sm[];
+    const int tlp = tl + 1, dd = d * d;
+    const int bh = blockIdx.x, b = bh / heads, h = bh - b * heads;
+    const size_t DL = (size_t)D * L;
+    const float *q = qkv + (size_t)b * 3 * DL + (size_t)h * d * L;
+    const float *k = q + DL, *v = k + DL;
+    float *yo = y + (size_t)b * DL + (size_t)h * d * L;
+    float *tk = sm, *tv = sm + (size_t)d * tlp;
+    float *A = work ? work + (size_t)bh * dd : sm + 2 * (size_t)d * tlp;
+
+    /* A[i][j] = sum_l v[i][l] k[j][l]; thread owns the same e in every loop below */
+    for (int e = threadIdx.x; e < dd; e += blockDim.x) A[e] = 0.0f;
+    for (int l0 = 0; l0 < L; l0 += tl) {
+        load_tile(tk, k, d, L, l0, tl, tlp);
+        load_tile(tv, v, d, L, l0, tl, tlp);
+        __syncthreads();
+        for (int e = threadIdx.x; e < dd; e += blockDim.x) {
+            const int i = e / d, j = e - i * d;
+            const float *vi = tv + i * tlp, *kj = tk + j * tlp;
+            float s = A[e];
+            for (int t = 0; t < tl; t++) s = fmaf(vi[t], kj[t], s);
+            A[e] = s;
+        }
+        __syncthreads(); /* tiles are overwritten next; A complete after the last pass */
+    }
+
+    /* y[i][l] = scale * sum_j A[i][j] q[j][l] */
+    float *tq = tk;
+    const int n = d * tl;
+    for (int l0 = 0; l0 < L; l0 += tl) {
+        load_tile(tq, q, d, L, l0, tl, tlp);
+        __syncthreads();
+        for (int e = threadIdx.x; e < n; e += blockDim.x) {
+            const int i = e / tl, t = e - i * tl, l = l0 + t;
+            if (l >= L) continue;
+            const float *ai = A + (size_t)i * d;
+            float s = 0.0f;
+            for (int j = 0; j < d; j++) s = fmaf(ai[j], tq[j * tlp + t], s);
+            yo[(size_t)i * L + l] = s * scale;
+        }
+        __syncthreads();
+    }
+}
+
+__global__ void __launch_bounds__(SSA_THREADS)
+    ssa_bwd_kernel(const float *__restrict__ qkv, const float *__restrict__ dy,
+                   float *__restrict__ dqkv, int D, int L, int heads, int d, int tl, float scale,
+                   float *work) {
+    extern __shared__ float sm[];
+    const int tlp = tl + 1, dd = d * d;
+    const int bh = blockIdx.x, b = bh / heads, h = bh - b * heads;
+    const size_t DL = (size_t)D * L, off = (size_t)b * 3 * DL + (size_t)h * d * L;
+    const float *q = qkv + off, *k = q + DL, *v = k + DL;
+    const float *g = dy + (size_t)b * DL + (size_t)h * d * L;
+    float *dq = dqkv + off, *dk = dq + DL, *dv = dk + DL;
+    const size_t ts = (size_t)d * tlp;
+    float *tk = sm, *tv = sm + ts, *tg = sm + 2 * ts, *tq = sm + 3 * ts;
+    float *A = work ? work + (size_t)bh * 2 * dd : sm + 4 * ts;
+    float *dA = A + dd;
+
+    /* pass 1: A[i][j] = sum_l v[i][l] k[j][l], dA[i][j] = scale * sum_l g[i][l] q[j][l] */
+    for (int e = threadIdx.x; e < dd; e += blockDim.x) {
+        A[e] = 0.0f;
+        dA[e] = 0.0f;
+    }
+    for (int l0 = 0; l0 < L; l0 += tl) {
+        load_tile(tk, k, d, L, l0, tl, tlp);
+        load_tile(tv, v, d, L, l0, tl, tlp);
+        load_tile(tg, g, d, L, l0, tl, tlp);
+        load_tile(tq, q, d, L, l0, tl, tlp);
+        __syncthreads();
+        for (int e = threadIdx.x; e < dd; e += blockDim.x) {
+            const int i = e / d, j = e - i * d;
+            const float *vi = tv + i * tlp, *kj = tk + j * tlp;
+            const float *gi = tg + i * tlp, *qj = tq + j * tlp;
+            float sa = A[e], sd = dA[e];
+            for (int t = 0; t < tl; t++) {
+                sa = fmaf(vi[t], kj[t], sa);
+                sd = fmaf(gi[t], qj[t], sd);
+            }
+            A[e] = sa;
+            dA[e] = sd;
+        }
+        __syncthreads();
+    }
+    for (int e = threadIdx.x; e < dd; e += blockDim.x) dA[e] *= scale; /* own elements */
+    __syncthreads();
+
+    /* pass 2, per token l and channel c:
+     *   dq[c][l] = scale * sum_i A[i][c] g[i][l]
+     *   dv[c][l] = sum_j dA[c][j] k[j][l]
+     *   dk[c][l] = sum_i dA[i][c] v[i][l] */
+    const int n = d * tl;
+    for (int l0 = 0; l0 < L; l0 += tl) {
+        load_tile(tk, k, d, L, l0, tl, tlp);
+        load_tile(tv, v, d, L, l0, tl, tlp);
+        load_tile(tg, g, d, L, l0, tl, tlp);
+        __syncthreads();
+        for (int e = threadIdx.x; e < n; e += blockDim.x) {
+            const int c = e / tl, t = e - c * tl, l = l0 + t;
+            if (l >= L) continue;
+            const float *dAc = dA + (size_t)c * d;
+            float sq = 0.0f, sv = 0.0f, sk = 0.0f;
+            for (int m = 0; m < d; m++) {
+                sq = fmaf(A[(size_t)m * d + c], tg[m * tlp + t], sq);
+                sv = fmaf(dAc[m], tk[m * tlp + t], sv);
+                sk = fmaf(dA[(size_t)m * d + c], tv[m * tlp + t], sk);
+            }
+            const size_t o = (size_t)c * L + l;
+            dq[o] = sq * scale;
+            dk[o] = sk;
+            dv[o] = sv;
+        }
+        __syncthreads();
+    }
+}
+
+} // namespace
+
+extern "C" size_t snn_cuda_ssa_work_bytes(int B, int D, int L, int heads) {
+    if (B <= 0 || D <= 0 || L <= 0 || heads <= 0 || D % heads) return 0;
+    const int d = D / heads;
+    size_t need = 0;
+    ssa_plan f = {32, 1, 0}, bw = {32, 1, 0};
+    if (ssa_plan_make(d, 1, 2, &f) && !f.mats_smem)
+        need = (size_t)B * heads * (size_t)d * d * sizeof(float);
+    if (ssa_plan_make(d, 2, 4, &bw) && !bw.mats_smem) {
+        size_t nb = (size_t)B * heads * 2 * (size_t)d * d * sizeof(float);
+        if (nb > need) need = nb;
+    }
+    return need;
+}
+
+static snn_status ssa_prepare(const char *what, int d, int nmat, int ntile, void *work,
+                              ssa_plan *p) {
+    if (!ssa_plan_make(d, nmat, ntile, p))
+        return snn_error(SNN_E_UNSUPPORTED, "%s: head dimension %d is too large for the GPU "
+                                            "attention kernel",
+                         what, d);
+    if (!p->mats_smem && !work)
+        return snn_error(SNN_E_INVALID, "%s: head dimension %d needs device scratch: pass work of "
+                                        "snn_cuda_ssa_work_bytes() bytes",
+                         what, d);
+    return SNN_OK;
+}
+
+extern "C" snn_status snn_cuda_ssa_forward(snn_cuda *c, const float *qkv, float *y, int B, int D,
+                                           int L, int heads, float scale, void *work) {
+    SNN_TRY(ssa_check("ssa_forward", c, qkv, y, B, D, L, heads));
+    const int d = D / heads;
+    ssa_plan p = {32, 1, 0};
+    SNN_TRY(ssa_prepare("ssa_forward", d, 1, 2, work, &p));
+    ssa_fwd_kernel<<<B * heads, SSA_THREADS, p.smem, snn_cuda_stream_of(c)>>>(
+        qkv, y, D, L, heads, d, p.tl, scale, p.mats_smem ? nullptr : (float *)work);
+    SNN_CU_LAUNCHED("ssa_forward");
+    return SNN_OK;
+}
+
+extern "C" snn_status snn_cuda_ssa_backward(snn_cuda *c, const float *qkv, const float *dy,
+                                            float *dqkv, int B, int D, int L, int heads,
+                                            float scale, void *work) {
+    SNN_TRY(ssa_check("ssa_backward", c, qkv, dy, B, D, L, heads));
+    if (!dqkv) return snn_error(SNN_E_INVALID, "ssa_backward: dqkv is NULL");
+    const int d = D / heads;
+    ssa_plan p = {32, 1, 0};
+    SNN_TRY(ssa_prepare("ssa_backward", d, 2, 4, work, &p));
+    ssa_bwd_kernel<<<B * heads, SSA_THREADS, p.smem, snn_cuda_stream_of(c)>>>(
+        qkv, dy, dqkv, D, L, heads, d, p.tl, scale, p.mats_smem ? nullptr : (float *)work);
+    SNN_CU_LAUNCHED("ssa_backward");
+    return SNN_OK;
+}
