@@ -53,3 +53,7 @@ foreach(b neuron_bench fcsnn_bench linear_bench)
   target_compile_options(snn_${b} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-std=c++17>)
   target_link_libraries(snn_${b} PRIVATE snn)
 endforeach()
+
+# Whole-model GPU throughput (C, over the public API): bench/cuda/model_bench.c
+add_executable(snn_model_bench ${PROJECT_SOURCE_DIR}/bench/cuda/model_bench.c)
+target_link_libraries(snn_model_bench PRIVATE snn CUDA::cudart)
