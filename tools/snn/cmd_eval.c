@@ -6,6 +6,7 @@
 #include "cmds.h"
 #include "common.h"
 #include "snn/checkpoint.h"
+#include "train_cuda.h"
 
 /* Time steps and encoding recorded in the checkpoint (defaults if absent). */
 static int ckpt_time_steps(const snn_ckpt *c) {
@@ -64,7 +65,10 @@ int cmd_eval(int argc, char **argv) {
         die_usage("the dataset has %d classes but the model outputs %zu", snn_dataset_classes(test),
                   snn_model_output_numel(m));
     double acc = 0, loss = 0, t0 = now_seconds();
-    st = evaluate(m, test, T, batch, enc, seed, &acc, &loss);
+    if (device_is_cuda(pf.device))
+        st = eval_cuda(m, test, T, batch, enc, seed, pf.device, precision_flags_config(&pf), &acc, &loss);
+    else
+        st = evaluate(m, test, T, batch, enc, seed, &acc, &loss);
     if (st != SNN_OK) die_status(st, "evaluating");
     double dt = now_seconds() - t0;
     printf("test accuracy: %.4f (%d samples)\n", acc, snn_dataset_size(test));

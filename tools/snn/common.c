@@ -194,6 +194,11 @@ void load_checkpoint(const char *path, uint64_t seed, const precision_flags *pf,
     } else if (!pc || snn_precision_config_from_json(pc, &pcfg) != SNN_OK) {
         pcfg = snn_precision_config_default();
     }
+    if (pf->device && !strncmp(pf->device, "cuda", 4)) {
+        /* the GPU runner takes the precision as its compute type (tools/snn/train_cuda.c) */
+        *prec = NULL;
+        return;
+    }
     st = snn_prepare_model_for_precision(*m, pf->device ? pf->device : "cpu", &pcfg, prec);
     if (st != SNN_OK) die_status(st, "preparing the precision");
     /* FP8 scales and amax histories, the loss scale and the step count of the trained model:

@@ -16,11 +16,22 @@ int device_is_cuda(const char *device) { return device && !strncmp(device, "cuda
 
 #ifndef SNN_HAVE_CUDA
 
-int train_cuda(const train_cuda_args *a) {
-    (void)a;
+static void no_cuda(void) {
     die_usage("this snn was built without CUDA (configure with -DSNN_CUDA=ON on a machine with "
               "nvcc), so --device cuda is not available");
+}
+
+int train_cuda(const train_cuda_args *a) {
+    (void)a;
+    no_cuda();
     return 2;
+}
+
+snn_status eval_cuda(snn_model *m, const snn_dataset *ds, int T, int N, snn_encoding enc, uint64_t seed,
+                     const char *device, snn_precision_config pcfg, double *acc, double *loss) {
+    (void)m; (void)ds; (void)T; (void)N; (void)enc; (void)seed; (void)device; (void)pcfg; (void)acc; (void)loss;
+    no_cuda();
+    return SNN_E_UNSUPPORTED;
 }
 
 #else
@@ -83,6 +94,26 @@ static snn_status evaluate_gpu(snn_cuda_model *g, const snn_dataset *ds, int T, 
     *acc = (double)correct / n;
     *loss = loss_sum / n;
     return SNN_OK;
+}
+
+snn_status eval_cuda(snn_model *m, const snn_dataset *ds, int T, int N, snn_encoding enc, uint64_t seed,
+                     const char *device, snn_precision_config pcfg, double *acc, double *loss) {
+    snn_dtype ct = compute_type(&pcfg);
+    int n = snn_dataset_size(ds);
+    if (n <= 0) return SNN_E_INVALID;
+    if (N > n) N = n;
+    snn_cuda *c = NULL;
+    snn_status st0 = snn_cuda_open_for_tool(device, &c);
+    if (st0 != SNN_OK) return st0;
+    snn_cuda_model_opts o = {.T = T, .N = N, .compute = ct};
+    snn_optim_opts oo = snn_optim_defaults(SNN_OPTIM_SGD);
+    snn_cuda_model *g = NULL;
+    snn_status st = snn_cuda_model_create(c, m, &o, &oo, &g);
+    if (st == SNN_OK)
+        st = evaluate_gpu(g, ds, T, N, (int)snn_model_output_numel(m), enc, seed, acc, loss);
+    snn_cuda_model_destroy(g);
+    snn_cuda_destroy(c);
+    return st;
 }
 
 int train_cuda(const train_cuda_args *a) {

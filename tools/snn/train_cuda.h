@@ -26,4 +26,8 @@ int device_is_cuda(const char *device);
  * code (bad input exits 2 from inside, like the CPU path). */
 int train_cuda(const train_cuda_args *a);
 
+/* Accuracy and mean cross-entropy of m on ds, run on the GPU in batches of N. */
+snn_status eval_cuda(snn_model *m, const snn_dataset *ds, int T, int N, snn_encoding enc, uint64_t seed,
+                     const char *device, snn_precision_config pcfg, double *acc, double *loss);
+
 #endif
