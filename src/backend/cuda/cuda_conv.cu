@@ -1,0 +1,372 @@
+/* Convolution lowering and max pooling on the GPU (interface and semantics: cuda_layers.h;
+ * references: src/backend/cpu/cpu_im2col.c, src/nn/conv2d.c, src/nn/pool.c).
+ *
+ * Every kernel writes each output element from exactly one thread (gathers, no atomics), so
+ * results do not depend on the launch shape. Where a sum is formed (col2im, max-pool
+ * backward) the terms are added in the CPU code's order starting from 0, so the results are
+ * bitwise equal to the CPU modules'. Index arithmetic is 32-bit: sizes are validated to keep
+ * every per-tensor element count below 2^31 (col offsets, which can be larger, use size_t). */
+#include <limits.h>
+
+#include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/cuda_layers.h"
+
+static int out_size(int n, int k, int stride, int pad) { return (n + 2 * pad - k) / stride + 1; }
+
+static int fits_int(long long v) { return v >= 0 && v <= (long long)INT_MAX; }
+
+static unsigned capped_grid(snn_cuda *c, size_t work, unsigned per_block, unsigned per_sm) {
+    unsigned g = snn_grid(work, per_block), cap = (unsigned)snn_cuda_sm_count(c) * per_sm;
+    if (cap < 1) cap = 1;
+    return g < cap ? g : cap;
+}
+
+/* Shared checks of the image geometry (im2col, col2im, pooling). */
+static snn_status check_geom(const char *what, int B, int C, int H, int W, int k, int stride,
+                             int pad) {
+    if (B <= 0 || C <= 0 || H <= 0 || W <= 0 || k <= 0 || stride <= 0 || pad < 0)
+        return snn_error(SNN_E_INVALID,
+                         "%s needs positive B, C, H, W, kernel and stride and padding >= 0 "
+                         "(got B=%d C=%d H=%d W=%d kernel=%d stride=%d padding=%d)",
+                         what, B, C, H, W, k, stride, pad);
+    if (H + 2 * pad < k || W + 2 * pad < k)
+        return snn_error(SNN_E_INVALID, "%s: kernel %d with padding %d does not fit a %dx%d image",
+                         what, k, pad, H, W);
+    const long long Ho = out_size(H, k, stride, pad), Wo = out_size(W, k, stride, pad);
+    if (!fits_int((long long)B * C * H * W) || !fits_int((long long)B * C * Ho * Wo) ||
+        !fits_int((long long)C * k * k))
+        return snn_error(SNN_E_INVALID, "%s: tensor of B=%d C=%d H=%d W=%d is too large (2^31 "
+                         "elements at most)", what, B, C, H, W);
+    return SNN_OK;
+}
+
+static snn_status check_type16(const char *what, snn_dtype t) {
+    if (t != SNN_F32 && t != SNN_BF16 && t != SNN_F16)
+        return snn_error(SNN_E_INVALID, "%s: output type %s is not supported (F32, BF16 or F16)",
+                         what, snn_cuda_dtype_name(t));
+    return SNN_OK;
+}
+
+/* ---- im2col ----
+ * Block (bx, by): threadIdx.y picks the output pixel (row of col), threadIdx.x walks the
+ * row's columns with step bx, so a warp writes consecutive columns (coalesced) and the
+ * neighbouring pixels of a block read overlapping input (cache hits). The column index
+ * j = (c*k + ky)*k + kx is split once per thread and then advanced by the step with carries,
+ * keeping divisions out of the inner loop. */
+template <typename T>
+__global__ void im2col_kernel(T *col, int ldcol, const float *x, int B, int C, int H, int W,
+                              int k, int stride, int pad, int Ho, int Wo) {
+    const int kk = k * k, P = Ho * Wo, rows = B * P;
+    const int j0 = threadIdx.x, step = blockDim.x;
+    const int c0 = j0 / kk, ky0 = (j0 % kk) / k, kx0 = j0 % k;
+    const int dc = step / kk, dky = (step % kk) / k, dkx = step % k;
+    const size_t plane = (size_t)H * W;
+    for (int row = blockIdx.x * blockDim.y + threadIdx.y; row < rows;
+         row += gridDim.x * blockDim.y) {
+        const int b = row / P, pix = row - b * P;
+        const int oy = pix / Wo, ox = pix - oy * Wo;
+        const int iy0 = oy * stride - pad, ix0 = ox * stride - pad;
+        const float *xb = x + (size_t)b * C * plane;
+        T *out = col + (size_t)row * ldcol;
+        int c = c0, ky = ky0, kx = kx0;
+        for (int j = j0; j < ldcol; j += step) {
+            const int iy = iy0 + ky, ix = ix0 + kx;
+            float v = 0.0f; /* padding taps and the columns past C*k*k */
+            if (c < C && (unsigned)iy < (unsigned)H && (unsigned)ix < (unsigned)W)
+                v = xb[(size_t)c * plane + (size_t)iy * W + ix];
+            out[j] = Io<T>::st(v);
+            /* j += step as (c, ky, kx) digits: dkx, dky < k, so one carry each suffices */
+            kx += dkx;
+            if (kx >= k) { kx -= k; ky++; }
+            ky += dky;
+            if (ky >= k) { ky -= k; c++; }
+            c += dc;
+        }
+    }
+}
+
+extern "C" snn_status snn_cuda_im2col(snn_cuda *c, snn_dtype col_type, void *col, int ldcol,
+                                      const float *x, int B, int C, int H, int W, int k,
+                                      int stride, int pad) {
+    SNN_TRY(check_geom("im2col", B, C, H, W, k, stride, pad));
+    SNN_TRY(check_type16("im2col", col_type));
+    if (!c || !col || !x) return snn_error(SNN_E_INVALID, "im2col needs a context, col and x");
+    const int K = C * k * k, Ho = out_size(H, k, stride, pad), Wo = out_size(W, k, stride, pad);
+    if (ldcol < K)
+        return snn_error(SNN_E_INVALID, "im2col: ldcol %d is smaller than C*k*k = %d", ldcol, K);
+    if (!fits_int((long long)B * Ho * Wo))
+        return snn_error(SNN_E_INVALID, "im2col: %d output pixels are too many", B * Ho * Wo);
+    unsigned bx = (unsigned)((ldcol + 31) / 32 * 32);
+    if (bx > 256) bx = 256;
+    const unsigned by = 256 / bx;
+    const size_t rows = (size_t)B * Ho * Wo;
+    const unsigned grid = capped_grid(c, rows, by, 32);
+    const dim3 block(bx, by);
+    cudaStream_t st = snn_cuda_stream_of(c);
+    switch (col_type) {
+    case SNN_F32:
+        im2col_kernel<float><<<grid, block, 0, st>>>((float *)col, ldcol, x, B, C, H, W, k, stride,
+                                                     pad, Ho, Wo);
+        break;
+    case SNN_BF16:
+        im2col_kernel<__nv_bfloat16><<<grid, block, 0, st>>>((__nv_bfloat16 *)col, ldcol, x, B, C,
+                                                             H, W, k, stride, pad, Ho, Wo);
+        break;
+    default:
+        im2col_kernel<__half><<<grid, block, 0, st>>>((__half *)col, ldcol, x, B, C, H, W, k,
+                                                      stride, pad, Ho, Wo);
+        break;
+    }
+    SNN_CU_LAUNCHED("im2col");
+    return SNN_OK;
+}
+
+/* ---- col2im: one thread per input element gathers the (pixel, tap) entries that read it.
+ * Output pixel oy reads row oy*stride - pad + ky, so input row y is read by tap ky from
+ * oy = (y + pad - ky) / stride when that division is exact and 0 <= oy < Ho. Taps are
+ * visited ky-major, kx-minor: the CPU col2im's order of additions. ---- */
+__global__ void col2im_kernel(float *dx, const float *dcol, int ldcol, int B, int C, int H,
+                              int W, int k, int stride, int pad, int Ho, int Wo) {
+    const int n = B * C * H * W, P = Ho * Wo;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        const int xq = i % W, t = i / W;
+        const int y = t % H, plane = t / H;
+        const int ch = plane % C, b = plane / C;
+        const float *db = dcol + (size_t)b * P * ldcol + (size_t)ch * k * k;
+        float acc = 0.0f;
+        for (int ky = 0; ky < k; ky++) {
+            const int ty = y + pad - ky; /* = oy * stride */
+            if (ty < 0) break;           /* ty falls as ky grows */
+            if (ty % stride) continue;
+            const int oy = ty / stride;
+            if (oy >= Ho) continue;
+            for (int kx = 0; kx < k; kx++) {
+                const int tx = xq + pad - kx;
+                if (tx < 0) break;
+                if (tx % stride) continue;
+                const int ox = tx / stride;
+                if (ox >= Wo) continue;
+                acc += db[(size_t)(oy * Wo + ox) * ldcol + ky * k + kx];
+            }
+        }
+        dx[i] = acc;
+    }
+}
+
+extern "C" snn_status snn_cuda_col2im(snn_cuda *c, float *dx, const float *dcol, int ldcol, int B,
+                                      int C, int H, int W, int k, int stride, int pad) {
+    SNN_TRY(check_geom("col2im", B, C, H, W, k, stride, pad));
+    if (!c || !dx || !dcol) return snn_error(SNN_E_INVALID, "col2im needs a context, dx and dcol");
+    const int K = C * k * k, Ho = out_size(H, k, stride, pad), Wo = out_size(W, k, stride, pad);
+    if (ldcol < K)
+        return snn_error(SNN_E_INVALID, "col2im: ldcol %d is smaller than C*k*k = %d", ldcol, K);
+    if (!fits_int((long long)B * Ho * Wo))
+        return snn_error(SNN_E_INVALID, "col2im: %d output pixels are too many", B * Ho * Wo);
+    const size_t n = (size_t)B * C * H * W;
+    col2im_kernel<<<capped_grid(c, n, 256, 32), 256, 0, snn_cuda_stream_of(c)>>>(
+        dx, dcol, ldcol, B, C, H, W, k, stride, pad, Ho, Wo);
+    SNN_CU_LAUNCHED("col2im");
+    return SNN_OK;
+}
+
+/* ---- layout changes between [B][P][O] and [B][O][P]: 32x32 tiles through shared memory so
+ * both the read and the write run along the contiguous dimension. Block 32 x 8. ---- */
+#define TT 32
+
+__global__ void pixel_to_channel_kernel(float *dst, const float *src, const float *bias, int B,
+                                        int O, int P) {
+    __shared__ float tile[TT][TT + 1];
+    const int p0 = blockIdx.x * TT, o0 = blockIdx.y * TT;
+    for (int b = blockIdx.z; b < B; b += gridDim.z) {
+        const float *sb = src + (size_t)b * P * O;
+        float *dbp = dst + (size_t)b * O * P;
+        for (int dy = threadIdx.y; dy < TT; dy += blockDim.y) {
+            const int p = p0 + dy, o = o0 + threadIdx.x;
+            if (p < P && o < O) tile[dy][threadIdx.x] = sb[(size_t)p * O + o];
+        }
+        __syncthreads();
+        for (int dy = threadIdx.y; dy < TT; dy += blockDim.y) {
+            const int o = o0 + dy, p = p0 + threadIdx.x;
+            if (o < O && p < P) {
+                float v = tile[threadIdx.x][dy];
+                if (bias) v += bias[o];
+                dbp[(size_t)o * P + p] = v;
+            }
+        }
+        __syncthreads(); /* the tile is refilled for the next sample */
+    }
+}
+
+template <typename T>
+__global__ void channel_to_pixel_kernel(T *dst, const float *src, int B, int O, int P) {
+    __shared__ float tile[TT][TT + 1];
+    const int p0 = blockIdx.x * TT, o0 = blockIdx.y * TT;
+    for (int b = blockIdx.z; b < B; b += gridDim.z) {
+        const float *sb = src + (size_t)b * O * P;
+        T *dbp = dst + (size_t)b * P * O;
+        for (int dy = threadIdx.y; dy < TT; dy += blockDim.y) {
+            const int o = o0 + dy, p = p0 + threadIdx.x;
+            if (o < O && p < P) tile[dy][threadIdx.x] = sb[(size_t)o * P + p];
+        }
+        __syncthreads();
+        for (int dy = threadIdx.y; dy < TT; dy += blockDim.y) {
+            const int p = p0 + dy, o = o0 + threadIdx.x;
+            if (p < P && o < O) dbp[(size_t)p * O + o] = Io<T>::st(tile[threadIdx.x][dy]);
+        }
+        __syncthreads();
+    }
+}
+
+static snn_status check_bop(const char *what, int B, int O, int P) {
+    if (B <= 0 || O <= 0 || P <= 0)
+        return snn_error(SNN_E_INVALID, "%s needs positive B, O and P (got %d, %d, %d)", what, B,
+                         O, P);
+    if (!fits_int((long long)B * O * P))
+        return snn_error(SNN_E_INVALID, "%s: B*O*P = %lld is too large (2^31 elements at most)",
+                         what, (long long)B * O * P);
+    return SNN_OK;
+}
+
+static dim3 tile_grid(int B, int O, int P) {
+    return dim3((unsigned)((P + TT - 1) / TT), (unsigned)((O + TT - 1) / TT),
+                (unsigned)(B < 65535 ? B : 65535));
+}
+
+extern "C" snn_status snn_cuda_nhwc_to_nchw(snn_cuda *c, float *dst, const float *src,
+                                            const float *bias, int B, int O, int P) {
+    SNN_TRY(check_bop("nhwc_to_nchw", B, O, P));
+    if (!c || !dst || !src)
+        return snn_error(SNN_E_INVALID, "nhwc_to_nchw needs a context, dst and src");
+    if ((O + TT - 1) / TT > 65535)
+        return snn_error(SNN_E_INVALID, "nhwc_to_nchw: O = %d is too large", O);
+    pixel_to_channel_kernel<<<tile_grid(B, O, P), dim3(TT, 8), 0, snn_cuda_stream_of(c)>>>(
+        dst, src, bias, B, O, P);
+    SNN_CU_LAUNCHED("nhwc_to_nchw");
+    return SNN_OK;
+}
+
+extern "C" snn_status snn_cuda_nchw_to_nhwc(snn_cuda *c, snn_dtype dst_type, void *dst,
+                                            const float *src, int B, int O, int P) {
+    SNN_TRY(check_bop("nchw_to_nhwc", B, O, P));
+    SNN_TRY(check_type16("nchw_to_nhwc", dst_type));
+    if (!c || !dst || !src)
+        return snn_error(SNN_E_INVALID, "nchw_to_nhwc needs a context, dst and src");
+    if ((O + TT - 1) / TT > 65535)
+        return snn_error(SNN_E_INVALID, "nchw_to_nhwc: O = %d is too large", O);
+    const dim3 grid = tile_grid(B, O, P), block(TT, 8);
+    cudaStream_t st = snn_cuda_stream_of(c);
+    switch (dst_type) {
+    case SNN_F32:
+        channel_to_pixel_kernel<float><<<grid, block, 0, st>>>((float *)dst, src, B, O, P);
+        break;
+    case SNN_BF16:
+        channel_to_pixel_kernel<__nv_bfloat16><<<grid, block, 0, st>>>((__nv_bfloat16 *)dst, src,
+                                                                       B, O, P);
+        break;
+    default:
+        channel_to_pixel_kernel<__half><<<grid, block, 0, st>>>((__half *)dst, src, B, O, P);
+        break;
+    }
+    SNN_CU_LAUNCHED("nchw_to_nhwc");
+    return SNN_OK;
+}
+
+/* ---- MaxPool2d ----
+ * Forward: one thread per output; the window is scanned row-major over its in-image taps
+ * (padding is -inf, so it never wins), a strictly larger value replaces the best (first
+ * maximum wins ties) and a NaN wins and ends the scan, as in src/nn/pool.c. When every tap is
+ * -inf the first in-image tap is the argmax, as on the CPU. */
+__global__ void maxpool_fwd_kernel(const float *x, float *y, uint8_t *arg, int B, int C, int H,
+                                   int W, int k, int stride, int pad, int Ho, int Wo) {
+    const int n = B * C * Ho * Wo;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        const int ox = i % Wo, t = i / Wo;
+        const int oy = t % Ho, plane = t / Ho;
+        const int y0 = oy * stride - pad, x0 = ox * stride - pad;
+        const int ky0 = y0 < 0 ? -y0 : 0, ky1 = H - y0 < k ? H - y0 : k;
+        const int kx0 = x0 < 0 ? -x0 : 0, kx1 = W - x0 < k ? W - x0 : k;
+        const float *xp = x + (size_t)plane * H * W;
+        float best = -INFINITY;
+        int a = ky0 * k + kx0;
+        for (int ky = ky0; ky < ky1; ky++) {
+            const float *xr = xp + (size_t)(y0 + ky) * W + x0;
+            for (int kx = kx0; kx < kx1; kx++) {
+                const float v = xr[kx];
+                if (v > best || isnan(v)) {
+                    best = v;
+                    a = ky * k + kx;
+                    if (isnan(v)) goto done;
+                }
+            }
+        }
+    done:
+        y[i] = best;
+        arg[i] = (uint8_t)a;
+    }
+}
+
+/* Backward: one thread per input element sums dy over the windows that contain it and whose
+ * argmax is it. Windows oy with oy*stride - pad <= y <= oy*stride - pad + k - 1, visited in
+ * increasing output order: the order in which the CPU module scatters. */
+__global__ void maxpool_bwd_kernel(const float *dy, const uint8_t *arg, float *dx, int B, int C,
+                                   int H, int W, int k, int stride, int pad, int Ho, int Wo) {
+    const int n = B * C * H * W;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        const int xq = i % W, t = i / W;
+        const int y = t % H, plane = t / H;
+        const int ly = y + pad - k + 1, lx = xq + pad - k + 1;
+        const int oy0 = ly <= 0 ? 0 : (ly + stride - 1) / stride;
+        const int ox0 = lx <= 0 ? 0 : (lx + stride - 1) / stride;
+        int oy1 = (y + pad) / stride, ox1 = (xq + pad) / stride; /* inclusive */
+        if (oy1 > Ho - 1) oy1 = Ho - 1;
+        if (ox1 > Wo - 1) ox1 = Wo - 1;
+        const size_t base = (size_t)plane * Ho * Wo;
+        float acc = 0.0f;
+        for (int oy = oy0; oy <= oy1; oy++)
+            for (int ox = ox0; ox <= ox1; ox++) {
+                const size_t o = base + (size_t)oy * Wo + ox;
+                const int want = (y - (oy * stride - pad)) * k + (xq - (ox * stride - pad));
+                if (arg[o] == want) acc += dy[o];
+            }
+        dx[i] = acc;
+    }
+}
+
+static snn_status check_pool(const char *what, int B, int C, int H, int W, int k, int stride,
+                             int pad) {
+    SNN_TRY(check_geom(what, B, C, H, W, k, stride, pad));
+    if (k * k > 255 || pad > k / 2)
+        return snn_error(SNN_E_INVALID,
+                         "%s needs kernel*kernel <= 255 and padding <= kernel/2 (got kernel=%d "
+                         "padding=%d)",
+                         what, k, pad);
+    return SNN_OK;
+}
+
+extern "C" snn_status snn_cuda_maxpool2d_forward(snn_cuda *c, const float *x, float *y,
+                                                 uint8_t *arg, int B, int C, int H, int W, int k,
+                                                 int stride, int pad) {
+    SNN_TRY(check_pool("maxpool2d_forward", B, C, H, W, k, stride, pad));
+    if (!c || !x || !y || !arg)
+        return snn_error(SNN_E_INVALID, "maxpool2d_forward needs a context, x, y and arg");
+    const int Ho = out_size(H, k, stride, pad), Wo = out_size(W, k, stride, pad);
+    const size_t n = (size_t)B * C * Ho * Wo;
+    maxpool_fwd_kernel<<<capped_grid(c, n, 256, 32), 256, 0, snn_cuda_stream_of(c)>>>(
+        x, y, arg, B, C, H, W, k, stride, pad, Ho, Wo);
+    SNN_CU_LAUNCHED("maxpool2d_forward");
+    return SNN_OK;
+}
+
+extern "C" snn_status snn_cuda_maxpool2d_backward(snn_cuda *c, const float *dy, const uint8_t *arg,
+                                                  float *dx, int B, int C, int H, int W, int k,
+                                                  int stride, int pad) {
+    SNN_TRY(check_pool("maxpool2d_backward", B, C, H, W, k, stride, pad));
+    if (!c || !dy || !arg || !dx)
+        return snn_error(SNN_E_INVALID, "maxpool2d_backward needs a context, dy, arg and dx");
+    const int Ho = out_size(H, k, stride, pad), Wo = out_size(W, k, stride, pad);
+    const size_t n = (size_t)B * C * H * W;
+    maxpool_bwd_kernel<<<capped_grid(c, n, 256, 32), 256, 0, snn_cuda_stream_of(c)>>>(
+        dy, arg, dx, B, C, H, W, k, stride, pad, Ho, Wo);
+    SNN_CU_LAUNCHED("maxpool2d_backward");
+    return SNN_OK;
+}
