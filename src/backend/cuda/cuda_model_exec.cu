@@ -17,6 +17,31 @@ static snn_status add(snn_cuda_model *g, float *y, const float *a, const float *
     return SNN_OK;
 }
 
+/* y = round_to(type, y + bias[i % cols]) in place: a 16-bit layer's output (and input
+ * gradient) is a 16-bit tensor, as under autocast and in the CPU reference
+ * (src/precision/prec_exec.c rounds the same values). bias may be NULL. */
+template <typename TH>
+__global__ void gm_round_kernel(float *y, const float *bias, size_t n, size_t cols) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float v = y[i] + (bias ? bias[i % cols] : 0.0f);
+        y[i] = Io<TH>::ld(Io<TH>::st(v));
+    }
+}
+
+static snn_status round_out(snn_cuda_model *g, float *y, const float *bias, size_t n, size_t cols) {
+    unsigned blocks = snn_grid(n, 256);
+    unsigned cap = (unsigned)snn_cuda_sm_count(g->c) * 16u;
+    if (blocks > cap) blocks = cap;
+    cudaStream_t sm = snn_cuda_stream_of(g->c);
+    if (g->o.compute == SNN_BF16)
+        gm_round_kernel<__nv_bfloat16><<<blocks, 256, 0, sm>>>(y, bias, n, cols);
+    else
+        gm_round_kernel<__half><<<blocks, 256, 0, sm>>>(y, bias, n, cols);
+    SNN_CU_LAUNCHED("round to 16 bits");
+    return SNN_OK;
+}
+
 snn_status snn_gm_gemm(snn_cuda_model *g, int ta, int tb, int M, int N, int K, snn_dtype ab,
                        const void *A, int lda, const void *Bm, int ldb, float beta, float *C,
                        int ldc) {
@@ -48,6 +73,8 @@ static snn_status linear_fwd(snn_cuda_model *g, gnode *n) {
     SNN_TRY(snn_gm_gemm(g, 0, 1, n->rows, n->d.out_features, n->d.in_features, ct, a,
                         n->d.in_features, n->wc, n->d.in_features, 0.0f, n->y,
                         n->d.out_features));
+    if (ct != SNN_F32)
+        return round_out(g, n->y, n->b, (size_t)n->rows * n->d.out_features, (size_t)n->d.out_features);
     if (n->b) SNN_TRY(snn_cuda_bias_add(g->c, SNN_F32, n->y, n->b, n->rows, n->d.out_features));
     return SNN_OK;
 }
@@ -64,8 +91,10 @@ static snn_status linear_bwd(snn_cuda_model *g, gnode *n) {
     }
     /* dW += dy^T x ; db += column sums of dy ; dx = dy W */
     SNN_TRY(snn_gm_gemm(g, 1, 0, out, in, n->rows, ct, dy, out, xa, in, 1.0f, n->gw, in));
-    if (n->gb) SNN_TRY(snn_cuda_colsum(g->c, SNN_F32, n->gy, n->rows, out, 1.0f, n->gb));
-    if (n->gin) SNN_TRY(snn_gm_gemm(g, 0, 0, n->rows, in, out, ct, dy, out, n->wc, in, 0.0f, n->gin, in));
+    if (n->gb) SNN_TRY(snn_cuda_colsum(g->c, ct, dy, n->rows, out, 1.0f, n->gb));
+    if (!n->gin) return SNN_OK;
+    SNN_TRY(snn_gm_gemm(g, 0, 0, n->rows, in, out, ct, dy, out, n->wc, in, 0.0f, n->gin, in));
+    if (ct != SNN_F32) return round_out(g, n->gin, NULL, (size_t)n->rows * in, 1);
     return SNN_OK;
 }
 
@@ -77,7 +106,9 @@ static snn_status conv_fwd(snn_cuda_model *g, gnode *n) {
     float *yn = (float *)g->scratch_a;
     SNN_TRY(snn_gm_gemm(g, 0, 1, g->B * n->P, n->O, n->Kc, ct, n->xc, n->ldcol, n->wc, n->Kc, 0.0f,
                         yn, n->O));
-    return snn_cuda_nhwc_to_nchw(g->c, n->y, yn, n->b, g->B, n->O, n->P);
+    SNN_TRY(snn_cuda_nhwc_to_nchw(g->c, n->y, yn, n->b, g->B, n->O, n->P));
+    if (ct != SNN_F32) return round_out(g, n->y, NULL, (size_t)g->B * n->out_numel, 1);
+    return SNN_OK;
 }
 
 static snn_status conv_bwd(snn_cuda_model *g, gnode *n) {
@@ -87,15 +118,13 @@ static snn_status conv_bwd(snn_cuda_model *g, gnode *n) {
     SNN_TRY(snn_cuda_nchw_to_nhwc(g->c, ct, dyn, n->gy, g->B, n->O, n->P));
     SNN_TRY(snn_gm_gemm(g, 1, 0, n->O, n->Kc, BP, ct, dyn, n->O, n->xc, n->ldcol, 1.0f, n->gw,
                         n->Kc));
-    if (n->gb) {
-        float *dyf = (float *)g->scratch_a;
-        SNN_TRY(snn_cuda_nchw_to_nhwc(g->c, SNN_F32, dyf, n->gy, g->B, n->O, n->P));
-        SNN_TRY(snn_cuda_colsum(g->c, SNN_F32, dyf, BP, n->O, 1.0f, n->gb));
-    }
+    if (n->gb) SNN_TRY(snn_cuda_colsum(g->c, ct, dyn, BP, n->O, 1.0f, n->gb));
     if (!n->gin) return SNN_OK;
     float *dcol = (float *)g->scratch_c;
     SNN_TRY(snn_gm_gemm(g, 0, 0, BP, n->Kc, n->O, ct, dyn, n->O, n->wc, n->Kc, 0.0f, dcol, n->Kc));
-    return snn_cuda_col2im(g->c, n->gin, dcol, n->Kc, g->B, n->C, n->H, n->W, n->k, n->s, n->p);
+    SNN_TRY(snn_cuda_col2im(g->c, n->gin, dcol, n->Kc, g->B, n->C, n->H, n->W, n->k, n->s, n->p));
+    if (ct != SNN_F32) return round_out(g, n->gin, NULL, (size_t)g->B * n->in_numel, 1);
+    return SNN_OK;
 }
 
 /* ---- neurons ---- */
