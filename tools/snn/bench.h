@@ -1,4 +1,5 @@
-/* snn bench: the precision benchmarks of SpikingJelly's precision guide, on the CPU.
+/* snn bench: the precision benchmarks of SpikingJelly's precision guide, on the CPU and
+ * (linear, fcsnn, crossover with --device cuda, in a -DSNN_CUDA=ON build) on one GPU.
  *
  *   bench linear     dense MLP (the guide's LinearWorkload), training and inference
  *   bench fcsnn      FC-SNN ([Linear -> LIF] blocks), with a forward/backward split
@@ -77,6 +78,9 @@ typedef struct bench_suite {
     size_t n_params, n_buffers;
     cJSON *failures;            /* array of strings: checks that failed */
     cJSON *metadata;            /* bench_metadata at the start of the run */
+    int cuda_device;            /* -1: CPU; else the GPU runs the workload (bench_cuda.c) */
+    size_t *layer_w, *layer_b;  /* cuda: offsets of Linear l's weight and bias in base_params */
+    int n_layers;
 } bench_suite;
 
 /* Precision options shared by the workload benchmarks. */
@@ -100,8 +104,24 @@ int bench_flags_options(bench_flags *f, opt *t, int neuron);
 /* Check the shared flags (exit 2 on bad input) and fill s->res with one entry per
  * precision (configs parsed and validated). */
 void bench_flags_check(const char *cmd, bench_flags *f, bench_suite *s);
-/* Exit 2 unless dev is "cpu" (cuda is named as not available in this build). */
-void bench_check_device(const char *cmd, const char *dev);
+/* -1 for "cpu" (or NULL), N for "cuda" / "cuda:N". Exit 2 for anything else, and for cuda
+ * in a build without CUDA or on a machine without a usable GPU (naming the problem). */
+int bench_check_device(const char *cmd, const char *dev);
+/* "cpu" or "cuda:N" for the JSON config. */
+const char *bench_device_name(int cuda_device, char *buf, size_t cap);
+
+/* ---- --device cuda (bench_cuda.c) ---- */
+/* Exit 2 unless the flags are ones the GPU workloads implement (fp8 recipe auto/current,
+ * no neuron precision flags, no --converge). */
+void bench_cuda_check_flags(const char *cmd, const bench_flags *f);
+/* Open the GPU (once per process); exit 2 naming the problem when there is none. */
+void bench_cuda_open(int device);
+/* Exit 2 unless the GPU workloads implement s->w with every precision of s. */
+void bench_cuda_check_workload(const bench_suite *s);
+/* One (trial, precision) run on the GPU, filling t and r->report. */
+void bench_cuda_run_one(bench_suite *s, bench_result *r, bench_trial *t);
+/* Set metadata.device and add the GPU, driver and CUDA runtime versions. */
+void bench_cuda_metadata(cJSON *md, int device);
 
 /* Build the base model, fixed inputs and targets; run every (trial, precision) with the
  * rotated order; record failed checks. Library failures exit through die_status. */

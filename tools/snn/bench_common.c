@@ -44,7 +44,7 @@ int bench_flags_options(bench_flags *f, opt *t, int neuron) {
     t[n++] = (opt){"--training-steps", OPT_INT, &f->training_steps, "timed training steps per run", "--steps", 0};
     t[n++] = (opt){"--inference-steps", OPT_INT, &f->inference_steps, "timed inference steps per run", NULL, 0};
     t[n++] = (opt){"--seed", OPT_U64, &f->seed, "seed of the base weights, input and targets", NULL, 0};
-    t[n++] = (opt){"--device", OPT_STRING, &f->device, "cpu (default; cuda is not available yet)", NULL, 0};
+    t[n++] = (opt){"--device", OPT_STRING, &f->device, "cpu (default), cuda or cuda:N (linear, fcsnn, crossover; needs -DSNN_CUDA=ON)", NULL, 0};
     t[n++] = (opt){"--output", OPT_STRING, &f->output, "write the JSON report here ('-': stdout)", NULL, 0};
     t[n++] = (opt){"--min-training-speedup", OPT_FLOAT, &f->min_training_speedup, "FP8 training win threshold (default 1.05)", NULL, 0};
     t[n++] = (opt){"--min-inference-speedup", OPT_FLOAT, &f->min_inference_speedup, "FP8 inference win threshold (default 1.05)", NULL, 0};
@@ -60,17 +60,31 @@ int bench_flags_options(bench_flags *f, opt *t, int neuron) {
     return n;
 }
 
-void bench_check_device(const char *cmd, const char *dev) {
-    if (!dev || !strcmp(dev, "cpu")) return;
-    if (!strncmp(dev, "cuda", 4))
-        die_usage("bench %s: --device %s is not available (snn bench runs on the CPU only for now; use --device cpu)", cmd, dev);
-    die_usage("bench %s: unknown device '%s' (use --device cpu)", cmd, dev);
+int bench_check_device(const char *cmd, const char *dev) {
+    if (!dev || !strcmp(dev, "cpu")) return -1;
+    if (strncmp(dev, "cuda", 4)) die_usage("bench %s: unknown device '%s' (use --device cpu or cuda)", cmd, dev);
+#ifndef SNN_HAVE_CUDA
+    die_usage("this snn was built without CUDA (configure with -DSNN_CUDA=ON)");
+#else
+    if (!dev[4]) return 0;
+    char *end = NULL;
+    long n = dev[4] == ':' ? strtol(dev + 5, &end, 10) : -1;
+    if (n < 0 || n > 1024 || !end || end == dev + 5 || *end)
+        die_usage("bench %s: device '%s' is not cpu, cuda or cuda:N", cmd, dev);
+    return (int)n;
+#endif
+}
+
+const char *bench_device_name(int cuda_device, char *buf, size_t cap) {
+    if (cuda_device < 0) snprintf(buf, cap, "cpu");
+    else snprintf(buf, cap, "cuda:%d", cuda_device);
+    return buf;
 }
 
 static const char *const default_precisions[] = {"fp32", "bf16", "fp8"};
 
 void bench_flags_check(const char *cmd, bench_flags *f, bench_suite *s) {
-    bench_check_device(cmd, f->device);
+    s->cuda_device = bench_check_device(cmd, f->device);
     if (f->trials < 1 || f->trials > 1000) die_usage("bench %s: --trials must be between 1 and 1000, got %d", cmd, f->trials);
     if (f->warmup < 0 || f->warmup > 1000000) die_usage("bench %s: --warmup must be 0 or more, got %d", cmd, f->warmup);
     if (f->training_steps < 1 || f->training_steps > 1000000)
@@ -130,6 +144,10 @@ void bench_flags_check(const char *cmd, bench_flags *f, bench_suite *s) {
         die_usage("bench %s: the --converge-* and --data-dir options need --converge fashion-mnist", cmd);
     }
     s->failures = cJSON_CreateArray();
+    if (s->cuda_device >= 0) { /* last: every flag was checked before the GPU is touched */
+        bench_cuda_check_flags(cmd, f);
+        bench_cuda_open(s->cuda_device);
+    }
 }
 
 double bench_f2d(float x) {

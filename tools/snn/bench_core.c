@@ -198,11 +198,43 @@ static void fail(bench_suite *s, const char *fmt, const char *name, int trial) {
     cJSON_AddItemToArray(s->failures, cJSON_CreateString(buf));
 }
 
+/* --device cuda: where each Linear's weight and bias sit in the flat base parameters
+ * (tensors come in model order; only the Linear layers have parameters). */
+static void linear_offsets(bench_suite *s, const snn_model *base) {
+    const bench_workload *w = &s->w;
+    s->n_layers = 0;
+    s->layer_w = calloc((size_t)w->depth, sizeof(size_t));
+    s->layer_b = calloc((size_t)w->depth, sizeof(size_t));
+    if (!s->layer_w || !s->layer_b) die_status(SNN_E_NOMEM, "allocating");
+    const float *p0 = snn_model_params((snn_model *)base);
+    size_t nt = snn_model_num_tensors(base);
+    for (size_t i = 0; i < nt; i++) {
+        snn_tensor_info ti;
+        if (snn_model_tensor(base, i, &ti) != SNN_OK || ti.is_buffer) continue;
+        int l = s->n_layers;
+        int in = l == 0 ? w->in : w->width, out = l == w->depth - 1 ? w->classes : w->width;
+        size_t len = strlen(ti.name);
+        if (l < w->depth && len > 7 && !strcmp(ti.name + len - 7, ".weight") && ti.rank == 2 && ti.shape[0] == out &&
+            ti.shape[1] == in) {
+            s->layer_w[l] = (size_t)(ti.data - p0);
+        } else if (l < w->depth && len > 5 && !strcmp(ti.name + len - 5, ".bias") && ti.rank == 1 &&
+                   ti.shape[0] == out) {
+            s->layer_b[l] = (size_t)(ti.data - p0);
+            s->n_layers++;
+        } else {
+            die_status(SNN_E_INVALID, "bench: the model's parameters are not the Linear stack the GPU workload expects");
+        }
+    }
+    if (s->n_layers != w->depth) die_status(SNN_E_INVALID, "bench: the model has a different number of Linear layers");
+}
+
 void bench_suite_run(bench_suite *s) {
     const bench_workload *w = &s->w;
+    if (s->cuda_device >= 0) bench_cuda_check_workload(s);
     snn_model *base = NULL;
     snn_status st = bench_build(w, &base);
     if (st != SNN_OK) die_status(st, "building the model");
+    if (s->cuda_device >= 0) linear_offsets(s, base);
     s->n_params = snn_model_num_params(base);
     s->n_buffers = snn_model_num_buffers(base);
     s->base_params = malloc(s->n_params * sizeof(float));
@@ -225,7 +257,8 @@ void bench_suite_run(bench_suite *s) {
             bench_trial *t = &r->trials[trial];
             t->trial = trial;
             t->position = k;
-            run_one(s, r, t);
+            if (s->cuda_device >= 0) bench_cuda_run_one(s, r, t);
+            else run_one(s, r, t);
             if (!s->quiet)
                 fprintf(stderr, "trial %d/%d %-5s train %10.1f samples/s  infer %10.1f samples/s  loss %.4f\n",
                         trial + 1, s->trials, r->name, t->v[BM_TRAIN_SPS], t->v[BM_INFER_SPS], t->v[BM_FINAL_LOSS]);
@@ -249,6 +282,8 @@ void bench_suite_free(bench_suite *s) {
     free(s->y);
     free(s->base_params);
     free(s->base_buffers);
+    free(s->layer_w);
+    free(s->layer_b);
     cJSON_Delete(s->failures);
     cJSON_Delete(s->metadata);
 }
@@ -369,6 +404,8 @@ void bench_print_table(const bench_suite *s, const cJSON *eff) {
            w->kind == BENCH_LINEAR ? "linear" : "fcsnn", w->N, w->kind == BENCH_LINEAR ? "width " : "hidden ",
            w->width, w->depth, w->classes, s->trials, w->training_steps, w->inference_steps);
     if (w->kind == BENCH_FCSNN) printf("T %d, input %d\n", w->T, w->in);
+    if (s->cuda_device >= 0)
+        printf("device cuda:%d (CUDA graphs, CUDA-event timing; memory: counted device allocations)\n", s->cuda_device);
     printf("%-6s %22s %22s %9s %9s %11s %16s\n", "prec", "train samples/s", "infer samples/s", "train MB",
            "infer MB", "update", "checksum");
     printf("%-6s %22s %22s %9s %9s %11s %16s\n", "", "median [p25, p75]", "median [p25, p75]", "alloc", "alloc",

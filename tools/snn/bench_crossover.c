@@ -83,7 +83,7 @@ static const char *recommend(double tr, double in, double tthr, double ithr, con
 static const char *const palette[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"};
 
 static void write_svg(const char *path, const point *pts, int np, const int *batches, int nbatch, double tthr,
-                      double ithr, const char *base, const char *recipe, int depth) {
+                      double ithr, const char *base, const char *recipe, int depth, int cuda_device) {
     FILE *f = fopen(path, "w");
     if (!f) die_usage("cannot write '%s': %s", path, strerror(errno));
     const double W = 780, H = 470, L = 70, R = 230, Tm = 50, B = 60;
@@ -111,7 +111,8 @@ static void write_svg(const char *path, const point *pts, int np, const int *bat
                "font-family=\"sans-serif\" font-size=\"12\">\n", W, H, W, H);
     fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"white\"/>\n", W, H);
     fprintf(f, "<text x=\"%.1f\" y=\"24\" font-size=\"15\" text-anchor=\"middle\">FP8 (%s) speed-up over %s, "
-               "linear workload, depth %d, CPU</text>\n", L + pw / 2, recipe, base, depth);
+               "linear workload, depth %d, %s</text>\n", L + pw / 2, recipe, base, depth,
+            cuda_device >= 0 ? "GPU" : "CPU");
     /* grid and y ticks */
     int nticks = (int)(ymax / ystep + 0.5);
     for (int k = 0; k <= nticks; k++) {
@@ -239,9 +240,22 @@ int bench_crossover(int argc, char **argv) {
         die_usage("bench crossover: --baseline-precision must be fp32, fp16 or bf16");
     const char *pair[2] = {f.baseline, "fp8"};
     f.precisions = (str_list){pair, 2};
+    int cuda_device;
     {
         bench_suite probe = {0}; /* validate every flag before the first point runs */
         bench_flags_check("crossover", &f, &probe);
+        cuda_device = probe.cuda_device;
+        if (cuda_device >= 0) /* and every point, before the first one runs */
+            for (int b = 0; b < nbt; b++)
+                for (int i = 0; i < nw; i++) {
+                    probe.w = (bench_workload){.kind = BENCH_LINEAR, .T = 1, .N = batches[b], .in = widths[i],
+                                               .width = widths[i], .depth = depth,
+                                               .classes = classes ? classes : widths[i], .lr = lr,
+                                               .momentum = momentum, .warmup = f.warmup,
+                                               .training_steps = f.training_steps,
+                                               .inference_steps = f.inference_steps};
+                    bench_cuda_check_workload(&probe);
+                }
         bench_suite_free(&probe);
     }
     bench_converge_data data = {0};
@@ -328,14 +342,16 @@ int bench_crossover(int argc, char **argv) {
         if (table) printf("batch %d: %s; %s\n", batches[b], lt, li);
     }
     if (svg) write_svg(svg, pts, np, batches, nbt, f.min_training_speedup, f.min_inference_speedup, f.baseline,
-                       recipe_name, depth);
+                       recipe_name, depth, cuda_device);
 
     bench_metadata_end(md);
+    if (cuda_device >= 0) bench_cuda_metadata(md, cuda_device);
     cJSON *doc = cJSON_CreateObject();
     cJSON_AddItemToObject(doc, "metadata", md);
     cJSON *c = cJSON_AddObjectToObject(doc, "config");
     cJSON_AddStringToObject(c, "workload", "linear");
-    cJSON_AddStringToObject(c, "device", "cpu");
+    char devname[32];
+    cJSON_AddStringToObject(c, "device", bench_device_name(cuda_device, devname, sizeof devname));
     cJSON_AddItemToObject(c, "widths", cJSON_CreateIntArray(widths, nw));
     cJSON_AddItemToObject(c, "batch_sizes", cJSON_CreateIntArray(batches, nbt));
     cJSON_AddNumberToObject(c, "depth", depth);

@@ -16,7 +16,8 @@ static cJSON *str_array(const bench_suite *s) {
 
 /* Keys every workload config shares. */
 static void add_common_config(cJSON *c, const bench_suite *s, const bench_flags *f) {
-    cJSON_AddStringToObject(c, "device", "cpu");
+    char dev[32];
+    cJSON_AddStringToObject(c, "device", bench_device_name(s->cuda_device, dev, sizeof dev));
     cJSON_AddNumberToObject(c, "warmup", f->warmup);
     cJSON_AddNumberToObject(c, "training_steps", f->training_steps);
     cJSON_AddNumberToObject(c, "inference_steps", f->inference_steps);
@@ -32,15 +33,36 @@ static void add_common_config(cJSON *c, const bench_suite *s, const bench_flags 
     cJSON_AddNumberToObject(c, "seed", (double)s->w.seed);
     cJSON_AddNumberToObject(c, "min_training_speedup", bench_f2d(f->min_training_speedup));
     cJSON_AddNumberToObject(c, "min_inference_speedup", bench_f2d(f->min_inference_speedup));
-    cJSON_AddStringToObject(c, "step_split",
-                            "forward_ms: model forward; loss_ms: cross-entropy and dL/dy; backward_optimizer_ms: "
-                            "snn_precision_backward (zero grads, backward, loss scaling, SGD step, FP8 scale update); "
-                            "optimizer_ms: the SGD step alone, timed separately with lr 0; "
-                            "backward_ms = backward_optimizer_ms - optimizer_ms");
-    cJSON_AddStringToObject(c, "memory",
-                            "*_peak_allocated_mb: parameters, buffers, activation arena and precision scratch, plus "
-                            "gradients and optimizer state when training; *_peak_rss_delta_mb: peak resident set of "
-                            "the phase (VmHWM, reset per phase) minus the resident set before the model was built");
+    if (s->cuda_device >= 0) {
+        cJSON_AddStringToObject(c, "timing",
+                                "CUDA events around CUDA graph replays on one stream; a training step is three graphs "
+                                "(forward, loss, backward+SGD) with events between them; prep (build, upload, eager "
+                                "step for cuBLASLt plans and autotuning, capture, reload of the base state) untimed");
+        cJSON_AddStringToObject(c, "step_split",
+                                "forward_ms: forward graph (train mode, FP8 input quantisation included); loss_ms: "
+                                "cross-entropy and dL/dy; backward_optimizer_ms: backward graph (backward, SGD update "
+                                "of each layer right after its last reader, FP8 weight re-quantisation); optimizer_ms: "
+                                "the SGD updates alone, a graph with lr 0; backward_ms = backward_optimizer_ms - "
+                                "optimizer_ms");
+        cJSON_AddStringToObject(c, "memory",
+                                "*_peak_allocated_mb: device buffers of the run counted exactly at allocation "
+                                "(training: all: FP32 master weights, gradients, momentum, working copies, FP8 copies "
+                                "and transposes, activations, input; inference: the buffers an inference step reads "
+                                "or writes plus the FP32 master weights); *_peak_rss_delta_mb: device memory in use "
+                                "(cudaMemGetInfo) after the graphs were captured minus before the run, the same for "
+                                "both phases (nothing is allocated while steps run): it adds allocator granularity, "
+                                "graph memory and cuBLASLt workspace growth");
+    } else {
+        cJSON_AddStringToObject(c, "step_split",
+                                "forward_ms: model forward; loss_ms: cross-entropy and dL/dy; backward_optimizer_ms: "
+                                "snn_precision_backward (zero grads, backward, loss scaling, SGD step, FP8 scale update); "
+                                "optimizer_ms: the SGD step alone, timed separately with lr 0; "
+                                "backward_ms = backward_optimizer_ms - optimizer_ms");
+        cJSON_AddStringToObject(c, "memory",
+                                "*_peak_allocated_mb: parameters, buffers, activation arena and precision scratch, plus "
+                                "gradients and optimizer state when training; *_peak_rss_delta_mb: peak resident set of "
+                                "the phase (VmHWM, reset per phase) minus the resident set before the model was built");
+    }
     if (f->converge) {
         cJSON *cv = cJSON_AddObjectToObject(c, "converge");
         cJSON_AddStringToObject(cv, "dataset", "fashion-mnist");
@@ -66,6 +88,7 @@ int bench_workload_finish(bench_suite *s, bench_flags *f, cJSON *config) {
     cJSON *eff = bench_efficiency(s, f->baseline, f->min_training_speedup, f->min_inference_speedup,
                                   f->require_efficiency);
     bench_metadata_end(s->metadata);
+    if (s->cuda_device >= 0) bench_cuda_metadata(s->metadata, s->cuda_device);
     cJSON *doc = cJSON_CreateObject();
     cJSON_AddItemToObject(doc, "metadata", s->metadata);
     s->metadata = NULL;

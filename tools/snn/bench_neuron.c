@@ -117,7 +117,9 @@ int bench_neuron(int argc, char **argv) {
     }
     args_parse("bench neuron", t, n, argc, argv, 3);
     cJSON *md = bench_metadata(argc, argv);
-    bench_check_device("neuron", device);
+    if (bench_check_device("neuron", device) >= 0)
+        die_usage("bench neuron: --device cuda is not supported (the GPU neuron kernels are measured by "
+                  "bench/cuda/neuron_bench.cu; use --device cpu)");
     static const char *def_sizes[] = {"16x65536,64x65536,64x262144"};
     if (!sizes_arg.n) sizes_arg = (str_list){def_sizes, 1};
     size_tn sizes[64];

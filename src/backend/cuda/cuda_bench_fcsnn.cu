@@ -1,0 +1,350 @@
+/* FC-SNN workload of SpikingJelly's precision guide on one GPU: input [T, B, I] from the
+ * host, (depth−1) × [Linear(in, W) → LIF(tau, Sigmoid(4), hard reset 0)], Linear(W, C),
+ * cross-entropy on the mean over T, SGD with momentum on FP32 master weights.
+ *
+ * Time folds into the GEMM M dimension (M = T·B); the neuron pass is one fused elementwise
+ * kernel per layer (bias add, LIF recurrence, spike write, h save; backward: BPTT, bias-grad
+ * partial sums, FP8 amax). Precisions: fp32 (TF32 off), fp16 (static loss scale 1024), bf16,
+ * fp8 (E4M3 forward operands, E5M2 gradients, per-tensor current scaling; spikes written
+ * directly as E4M3 with scale 1; the last hidden layer's spikes and the output Linear stay
+ * BF16, so the head runs BF16 GEMMs). Optionally each layer's SGD update runs on a second
+ * stream as soon as its gradients are ready (overlap_optimizer). */
+#include <math.h>
+#include <stdlib.h>
+
+#include "backend/cuda/cuda_bench_impl.h"
+
+typedef struct {
+    int in, out;
+    float *w, *b, *gw, *gb, *mw, *mb; /* FP32 master, grads, momentum */
+    void *wk;                         /* 16-bit working copy (NULL: GEMMs read w or w8) */
+    uint8_t *w8, *w8t;                /* FP8 weight [out][in] and its transpose [in][out] */
+    void *h, *s;                      /* saved membrane, spikes [M][out] */
+    uint8_t *s_t;                     /* FP8 spikes transposed [out][M] (next layer's wgrad) */
+    snn_dtype s_type;
+} layer;
+
+typedef struct {
+    snn_cuda *c;
+    const snn_cuda_bench_data *d;
+    int fp8, T, B, M, W, D, I, C, overlap;
+    snn_dtype act;
+    float lr, momentum, loss_scale, k;
+    layer *L; /* D hidden layers, then the head at L[D] */
+    float *x32;
+    void *xa;
+    uint8_t *x8, *x8t;
+    void *y, *gs, *gy;
+    uint8_t *gy8, *gy8t;
+    float *tsum, *logits, *loss, *ce_work, *col;
+    void *dlogits;
+    int32_t *labels;
+    float *amax; /* [0] input, [1+l] weight l, [1+D+l] gradient l: zeroed each step */
+    float *sinv; /* same slots: dequantisation factors */
+    snn_cuda *side; /* optimizer stream for overlap */
+    cudaEvent_t ev[2];
+    int nev;
+    snn_neuron_opts lif;
+} net;
+
+#define NSLOTS(n) ((size_t)(2 * (n)->D + 2))
+
+static snn_status build(net *n, snn_bench_alloc *a) {
+    const int M = n->M, W = n->W, D = n->D, fp8 = n->fp8;
+    const size_t es = snn_dtype_size(n->act);
+    n->L = (layer *)calloc((size_t)D + 1, sizeof(layer));
+    if (!n->L) return snn_error(SNN_E_NOMEM, "out of host memory");
+    for (int l = 0; l <= D; l++) {
+        layer *L = &n->L[l];
+        L->in = l == 0 ? n->I : W;
+        L->out = l == D ? n->C : W;
+        size_t nw = (size_t)L->in * L->out;
+        BT(bench_alloc(a, nw * 4, 1, &L->w));
+        BT(bench_alloc(a, nw * 4, 0, &L->gw));
+        BT(bench_alloc(a, nw * 4, 0, &L->mw));
+        BT(bench_alloc(a, (size_t)L->out * 4, 1, &L->b));
+        BT(bench_alloc(a, (size_t)L->out * 4, 0, &L->gb));
+        BT(bench_alloc(a, (size_t)L->out * 4, 0, &L->mb));
+        if (n->act != SNN_F32 && (!fp8 || l == D)) BT(bench_alloc(a, nw * es, 1, &L->wk));
+        if (fp8 && l < D) {
+            BT(bench_alloc(a, nw, 1, &L->w8));
+            BT(bench_alloc(a, nw, 0, &L->w8t));
+        }
+        if (l < D) {
+            L->s_type = fp8 ? (l == D - 1 ? SNN_BF16 : SNN_F8E4M3) : n->act;
+            BT(bench_alloc(a, (size_t)M * W * snn_dtype_size(L->s_type), 1, &L->s));
+            BT(bench_alloc(a, (size_t)M * W * es, 0, &L->h));
+            if (fp8 && l < D - 1) BT(bench_alloc(a, (size_t)M * W, 0, &L->s_t));
+        }
+    }
+    BT(bench_alloc(a, (size_t)M * n->I * 4, 1, &n->x32));
+    BT(snn_cuda_upload(n->c, n->x32, n->d->x, (size_t)M * n->I * 4));
+    if (fp8) {
+        BT(bench_alloc(a, (size_t)M * n->I, 1, &n->x8));
+        BT(bench_alloc(a, (size_t)M * n->I, 0, &n->x8t));
+        BT(bench_alloc(a, (size_t)M * W, 0, &n->gy8));
+        BT(bench_alloc(a, (size_t)M * W, 0, &n->gy8t));
+    } else if (n->act != SNN_F32) {
+        BT(bench_alloc(a, (size_t)M * n->I * es, 1, &n->xa));
+    }
+    int wmax = W > n->I ? W : n->I;
+    BT(bench_alloc(a, (size_t)M * W * es, 1, &n->y));
+    BT(bench_alloc(a, (size_t)M * wmax * es, 0, &n->gs));
+    BT(bench_alloc(a, (size_t)M * W * es, 0, &n->gy));
+    BT(bench_alloc(a, (size_t)n->B * W * 4, 0, &n->tsum));
+    BT(bench_alloc(a, (size_t)W * 4, 0, &n->col));
+    BT(bench_alloc(a, (size_t)M * n->C * 4, 1, &n->logits));
+    BT(bench_alloc(a, (size_t)M * n->C * (fp8 ? 2 : es), 0, &n->dlogits));
+    BT(bench_alloc(a, 4, 0, &n->loss));
+    BT(bench_alloc(a, (size_t)n->B * 4, 0, &n->ce_work));
+    BT(bench_alloc(a, (size_t)n->B * 4, 0, &n->labels));
+    BT(snn_cuda_upload(n->c, n->labels, n->d->y, (size_t)n->B * 4));
+    BT(bench_alloc(a, NSLOTS(n) * 4, fp8, &n->amax));
+    BT(bench_alloc(a, NSLOTS(n) * 4, fp8, &n->sinv));
+    if (n->overlap) {
+        int dev = 0;
+        SNN_CU_TRY(cudaGetDevice(&dev));
+        BT(snn_cuda_create(dev, 0, &n->side));
+        for (; n->nev < 2; n->nev++) SNN_CU_TRY(cudaEventCreateWithFlags(&n->ev[n->nev], cudaEventDisableTiming));
+    }
+    return SNN_OK;
+}
+
+/* The base state: weights from the host, momentum 0, working copies, FP8 quantisation. */
+static snn_status load(void *p) {
+    net *n = (net *)p;
+    BT(snn_cuda_memset(n->c, n->amax, 0, NSLOTS(n) * 4));
+    for (int l = 0; l <= n->D; l++) {
+        layer *L = &n->L[l];
+        size_t nw = (size_t)L->in * L->out;
+        BT(snn_cuda_upload(n->c, L->w, n->d->weights[l], nw * 4));
+        BT(snn_cuda_upload(n->c, L->b, n->d->biases[l], (size_t)L->out * 4));
+        BT(snn_cuda_memset(n->c, L->mw, 0, nw * 4));
+        BT(snn_cuda_memset(n->c, L->mb, 0, (size_t)L->out * 4));
+        if (L->wk) BT(snn_cuda_convert(n->c, n->act, L->wk, SNN_F32, L->w, nw, NULL, 0));
+        if (L->w8) {
+            BT(snn_cuda_amax(n->c, SNN_F32, L->w, nw, n->amax + 1 + l));
+            BT(snn_cuda_quantize_fp8(n->c, SNN_F8E4M3, L->w8, L->w8t, SNN_F32, L->w, L->out, L->in, n->amax + 1 + l,
+                                     n->sinv + 1 + l));
+        }
+    }
+    return snn_cuda_synchronize(n->c);
+}
+
+static snn_status forward(net *n, int train) {
+    snn_cuda *c = n->c;
+    const int M = n->M, W = n->W, D = n->D, fp8 = n->fp8;
+    const void *X;
+    snn_dtype xt = n->act;
+    const float *xs = NULL;
+    if (train) BT(snn_cuda_memset(c, n->amax, 0, NSLOTS(n) * 4));
+    if (fp8) {
+        BT(snn_cuda_amax(c, SNN_F32, n->x32, (size_t)M * n->I, n->amax));
+        BT(snn_cuda_quantize_fp8(c, SNN_F8E4M3, n->x8, train ? n->x8t : NULL, SNN_F32, n->x32, M, n->I, n->amax,
+                                 n->sinv));
+        X = n->x8;
+        xt = SNN_F8E4M3;
+        xs = n->sinv;
+    } else if (n->act != SNN_F32) {
+        BT(snn_cuda_convert(c, n->act, n->xa, SNN_F32, n->x32, (size_t)M * n->I, NULL, 0));
+        X = n->xa;
+    } else {
+        X = n->x32;
+    }
+    for (int l = 0; l < D; l++) {
+        layer *L = &n->L[l];
+        snn_dtype yt = fp8 ? SNN_BF16 : n->act;
+        if (fp8) {
+            snn_cuda_gemm_desc d = snn_bench_gd(0, 1, M, W, L->in, xt, SNN_F8E4M3, yt, L->in, L->in, W, 1);
+            BT(snn_cuda_gemm(c, &d, 1.0f, X, L->w8, 0.0f, n->y, xs, n->sinv + 1 + l, NULL, NULL));
+        } else {
+            snn_cuda_gemm_desc d = snn_bench_gd(0, 1, M, W, L->in, n->act, n->act, yt, L->in, L->in, W, 0);
+            BT(snn_cuda_gemm(c, &d, 1.0f, X, L->wk ? L->wk : L->w, 0.0f, n->y, NULL, NULL, NULL, NULL));
+        }
+        BT(snn_cuda_neuron_forward(c, &n->lif, n->k, n->T, (size_t)n->B * W, yt, L->s_type, n->y, L->b, (size_t)W,
+                                   NULL, L->s, train ? L->h : NULL, NULL, NULL));
+        if (fp8 && train && L->s_t) BT(snn_cuda_transpose_u8(c, L->s_t, L->s, M, W));
+        X = L->s;
+        xt = L->s_type;
+        xs = NULL; /* spikes: exact in E4M3 with scale 1 */
+    }
+    layer *H = &n->L[D];
+    snn_cuda_gemm_desc d = snn_bench_gd(0, 1, M, n->C, W, xt, xt, SNN_F32, W, W, n->C, 0);
+    BT(snn_cuda_gemm(c, &d, 1.0f, X, H->wk ? H->wk : H->w, 0.0f, n->logits, NULL, NULL, NULL, NULL));
+    if (!train) BT(snn_cuda_bias_add(c, SNN_F32, n->logits, H->b, M, n->C));
+    return SNN_OK;
+}
+
+static snn_status train_forward(void *p) { return forward((net *)p, 1); }
+static snn_status infer(void *p) { return forward((net *)p, 0); }
+
+static snn_status train_loss(void *p) {
+    net *n = (net *)p;
+    return snn_cuda_ce_mean_t(n->c, n->T, n->B, n->C, n->logits, n->L[n->D].b, n->labels, n->loss, n->ce_work,
+                              n->fp8 ? SNN_BF16 : n->act, n->dlogits, n->loss_scale);
+}
+
+static snn_status sgd_layer(net *n, int l, snn_cuda *c, float lr, int requant) {
+    layer *L = &n->L[l];
+    snn_cuda_sgd h = {lr, n->momentum, 0.0f, 1.0f / n->loss_scale, 0};
+    BT(snn_cuda_sgd_update(c, &h, (size_t)L->in * L->out, L->w, L->gw, L->mw, n->act == SNN_F16 ? SNN_F16 : SNN_BF16,
+                           L->wk, L->w8 ? n->amax + 1 + l : NULL, NULL));
+    BT(snn_cuda_sgd_update(c, &h, (size_t)L->out, L->b, L->gb, L->mb, SNN_BF16, NULL, NULL, NULL));
+    if (L->w8 && requant)
+        BT(snn_cuda_quantize_fp8(c, SNN_F8E4M3, L->w8, L->w8t, SNN_F32, L->w, L->out, L->in, n->amax + 1 + l,
+                                 n->sinv + 1 + l));
+    return SNN_OK;
+}
+
+/* Hand layer l's optimizer update to the side stream once its gradients and its last reader
+ * (the dgrad GEMM) are done; or run it in line. */
+static snn_status update(net *n, int l) {
+    if (!n->overlap) return sgd_layer(n, l, n->c, n->lr, 1);
+    SNN_CU_TRY(cudaEventRecord(n->ev[0], snn_cuda_stream_of(n->c)));
+    SNN_CU_TRY(cudaStreamWaitEvent(snn_cuda_stream_of(n->side), n->ev[0], 0));
+    return sgd_layer(n, l, n->side, n->lr, 1);
+}
+
+static snn_status train_backward(void *p) {
+    net *n = (net *)p;
+    snn_cuda *c = n->c;
+    const int M = n->M, W = n->W, D = n->D, fp8 = n->fp8;
+    layer *H = &n->L[D];
+    snn_dtype dlt = fp8 ? SNN_BF16 : n->act;
+    layer *Ls = &n->L[D - 1];
+    snn_cuda_gemm_desc d = snn_bench_gd(1, 0, n->C, W, M, dlt, dlt, SNN_F32, n->C, W, W, 0);
+    BT(snn_cuda_gemm(c, &d, 1.0f, n->dlogits, Ls->s, 0.0f, H->gw, NULL, NULL, NULL, NULL));
+    BT(snn_cuda_colsum(c, dlt, n->dlogits, M, n->C, 0.0f, H->gb));
+    d = snn_bench_gd(0, 0, M, W, n->C, dlt, dlt, dlt, n->C, W, W, 0);
+    BT(snn_cuda_gemm(c, &d, 1.0f, n->dlogits, H->wk ? H->wk : H->w, 0.0f, n->gs, NULL, NULL, NULL, NULL));
+    BT(update(n, D));
+    for (int l = D - 1; l >= 0; l--) {
+        layer *L = &n->L[l];
+        snn_dtype gt = fp8 ? SNN_BF16 : n->act;
+        float *gam = n->amax + 1 + D + l, *gsi = n->sinv + 1 + D + l;
+        BT(snn_cuda_neuron_backward(c, &n->lif, n->k, n->T, (size_t)n->B * W, gt, L->h, NULL, n->gs, NULL, NULL,
+                                    n->gy, NULL, NULL, n->tsum, fp8 ? gam : NULL));
+        BT(snn_cuda_colsum(c, SNN_F32, n->tsum, n->B, W, 0.0f, L->gb));
+        if (fp8) {
+            BT(snn_cuda_quantize_fp8(c, SNN_F8E5M2, n->gy8, n->gy8t, SNN_BF16, n->gy, M, W, gam, gsi));
+            const uint8_t *xT = l == 0 ? n->x8t : n->L[l - 1].s_t;
+            const float *xsc = l == 0 ? n->sinv : NULL;
+            d = snn_bench_gd(0, 1, W, L->in, M, SNN_F8E5M2, SNN_F8E4M3, SNN_F32, M, M, L->in, 0);
+            BT(snn_cuda_gemm(c, &d, 1.0f, n->gy8t, xT, 0.0f, L->gw, gsi, xsc, NULL, NULL));
+            if (l > 0) {
+                d = snn_bench_gd(0, 1, M, L->in, W, SNN_F8E5M2, SNN_F8E4M3, SNN_BF16, W, W, L->in, 0);
+                BT(snn_cuda_gemm(c, &d, 1.0f, n->gy8, L->w8t, 0.0f, n->gs, gsi, n->sinv + 1 + l, NULL, NULL));
+            }
+        } else {
+            const void *Xin = l == 0 ? (n->act == SNN_F32 ? (const void *)n->x32 : n->xa) : n->L[l - 1].s;
+            d = snn_bench_gd(1, 0, W, L->in, M, n->act, n->act, SNN_F32, W, L->in, L->in, 0);
+            BT(snn_cuda_gemm(c, &d, 1.0f, n->gy, Xin, 0.0f, L->gw, NULL, NULL, NULL, NULL));
+            if (l > 0) {
+                d = snn_bench_gd(0, 0, M, L->in, W, n->act, n->act, n->act, W, L->in, L->in, 0);
+                BT(snn_cuda_gemm(c, &d, 1.0f, n->gy, L->wk ? L->wk : L->w, 0.0f, n->gs, NULL, NULL, NULL, NULL));
+            }
+        }
+        BT(update(n, l));
+    }
+    if (n->overlap) { /* join the optimizer stream */
+        SNN_CU_TRY(cudaEventRecord(n->ev[1], snn_cuda_stream_of(n->side)));
+        SNN_CU_TRY(cudaStreamWaitEvent(snn_cuda_stream_of(c), n->ev[1], 0));
+    }
+    return SNN_OK;
+}
+
+static snn_status optimizer_lr0(void *p) {
+    net *n = (net *)p;
+    for (int l = n->D; l >= 0; l--) BT(sgd_layer(n, l, n->c, 0.0f, 0));
+    return SNN_OK;
+}
+
+static snn_status update_max(void *p, float *out) {
+    net *n = (net *)p;
+    for (int l = 0; l <= n->D; l++) { /* the base state into the gradient buffers, then compare */
+        layer *L = &n->L[l];
+        size_t nw = (size_t)L->in * L->out;
+        BT(snn_cuda_upload(n->c, L->gw, n->d->weights[l], nw * 4));
+        BT(snn_bench_absdiff_max(n->c, L->w, L->gw, nw, out));
+        BT(snn_cuda_upload(n->c, L->gb, n->d->biases[l], (size_t)L->out * 4));
+        BT(snn_bench_absdiff_max(n->c, L->b, L->gb, (size_t)L->out, out));
+    }
+    return SNN_OK;
+}
+
+/* Fraction of spikes in the last hidden layer (BF16/F16/F32 spikes there in every mode). */
+static snn_status diag(void *p, int after, snn_cuda_bench_result *r) {
+    net *n = (net *)p;
+    layer *L = &n->L[n->D - 1];
+    BT(snn_cuda_colsum(n->c, L->s_type, L->s, n->M, n->W, 0.0f, n->col));
+    float *h = (float *)malloc((size_t)n->W * 4);
+    if (!h) return snn_error(SNN_E_NOMEM, "out of host memory");
+    snn_status st = snn_cuda_download(n->c, h, n->col, (size_t)n->W * 4);
+    double s = 0;
+    for (int j = 0; st == SNN_OK && j < n->W; j++) s += h[j];
+    free(h);
+    BT(st);
+    double rate = s / ((double)n->M * n->W);
+    if (after) r->spike_rate_last = rate;
+    else r->spike_rate_first = rate;
+    return SNN_OK;
+}
+
+extern "C" snn_status snn_cuda_bench_run_fcsnn(snn_cuda *c, const snn_cuda_bench_cfg *cfg, snn_cuda_bench_precision p,
+                                               const snn_cuda_bench_data *d, snn_cuda_bench_result *r) {
+    double t0 = snn_bench_now();
+    size_t free0 = 0, total = 0;
+    BT(snn_cuda_synchronize(c));
+    SNN_CU_TRY(cudaMemGetInfo(&free0, &total));
+    net n;
+    memset(&n, 0, sizeof n);
+    n.c = c;
+    n.d = d;
+    n.fp8 = p == SNN_CUDA_BENCH_FP8;
+    n.act = p == SNN_CUDA_BENCH_FP32 ? SNN_F32 : p == SNN_CUDA_BENCH_FP16 ? SNN_F16 : SNN_BF16;
+    n.T = cfg->T;
+    n.B = cfg->N;
+    n.M = cfg->T * cfg->N;
+    n.W = cfg->width;
+    n.D = cfg->depth - 1; /* hidden [Linear -> LIF] blocks; the head is L[D] */
+    n.I = cfg->in;
+    n.C = cfg->classes;
+    n.lr = cfg->lr;
+    n.momentum = cfg->momentum;
+    n.loss_scale = p == SNN_CUDA_BENCH_FP16 ? 1024.0f : 1.0f;
+    n.overlap = cfg->overlap_optimizer;
+    n.lif = snn_neuron_defaults(SNN_NEURON_LIF); /* Sigmoid(4), hard reset to 0, threshold 1 */
+    n.lif.tau = cfg->tau;
+    n.k = 1.0f / cfg->tau;
+    snn_bench_alloc a;
+    memset(&a, 0, sizeof a);
+    a.c = c;
+    snn_status st = build(&n, &a);
+    if (st == SNN_OK) {
+        snn_bench_ops ops;
+        memset(&ops, 0, sizeof ops);
+        ops.net = &n;
+        ops.load = load;
+        ops.train_forward = train_forward;
+        ops.train_loss = train_loss;
+        ops.train_backward = train_backward;
+        ops.infer = infer;
+        ops.optimizer_lr0 = optimizer_lr0;
+        ops.update_max = update_max;
+        ops.diag = diag;
+        ops.loss = n.loss;
+        ops.logits = n.logits;
+        ops.n_logits = (size_t)n.M * n.C;
+        st = snn_bench_protocol(c, cfg, &ops, &a, t0, free0, r);
+    }
+    r->layers = n.D + 1;
+    r->fp8_layers = n.fp8 ? n.D : 0;
+    r->head_fp8 = 0;
+    cudaStreamSynchronize(snn_cuda_stream_of(c));
+    if (n.side) snn_cuda_synchronize(n.side);
+    snn_bench_alloc_free_all(&a);
+    for (int i = 0; i < n.nev; i++) cudaEventDestroy(n.ev[i]);
+    if (n.side) snn_cuda_destroy(n.side);
+    free(n.L);
+    return st;
+}

@@ -1,0 +1,71 @@
+/* Internals shared by the GPU benchmark workloads (cuda_bench_linear.cu, cuda_bench_fcsnn.cu)
+ * and the protocol runner (cuda_bench_common.cu). CUDA C++ only. */
+#ifndef SNN_CUDA_BENCH_IMPL_H
+#define SNN_CUDA_BENCH_IMPL_H
+
+#include "backend/cuda/cuda_bench.h"
+#include "backend/cuda/cuda_internal.h"
+
+/* Propagate a failed snn_status. */
+#define BT(x)                                                                                    \
+    do {                                                                                         \
+        snn_status bt_s_ = (x);                                                                  \
+        if (bt_s_ != SNN_OK) return bt_s_;                                                       \
+    } while (0)
+
+/* Every device buffer of one run, counted (training: all of them; inference: those an
+ * inference step touches) and freed together. */
+typedef struct snn_bench_alloc {
+    snn_cuda *c;
+    void **ptr;
+    int n, cap;
+    size_t train_bytes, infer_bytes;
+} snn_bench_alloc;
+
+/* Allocate into *out (NULL first); infer = 1 when an inference step uses the buffer. */
+snn_status snn_bench_alloc_get(snn_bench_alloc *a, size_t bytes, int infer, void **out);
+template <typename P> static inline snn_status bench_alloc(snn_bench_alloc *a, size_t bytes, int infer, P **out) {
+    void *p = NULL;
+    snn_status st = snn_bench_alloc_get(a, bytes, infer, &p);
+    *out = (P *)p;
+    return st;
+}
+void snn_bench_alloc_free_all(snn_bench_alloc *a);
+
+/* out = max(out, max |a - b|) over n floats; NaN wins (it orders above every finite value
+ * and infinity as an unsigned bit pattern). out: one device float, zero it first. */
+snn_status snn_bench_absdiff_max(snn_cuda *c, const float *a, const float *b, size_t n, float *out);
+
+/* A GEMM descriptor (TF32 off). */
+snn_cuda_gemm_desc snn_bench_gd(int ta, int tb, int M, int N, int K, snn_dtype a, snn_dtype b, snn_dtype c,
+                                int lda, int ldb, int ldc, int fast);
+
+/* What a workload hands the protocol runner. Every step function only enqueues work on the
+ * context's stream (it is captured into a graph); load runs eagerly. */
+typedef struct snn_bench_ops {
+    void *net;
+    snn_status (*load)(void *net);        /* weights from the host, optimizer state 0, working copies */
+    snn_status (*train_forward)(void *net);
+    snn_status (*train_loss)(void *net);
+    snn_status (*train_backward)(void *net); /* backward + SGD (+ FP8 weight re-quantisation) */
+    snn_status (*infer)(void *net);
+    snn_status (*optimizer_lr0)(void *net);  /* the SGD updates alone, with lr 0 */
+    /* out = max |p - p_base| over every parameter (may overwrite gradient buffers) */
+    snn_status (*update_max)(void *net, float *dev_out);
+    snn_status (*diag)(void *net, int after_training, snn_cuda_bench_result *r); /* may be NULL */
+    const float *loss;   /* device: the last training loss */
+    const float *logits; /* device: the inference output [T][N][C] FP32 */
+    size_t n_logits;
+} snn_bench_ops;
+
+/* The protocol of one (trial, precision) run after the workload allocated its buffers:
+ * load, eager training step and forward (cuBLASLt plans, autotune), graph capture, reload
+ * (prep_ms ends), warm-up, timed training with the step split, update check, warm-up and
+ * timed inference, checksum, optimizer timing. t0: host time when the run started;
+ * free0: free device memory before the workload allocated. */
+snn_status snn_bench_protocol(snn_cuda *c, const snn_cuda_bench_cfg *cfg, const snn_bench_ops *ops,
+                              snn_bench_alloc *a, double t0, size_t free0, snn_cuda_bench_result *r);
+
+double snn_bench_now(void); /* monotonic seconds */
+
+#endif

@@ -1,0 +1,251 @@
+/* snn bench --device cuda: one (trial, precision) run of the linear or FC-SNN workload on
+ * the GPU (src/backend/cuda/cuda_bench_*.cu), with the same base state, protocol, metrics
+ * and JSON as the CPU path (bench_core.c). Built only with -DSNN_CUDA=ON; without it the
+ * device check (bench_common.c) refuses cuda before anything here is called. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+#ifdef SNN_HAVE_CUDA
+#include "backend/cuda/cuda_bench.h"
+
+static snn_cuda *g_cuda;
+static int g_cuda_dev = -1;
+
+void bench_cuda_check_flags(const char *cmd, const bench_flags *f) {
+    if (f->recipe && strcmp(f->recipe, "auto") && strcmp(f->recipe, "current"))
+        die_usage("bench %s: --device cuda implements the fp8 recipe 'current' (per-tensor current scaling; "
+                  "'auto' selects it), not '%s'",
+                  cmd, f->recipe);
+    if (f->storage || f->fwd || f->bwd)
+        die_usage("bench %s: --neuron-storage/--neuron-fwd/--neuron-bwd are not implemented with --device cuda "
+                  "(the GPU neurons store in the activation type and compute in FP32)",
+                  cmd);
+    if (f->converge)
+        die_usage("bench %s: --converge runs on the CPU only; drop it or use --device cpu", cmd);
+}
+
+void bench_cuda_open(int device) {
+    if (g_cuda) {
+        if (device != g_cuda_dev) die_usage("--device cuda:%d: another GPU (cuda:%d) is already open", device, g_cuda_dev);
+        return;
+    }
+    if (snn_cuda_create(device, 0, &g_cuda) != SNN_OK)
+        die_usage("--device cuda:%d: no usable GPU: %s", device, snn_last_error());
+    g_cuda_dev = device;
+}
+
+void bench_cuda_metadata(cJSON *md, int device) {
+    char dev[32];
+    cJSON_ReplaceItemInObject(md, "device", cJSON_CreateString(bench_device_name(device, dev, sizeof dev)));
+    snn_cuda_bench_device d;
+    if (!g_cuda || snn_cuda_bench_device_info(g_cuda, &d) != SNN_OK) {
+        cJSON_AddNullToObject(md, "gpu");
+        return;
+    }
+    char buf[64];
+    cJSON_AddStringToObject(md, "gpu", d.name);
+    snprintf(buf, sizeof buf, "%d.%d", d.cc_major, d.cc_minor);
+    cJSON_AddStringToObject(md, "gpu_compute_capability", buf);
+    cJSON_AddNumberToObject(md, "gpu_sm_count", d.sm_count);
+    cJSON_AddNumberToObject(md, "gpu_memory_mib", (double)(d.total_memory >> 20));
+    snprintf(buf, sizeof buf, "%d.%d", d.runtime_version / 1000, d.runtime_version % 1000 / 10);
+    cJSON_AddStringToObject(md, "cuda_runtime_version", buf);
+    snprintf(buf, sizeof buf, "%d.%d", d.driver_version / 1000, d.driver_version % 1000 / 10);
+    cJSON_AddStringToObject(md, "cuda_driver_version", buf);
+}
+
+static snn_cuda_bench_precision gpu_precision(snn_precision_mode m) {
+    switch (m) {
+    case SNN_PRECISION_FP32: return SNN_CUDA_BENCH_FP32;
+    case SNN_PRECISION_FP16: return SNN_CUDA_BENCH_FP16;
+    case SNN_PRECISION_BF16: return SNN_CUDA_BENCH_BF16;
+    default: return SNN_CUDA_BENCH_FP8;
+    }
+}
+
+static snn_cuda_bench_cfg gpu_cfg(const bench_workload *w) {
+    return (snn_cuda_bench_cfg){.kind = w->kind == BENCH_LINEAR ? SNN_CUDA_BENCH_LINEAR : SNN_CUDA_BENCH_FCSNN,
+                                .T = w->T, .N = w->N, .in = w->in, .width = w->width, .depth = w->depth,
+                                .classes = w->classes, .tau = w->tau, .lr = w->lr, .momentum = w->momentum,
+                                .warmup = w->warmup, .training_steps = w->training_steps,
+                                .inference_steps = w->inference_steps, .overlap_optimizer = 0, .autotune = 1};
+}
+
+void bench_cuda_check_workload(const bench_suite *s) {
+    snn_cuda_bench_cfg cfg = gpu_cfg(&s->w);
+    for (int i = 0; i < s->P; i++)
+        if (snn_cuda_bench_check(&cfg, gpu_precision(s->res[i].cfg.mode)) != SNN_OK)
+            die_usage("bench %s --device cuda (%s): %s", s->w.kind == BENCH_LINEAR ? "linear" : "fcsnn",
+                      s->res[i].name, snn_last_error());
+}
+
+static cJSON *names(int from, int step, int count) {
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; i < count; i++) {
+        char b[32];
+        snprintf(b, sizeof b, "layers.%d", from + step * i);
+        cJSON_AddItemToArray(a, cJSON_CreateString(b));
+    }
+    return a;
+}
+
+/* The report snn_precision_describe gives on the CPU, for what the GPU workload does: module
+ * names as in the CPU model (layers.<2i> the Linear layers, layers.<2i+1> GELU / LIF). */
+static cJSON *gpu_report(const bench_suite *s, const bench_result *r, const snn_cuda_bench_result *g) {
+    const bench_workload *w = &s->w;
+    int fp8 = r->cfg.mode == SNN_PRECISION_FP8, D = w->depth, fcsnn = w->kind == BENCH_FCSNN;
+    const char *mode = snn_precision_mode_name(r->cfg.mode);
+    cJSON *top = cJSON_CreateObject();
+    cJSON *pol = cJSON_AddObjectToObject(top, "policy");
+    cJSON_AddStringToObject(pol, "name", mode);
+    cJSON_AddStringToObject(pol, "device_type", "cuda");
+    cJSON_AddBoolToObject(pol, "autocast", r->cfg.mode != SNN_PRECISION_FP32);
+    if (r->cfg.mode != SNN_PRECISION_FP32)
+        cJSON_AddStringToObject(pol, "dtype", r->cfg.mode == SNN_PRECISION_FP16 ? "f16" : "bf16");
+    cJSON_AddBoolToObject(pol, "grad_scaler", r->cfg.mode == SNN_PRECISION_FP16);
+    if (r->cfg.mode == SNN_PRECISION_FP16) {
+        cJSON_AddNumberToObject(pol, "loss_scale", 1024);
+        cJSON_AddStringToObject(pol, "loss_scale_kind", "static");
+    }
+    if (fp8) {
+        cJSON_AddStringToObject(pol, "backend", "snn-cuda-cublaslt");
+        cJSON_AddStringToObject(pol, "fp8_recipe", snn_fp8_recipe_name(r->cfg.fp8_recipe));
+        cJSON_AddStringToObject(pol, "resolved_fp8_recipe", "current");
+        cJSON_AddStringToObject(pol, "forward_dtype", "f8e4m3");
+        cJSON_AddStringToObject(pol, "backward_dtype", "f8e5m2");
+        /* hidden FC-SNN layers after the first take the previous LIF's spikes as E4M3, scale 1 */
+        cJSON_AddItemToObject(pol, "spike_fp8_modules", names(2, 2, fcsnn && g->fp8_layers > 1 ? g->fp8_layers - 1 : 0));
+    }
+    cJSON *cap = cJSON_AddObjectToObject(top, "capability_report");
+    char dev[32];
+    cJSON_AddStringToObject(cap, "requested_mode", mode);
+    cJSON_AddStringToObject(cap, "device", bench_device_name(s->cuda_device, dev, sizeof dev));
+    cJSON_AddStringToObject(cap, "device_type", "cuda");
+    cJSON_AddBoolToObject(cap, "cuda_built", 1);
+    cJSON_AddBoolToObject(cap, "can_convert", 1);
+    cJSON_AddBoolToObject(cap, "can_execute", 1);
+    if (fp8) {
+        cJSON_AddStringToObject(cap, "fp8_recipe_requested", snn_fp8_recipe_name(r->cfg.fp8_recipe));
+        cJSON_AddStringToObject(cap, "fp8_recipe_resolved", "current");
+    }
+    cJSON_AddStringToObject(cap, "execution_note",
+                            fp8 ? "CUDA: cuBLASLt FP8 GEMMs (E4M3 x E4M3 forward with fast accumulation, E5M2 "
+                                  "gradients), per-tensor current scaling, BF16 between the GEMMs, FP32 master "
+                                  "weights; whole steps replayed as CUDA graphs"
+                            : r->cfg.mode == SNN_PRECISION_FP32
+                                ? "CUDA: FP32 cuBLASLt GEMMs (TF32 off); whole steps replayed as CUDA graphs"
+                                : "CUDA: 16-bit cuBLASLt GEMMs with FP32 accumulation, 16-bit activations, FP32 "
+                                  "master weights; whole steps replayed as CUDA graphs");
+    cJSON *rep = cJSON_AddObjectToObject(top, "conversion_report");
+    cJSON_AddNumberToObject(rep, "total_modules", 2 + 2 * (D - 1) + 1);
+    /* Linear layers that meet the FP8 alignment, as the CPU rule counts them */
+    int conv = 0;
+    for (int l = 0; l < D; l++) {
+        int in = l == 0 ? w->in : w->width, out = l == D - 1 ? w->classes : w->width;
+        conv += in % 16 == 0 && out % 8 == 0;
+    }
+    cJSON_AddNumberToObject(rep, "convertible_linear", conv);
+    cJSON_AddNumberToObject(rep, "convertible_torch_linear", 0);
+    cJSON_AddNumberToObject(rep, "convertible_pointwise_conv1d", 0);
+    cJSON_AddNumberToObject(rep, "convertible_layer_norm", 0);
+    cJSON *cv = cJSON_AddArrayToObject(rep, "convertible_modules");
+    for (int l = 0; l < D; l++) {
+        int in = l == 0 ? w->in : w->width, out = l == D - 1 ? w->classes : w->width;
+        char b[32];
+        snprintf(b, sizeof b, "layers.%d", 2 * l);
+        if (in % 16 == 0 && out % 8 == 0) cJSON_AddItemToArray(cv, cJSON_CreateString(b));
+    }
+    /* GPU: the first fp8_layers Linear layers, plus the head when head_fp8 */
+    cJSON *done = names(0, 2, g->fp8_layers < D ? g->fp8_layers : D);
+    cJSON_AddItemToObject(rep, "converted_modules", done);
+    cJSON_AddItemToObject(rep, "converted_patterns", cJSON_CreateArray());
+    cJSON_AddItemToObject(rep, "skipped_modules", cJSON_CreateArray());
+    cJSON *hp = names(1, 2, D - 1);
+    if (fp8 && !g->head_fp8) {
+        char b[32];
+        snprintf(b, sizeof b, "layers.%d", 2 * (D - 1)); /* the output Linear runs BF16 GEMMs */
+        cJSON_AddItemToArray(hp, cJSON_CreateString(b));
+    }
+    cJSON_AddItemToObject(rep, "high_precision_modules", hp);
+    cJSON_AddItemToObject(rep, "unsupported_modules", cJSON_CreateArray());
+    cJSON *nr = cJSON_AddObjectToObject(top, "neurons");
+    cJSON_AddItemToObject(nr, "converted_modules", cJSON_CreateArray());
+    cJSON_AddItemToObject(nr, "unsupported_modules", cJSON_CreateArray());
+    return top;
+}
+
+static double mib(size_t b) { return (double)b / (1024.0 * 1024.0); }
+
+void bench_cuda_run_one(bench_suite *s, bench_result *r, bench_trial *t) {
+    const bench_workload *w = &s->w;
+    int D = w->depth;
+    const float **wt = malloc(sizeof(float *) * (size_t)D), **bs = malloc(sizeof(float *) * (size_t)D);
+    if (!wt || !bs) die_status(SNN_E_NOMEM, "allocating");
+    for (int l = 0; l < D; l++) {
+        wt[l] = s->base_params + s->layer_w[l];
+        bs[l] = s->base_params + s->layer_b[l];
+    }
+    snn_cuda_bench_cfg cfg = gpu_cfg(w);
+    snn_cuda_bench_data d = {.weights = wt, .biases = bs, .x = s->x, .y = s->y};
+    snn_cuda_bench_result g;
+    snn_status st = snn_cuda_bench_run(g_cuda, &cfg, gpu_precision(r->cfg.mode), &d, &g);
+    free(wt);
+    free(bs);
+    if (st != SNN_OK) {
+        char what[160];
+        snprintf(what, sizeof what, "bench %s on the GPU (%s)", w->kind == BENCH_LINEAR ? "linear" : "fcsnn", r->name);
+        die_status(st, what);
+    }
+    double *v = t->v;
+    v[BM_PREP_MS] = g.prep_ms;
+    v[BM_TRAIN_MS] = g.train_ms;
+    v[BM_TRAIN_SPS] = w->N / (g.train_ms * 1e-3);
+    v[BM_TRAIN_ALLOC_MB] = mib(g.train_alloc_bytes);
+    v[BM_TRAIN_RSS_MB] = mib(g.device_used_bytes);
+    v[BM_INFER_MS] = g.infer_ms;
+    v[BM_INFER_SPS] = w->N / (g.infer_ms * 1e-3);
+    v[BM_INFER_ALLOC_MB] = mib(g.infer_alloc_bytes);
+    v[BM_INFER_RSS_MB] = mib(g.device_used_bytes);
+    v[BM_UPDATE] = g.update_max_abs;
+    v[BM_CHECKSUM] = g.checksum;
+    v[BM_FWD_MS] = g.forward_ms;
+    v[BM_LOSS_MS] = g.loss_ms;
+    v[BM_BWDOPT_MS] = g.backward_optimizer_ms;
+    v[BM_OPT_MS] = g.optimizer_ms;
+    v[BM_BWD_MS] = g.backward_optimizer_ms - g.optimizer_ms;
+    v[BM_FINAL_LOSS] = g.final_loss;
+    v[BM_TRAIN_CPU_MS] = g.train_cpu_ms;
+    v[BM_INFER_CPU_MS] = g.infer_cpu_ms;
+    t->loss_finite = g.loss_finite;
+    t->output_finite = g.output_finite;
+    cJSON_Delete(r->report);
+    r->report = gpu_report(s, r, &g);
+}
+
+#else /* no CUDA in this build: bench_check_device exits before any of these is reached */
+
+void bench_cuda_check_flags(const char *cmd, const bench_flags *f) {
+    (void)f;
+    die_usage("bench %s: this snn was built without CUDA (configure with -DSNN_CUDA=ON)", cmd);
+}
+void bench_cuda_open(int device) {
+    (void)device;
+    die_usage("this snn was built without CUDA (configure with -DSNN_CUDA=ON)");
+}
+void bench_cuda_check_workload(const bench_suite *s) { (void)s; }
+void bench_cuda_run_one(bench_suite *s, bench_result *r, bench_trial *t) {
+    (void)s;
+    (void)r;
+    (void)t;
+    die_usage("this snn was built without CUDA (configure with -DSNN_CUDA=ON)");
+}
+void bench_cuda_metadata(cJSON *md, int device) {
+    (void)md;
+    (void)device;
+}
+
+#endif
