@@ -268,9 +268,10 @@ static void test_conv(const conv_case *cc, int O) {
     double edx = rel(dxg, dx, nx);
     fprintf(stderr, "  conv B=%d C=%d->%d %dx%d k=%d s=%d p=%d: y max rel %.3g, dx max rel %.3g\n",
             B, C, O, H, W, k, cc->s, cc->p, ey, edx);
-    /* float GEMMs in different summation orders over K <= 100 terms */
-    CHECK_MSG(ey < 1e-5, "conv forward max rel %g", ey);
-    CHECK_MSG(edx < 1e-5, "conv dx max rel %g", edx);
+    /* the GPU side is exact up to one rounding (host GEMM in double); the CPU module's FP32
+     * GEMM over K = C*k*k <= 144 terms is what differs */
+    CHECK_MSG(ey < 5e-5, "conv forward max rel %g", ey);
+    CHECK_MSG(edx < 5e-5, "conv dx max rel %g", edx);
     snn_cuda_free(d_x); snn_cuda_free(d_col); snn_cuda_free(d_bias); snn_cuda_free(d_yn);
     snn_cuda_free(d_y); snn_cuda_free(d_dy); snn_cuda_free(d_dyn); snn_cuda_free(d_dx);
     free(x); free(y); free(dy); free(dx); free(col); free(yn); free(yg); free(dyn); free(want);

@@ -11,6 +11,25 @@
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cuda_layers.h"
 
+/* Division by a run-time constant as a multiply-high, shift and add (the Granlund-Montgomery
+ * round-up method): q = (umulhi(n, m) + n) >> s with s = ceil(log2 d),
+ * m = floor(2^32 (2^s - d) / d) + 1, exact for 0 <= n < 2^31 (all indices here are). The
+ * index decompositions of these memory-bound kernels otherwise cost more than the loads. */
+struct Div {
+    uint32_t d, m, s;
+};
+static Div div_make(int d) {
+    Div r;
+    r.d = (uint32_t)d;
+    r.s = 0;
+    while ((1ull << r.s) < (uint64_t)d) r.s++;
+    r.m = (uint32_t)(((1ull << 32) * ((1ull << r.s) - (uint64_t)d)) / (uint64_t)d + 1);
+    return r;
+}
+__device__ __forceinline__ int dv(int n, const Div &q) {
+    return (int)((__umulhi((uint32_t)n, q.m) + (uint32_t)n) >> q.s);
+}
+
 static int out_size(int n, int k, int stride, int pad) { return (n + 2 * pad - k) / stride + 1; }
 
 static int fits_int(long long v) { return v >= 0 && v <= (long long)INT_MAX; }
@@ -55,7 +74,7 @@ static snn_status check_type16(const char *what, snn_dtype t) {
  * keeping divisions out of the inner loop. */
 template <typename T>
 __global__ void im2col_kernel(T *col, int ldcol, const float *x, int B, int C, int H, int W,
-                              int k, int stride, int pad, int Ho, int Wo) {
+                              int k, int stride, int pad, int Ho, int Wo, Div dP, Div dWo) {
     const int kk = k * k, P = Ho * Wo, rows = B * P;
     const int j0 = threadIdx.x, step = blockDim.x;
     const int c0 = j0 / kk, ky0 = (j0 % kk) / k, kx0 = j0 % k;
@@ -63,8 +82,8 @@ __global__ void im2col_kernel(T *col, int ldcol, const float *x, int B, int C, i
     const size_t plane = (size_t)H * W;
     for (int row = blockIdx.x * blockDim.y + threadIdx.y; row < rows;
          row += gridDim.x * blockDim.y) {
-        const int b = row / P, pix = row - b * P;
-        const int oy = pix / Wo, ox = pix - oy * Wo;
+        const int b = dv(row, dP), pix = row - b * P;
+        const int oy = dv(pix, dWo), ox = pix - oy * Wo;
         const int iy0 = oy * stride - pad, ix0 = ox * stride - pad;
         const float *xb = x + (size_t)b * C * plane;
         T *out = col + (size_t)row * ldcol;
@@ -102,19 +121,20 @@ extern "C" snn_status snn_cuda_im2col(snn_cuda *c, snn_dtype col_type, void *col
     const size_t rows = (size_t)B * Ho * Wo;
     const unsigned grid = capped_grid(c, rows, by, 32);
     const dim3 block(bx, by);
+    const Div dP = div_make(Ho * Wo), dWo = div_make(Wo);
     cudaStream_t st = snn_cuda_stream_of(c);
     switch (col_type) {
     case SNN_F32:
         im2col_kernel<float><<<grid, block, 0, st>>>((float *)col, ldcol, x, B, C, H, W, k, stride,
-                                                     pad, Ho, Wo);
+                                                     pad, Ho, Wo, dP, dWo);
         break;
     case SNN_BF16:
         im2col_kernel<__nv_bfloat16><<<grid, block, 0, st>>>((__nv_bfloat16 *)col, ldcol, x, B, C,
-                                                             H, W, k, stride, pad, Ho, Wo);
+                                                             H, W, k, stride, pad, Ho, Wo, dP, dWo);
         break;
     default:
         im2col_kernel<__half><<<grid, block, 0, st>>>((__half *)col, ldcol, x, B, C, H, W, k,
-                                                      stride, pad, Ho, Wo);
+                                                      stride, pad, Ho, Wo, dP, dWo);
         break;
     }
     SNN_CU_LAUNCHED("im2col");
@@ -126,25 +146,26 @@ extern "C" snn_status snn_cuda_im2col(snn_cuda *c, snn_dtype col_type, void *col
  * oy = (y + pad - ky) / stride when that division is exact and 0 <= oy < Ho. Taps are
  * visited ky-major, kx-minor: the CPU col2im's order of additions. ---- */
 __global__ void col2im_kernel(float *dx, const float *dcol, int ldcol, int B, int C, int H,
-                              int W, int k, int stride, int pad, int Ho, int Wo) {
+                              int W, int k, int stride, int pad, int Ho, int Wo, Div dW, Div dH,
+                              Div dC, Div ds) {
     const int n = B * C * H * W, P = Ho * Wo;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        const int xq = i % W, t = i / W;
-        const int y = t % H, plane = t / H;
-        const int ch = plane % C, b = plane / C;
+        const int t = dv(i, dW), xq = i - t * W;
+        const int plane = dv(t, dH), y = t - plane * H;
+        const int b = dv(plane, dC), ch = plane - b * C;
         const float *db = dcol + (size_t)b * P * ldcol + (size_t)ch * k * k;
         float acc = 0.0f;
         for (int ky = 0; ky < k; ky++) {
             const int ty = y + pad - ky; /* = oy * stride */
             if (ty < 0) break;           /* ty falls as ky grows */
-            if (ty % stride) continue;
-            const int oy = ty / stride;
+            const int oy = dv(ty, ds);
+            if (oy * stride != ty) continue;
             if (oy >= Ho) continue;
             for (int kx = 0; kx < k; kx++) {
                 const int tx = xq + pad - kx;
                 if (tx < 0) break;
-                if (tx % stride) continue;
-                const int ox = tx / stride;
+                const int ox = dv(tx, ds);
+                if (ox * stride != tx) continue;
                 if (ox >= Wo) continue;
                 acc += db[(size_t)(oy * Wo + ox) * ldcol + ky * k + kx];
             }
@@ -164,7 +185,8 @@ extern "C" snn_status snn_cuda_col2im(snn_cuda *c, float *dx, const float *dcol,
         return snn_error(SNN_E_INVALID, "col2im: %d output pixels are too many", B * Ho * Wo);
     const size_t n = (size_t)B * C * H * W;
     col2im_kernel<<<capped_grid(c, n, 256, 32), 256, 0, snn_cuda_stream_of(c)>>>(
-        dx, dcol, ldcol, B, C, H, W, k, stride, pad, Ho, Wo);
+        dx, dcol, ldcol, B, C, H, W, k, stride, pad, Ho, Wo, div_make(W), div_make(H), div_make(C),
+        div_make(stride));
     SNN_CU_LAUNCHED("col2im");
     return SNN_OK;
 }
@@ -277,11 +299,12 @@ extern "C" snn_status snn_cuda_nchw_to_nhwc(snn_cuda *c, snn_dtype dst_type, voi
  * maximum wins ties) and a NaN wins and ends the scan, as in src/nn/pool.c. When every tap is
  * -inf the first in-image tap is the argmax, as on the CPU. */
 __global__ void maxpool_fwd_kernel(const float *x, float *y, uint8_t *arg, int B, int C, int H,
-                                   int W, int k, int stride, int pad, int Ho, int Wo) {
+                                   int W, int k, int stride, int pad, int Ho, int Wo, Div dWo,
+                                   Div dHo) {
     const int n = B * C * Ho * Wo;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        const int ox = i % Wo, t = i / Wo;
-        const int oy = t % Ho, plane = t / Ho;
+        const int t = dv(i, dWo), ox = i - t * Wo;
+        const int plane = dv(t, dHo), oy = t - plane * Ho;
         const int y0 = oy * stride - pad, x0 = ox * stride - pad;
         const int ky0 = y0 < 0 ? -y0 : 0, ky1 = H - y0 < k ? H - y0 : k;
         const int kx0 = x0 < 0 ? -x0 : 0, kx1 = W - x0 < k ? W - x0 : k;
@@ -309,15 +332,16 @@ __global__ void maxpool_fwd_kernel(const float *x, float *y, uint8_t *arg, int B
  * argmax is it. Windows oy with oy*stride - pad <= y <= oy*stride - pad + k - 1, visited in
  * increasing output order: the order in which the CPU module scatters. */
 __global__ void maxpool_bwd_kernel(const float *dy, const uint8_t *arg, float *dx, int B, int C,
-                                   int H, int W, int k, int stride, int pad, int Ho, int Wo) {
+                                   int H, int W, int k, int stride, int pad, int Ho, int Wo, Div dW,
+                                   Div dH, Div ds) {
     const int n = B * C * H * W;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        const int xq = i % W, t = i / W;
-        const int y = t % H, plane = t / H;
+        const int t = dv(i, dW), xq = i - t * W;
+        const int plane = dv(t, dH), y = t - plane * H;
         const int ly = y + pad - k + 1, lx = xq + pad - k + 1;
-        const int oy0 = ly <= 0 ? 0 : (ly + stride - 1) / stride;
-        const int ox0 = lx <= 0 ? 0 : (lx + stride - 1) / stride;
-        int oy1 = (y + pad) / stride, ox1 = (xq + pad) / stride; /* inclusive */
+        const int oy0 = ly <= 0 ? 0 : dv(ly + stride - 1, ds);
+        const int ox0 = lx <= 0 ? 0 : dv(lx + stride - 1, ds);
+        int oy1 = dv(y + pad, ds), ox1 = dv(xq + pad, ds); /* inclusive */
         if (oy1 > Ho - 1) oy1 = Ho - 1;
         if (ox1 > Wo - 1) ox1 = Wo - 1;
         const size_t base = (size_t)plane * Ho * Wo;
@@ -352,7 +376,7 @@ extern "C" snn_status snn_cuda_maxpool2d_forward(snn_cuda *c, const float *x, fl
     const int Ho = out_size(H, k, stride, pad), Wo = out_size(W, k, stride, pad);
     const size_t n = (size_t)B * C * Ho * Wo;
     maxpool_fwd_kernel<<<capped_grid(c, n, 256, 32), 256, 0, snn_cuda_stream_of(c)>>>(
-        x, y, arg, B, C, H, W, k, stride, pad, Ho, Wo);
+        x, y, arg, B, C, H, W, k, stride, pad, Ho, Wo, div_make(Wo), div_make(Ho));
     SNN_CU_LAUNCHED("maxpool2d_forward");
     return SNN_OK;
 }
@@ -366,7 +390,8 @@ extern "C" snn_status snn_cuda_maxpool2d_backward(snn_cuda *c, const float *dy, 
     const int Ho = out_size(H, k, stride, pad), Wo = out_size(W, k, stride, pad);
     const size_t n = (size_t)B * C * H * W;
     maxpool_bwd_kernel<<<capped_grid(c, n, 256, 32), 256, 0, snn_cuda_stream_of(c)>>>(
-        dy, arg, dx, B, C, H, W, k, stride, pad, Ho, Wo);
+        dy, arg, dx, B, C, H, W, k, stride, pad, Ho, Wo, div_make(W), div_make(H),
+        div_make(stride));
     SNN_CU_LAUNCHED("maxpool2d_backward");
     return SNN_OK;
 }

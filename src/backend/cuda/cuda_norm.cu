@@ -5,7 +5,7 @@
  *   1. stats: one block per (channel, chunk); a chunk is a range of rows b (and, when that
  *      gives too few blocks, of positions s) of the channel's B*S values. Each thread sums
  *      its values in double, the block reduces in a fixed tree and writes one partial
- *      (two doubles) to `work`.
+ *      (up to three doubles) to `work`.
  *   2. finish: one warp per channel adds its chunk partials in a fixed order and turns them
  *      into the statistics and per-channel coefficients of the elementwise pass.
  *   3. apply: one elementwise pass (4 floats per thread where alignment allows).
@@ -29,6 +29,7 @@
 #define BN_TARGET_BLOCKS 1024
 #define BN_MIN_CHUNK 4096
 #define BN_THREADS 256
+#define BN_PART 4 /* doubles per partial (3 used) */
 
 typedef struct {
     int rb, nb; /* rows per chunk, row chunks */
@@ -59,7 +60,7 @@ static bn_plan bn_plan_of(int B, int C, int S) {
 extern "C" size_t snn_cuda_batchnorm_work_bytes(int B, int C, int S) {
     if (B <= 0 || C <= 0 || S <= 0) return 0;
     const bn_plan p = bn_plan_of(B, C, S);
-    return (size_t)C * p.nb * p.ns * sizeof(double2) + (size_t)C * sizeof(float4);
+    return (size_t)C * p.nb * p.ns * BN_PART * sizeof(double) + (size_t)C * sizeof(float4);
 }
 
 __device__ __forceinline__ double warp_sum_d(double v) {
@@ -67,21 +68,29 @@ __device__ __forceinline__ double warp_sum_d(double v) {
     return v;
 }
 
-/* Sum of a and b over the block (valid in thread 0); fixed order. */
-__device__ __forceinline__ void block_sum2(double &a, double &b) {
-    __shared__ double sa[32], sb[32];
+/* Sums of v[0..2] over the block, stored by thread 0 to out[0..2]; fixed order. */
+__device__ __forceinline__ void block_sum3(double v0, double v1, double v2, double *out) {
+    __shared__ double sh[3][32];
     const int w = threadIdx.x / 32, l = threadIdx.x % 32;
-    a = warp_sum_d(a);
-    b = warp_sum_d(b);
+    v0 = warp_sum_d(v0);
+    v1 = warp_sum_d(v1);
+    v2 = warp_sum_d(v2);
     if (l == 0) {
-        sa[w] = a;
-        sb[w] = b;
+        sh[0][w] = v0;
+        sh[1][w] = v1;
+        sh[2][w] = v2;
     }
     __syncthreads();
     if (w == 0) {
         const int nw = blockDim.x / 32;
-        a = warp_sum_d(l < nw ? sa[l] : 0.0);
-        b = warp_sum_d(l < nw ? sb[l] : 0.0);
+        v0 = warp_sum_d(l < nw ? sh[0][l] : 0.0);
+        v1 = warp_sum_d(l < nw ? sh[1][l] : 0.0);
+        v2 = warp_sum_d(l < nw ? sh[2][l] : 0.0);
+        if (l == 0) {
+            out[0] = v0;
+            out[1] = v1;
+            out[2] = v2;
+        }
     }
 }
 
@@ -121,7 +130,7 @@ __device__ __forceinline__ bn_chunk chunk_of(const bn_plan &p, int B, int S) {
 
 /* Stage 1 of the forward: partial sums of d and d^2, d = x - x[0][c][0]. */
 __global__ void bn_stats_kernel(const float *__restrict__ x, int B, int C, int S, bn_plan p,
-                                double2 *part) {
+                                double *part) {
     const bn_chunk k = chunk_of(p, B, S);
     const double K = x[(size_t)k.c * S];
     double a = 0.0, q = 0.0;
@@ -130,48 +139,52 @@ __global__ void bn_stats_kernel(const float *__restrict__ x, int B, int C, int S
         a += d;
         q += d * d;
     });
-    block_sum2(a, q);
-    if (threadIdx.x == 0) part[blockIdx.x] = make_double2(a, q);
+    block_sum3(a, q, 0.0, part + (size_t)blockIdx.x * BN_PART);
 }
 
-/* Stage 1 of the backward: partial sums of dy and dy * (x - mean). */
+/* Stage 1 of the backward: partial sums of dy, dy * (x - m) and x - m, m = save_mean. The
+ * last one recovers the batch mean beyond save_mean's FP32 rounding (which, for
+ * |mean| >> std, would otherwise shift every xhat by up to 2^-24 |mean| / std). */
 __global__ void bn_grad_stats_kernel(const float *__restrict__ x, const float *__restrict__ dy,
                                      int B, int C, int S, bn_plan p, const float *save_mean,
-                                     double2 *part) {
+                                     double *part) {
     const bn_chunk k = chunk_of(p, B, S);
     const double mu = save_mean[k.c];
-    double a = 0.0, q = 0.0;
+    double a = 0.0, q = 0.0, e = 0.0;
     bn_visit(k.b0, k.b1, k.s0, k.s1, [&](int b, int s) {
         const size_t i = ((size_t)b * C + k.c) * S + s;
-        const double g = dy[i];
+        const double g = dy[i], d = (double)x[i] - mu;
         a += g;
-        q += g * ((double)x[i] - mu);
+        q += g * d;
+        e += d;
     });
-    block_sum2(a, q);
-    if (threadIdx.x == 0) part[blockIdx.x] = make_double2(a, q);
+    block_sum3(a, q, e, part + (size_t)blockIdx.x * BN_PART);
 }
 
 /* Channel c's sums over its chunks (one warp per channel, fixed order), in every lane. */
-__device__ __forceinline__ double2 channel_sums(const double2 *part, int nchunk, int c) {
+__device__ __forceinline__ double3 channel_sums(const double *part, int nchunk, int c) {
     const int lane = threadIdx.x % 32;
-    double a = 0.0, q = 0.0;
+    double a = 0.0, q = 0.0, e = 0.0;
     for (int j = lane; j < nchunk; j += 32) {
-        const double2 v = part[(size_t)c * nchunk + j];
-        a += v.x;
-        q += v.y;
+        const double *v = part + ((size_t)c * nchunk + j) * BN_PART;
+        a += v[0];
+        q += v[1];
+        e += v[2];
     }
-    return make_double2(warp_sum_d(a), warp_sum_d(q));
+    return make_double3(warp_sum_d(a), warp_sum_d(q), warp_sum_d(e));
 }
 
 /* Stage 2 of the training forward: statistics, running-stat update (PyTorch's convention,
- * unbiased variance), saved mean / invstd, and coef = {mean, invstd*gamma, beta}. */
-__global__ void bn_finish_kernel(const double2 *part, int nchunk, const float *x, int C, int S,
+ * unbiased variance), saved mean / invstd, and the coefficients of y = (x - hi) a + b2 with
+ * hi + lo = the FP64 mean (hi its FP32 rounding), a = invstd gamma, b2 = beta - lo a: x - hi
+ * is exact near the mean, so y keeps FP32 accuracy even when |mean| >> std. */
+__global__ void bn_finish_kernel(const double *part, int nchunk, const float *x, int C, int S,
                                  double n, const float *gamma, const float *beta, float *rmean,
                                  float *rvar, double eps, double mom, float *save_mean,
                                  float *save_invstd, float4 *coef) {
     const int c = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
     if (c >= C) return; /* whole warps leave together */
-    const double2 s = channel_sums(part, nchunk, c);
+    const double3 s = channel_sums(part, nchunk, c);
     if (threadIdx.x % 32) return;
     const double K = x[(size_t)c * S];
     const double ms = s.x / n; /* mean of the shifted values */
@@ -183,7 +196,9 @@ __global__ void bn_finish_kernel(const double2 *part, int nchunk, const float *x
     save_invstd[c] = (float)is;
     rmean[c] = (float)((1.0 - mom) * rmean[c] + mom * mean);
     rvar[c] = (float)((1.0 - mom) * rvar[c] + mom * unbiased);
-    coef[c] = make_float4((float)mean, (float)(is * gamma[c]), beta[c], 0.0f);
+    const float hi = (float)mean;
+    const double a = is * gamma[c];
+    coef[c] = make_float4(hi, (float)a, (float)((double)beta[c] - (mean - (double)hi) * a), 0.0f);
 }
 
 /* Eval forward: coefficients from the running statistics. */
@@ -198,26 +213,27 @@ __global__ void bn_eval_coef_kernel(int C, const float *gamma, const float *beta
 
 /* Stage 2 of the backward: dbeta += sum dy, dgamma += sum dy*xhat, and the coefficients of
  * dx = k dy + q (x - mean) + r, i.e. dx = k (dy - mean(dy) - xhat mean(dy xhat)) with
- * k = gamma invstd, q = -k invstd mean(dy xhat), r = -k mean(dy). */
-__global__ void bn_grad_finish_kernel(const double2 *part, int nchunk, int C, double n,
+ * k = gamma invstd, q = -k invstd mean(dy xhat), r = -k mean(dy). The batch mean is
+ * m + delta (m = save_mean, delta = mean(x - m)); the elementwise pass computes x - m and
+ * delta folds into the constant: r2 = r - q delta. */
+__global__ void bn_grad_finish_kernel(const double *part, int nchunk, int C, double n,
                                       const float *gamma, const float *save_mean,
                                       const float *save_invstd, float *dgamma, float *dbeta,
                                       float4 *coef) {
     const int c = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
     if (c >= C) return;
-    const double2 s = channel_sums(part, nchunk, c);
+    const double3 s = channel_sums(part, nchunk, c);
     if (threadIdx.x % 32) return;
-    const double is = save_invstd[c];
-    const double sxh = s.y * is; /* sum dy * xhat */
+    const double is = save_invstd[c], delta = s.z / n;
+    const double sxh = (s.y - delta * s.x) * is; /* sum dy * xhat, xhat around the batch mean */
     dbeta[c] += (float)s.x;
     dgamma[c] += (float)sxh;
-    const double k = (double)gamma[c] * is;
-    coef[c] = make_float4(save_mean[c], (float)k, (float)(-k * is * (sxh / n)),
-                          (float)(-k * (s.x / n)));
+    const double k = (double)gamma[c] * is, q = -k * is * (sxh / n), r = -k * (s.x / n);
+    coef[c] = make_float4(save_mean[c], (float)k, (float)q, (float)(r - q * delta));
 }
 
 /* Stage 3: elementwise over [B][C][S] in units of V floats (V divides S, so a unit lies in one
- * channel). Forward: y = (x - mean) a + beta; backward: dx = k dy + q (x - mean) + r. */
+ * channel). Forward: y = (x - hi) a + b2; backward: dx = k dy + q (x - m) + r2. */
 template <int V, bool BWD>
 __global__ void bn_apply_kernel(const float *__restrict__ x, const float *__restrict__ dy,
                                 float *__restrict__ out, const float4 *__restrict__ coef,
@@ -292,8 +308,8 @@ extern "C" snn_status snn_cuda_batchnorm_forward(snn_cuda *c, int training, cons
                          (double)eps);
     const bn_plan p = bn_plan_of(B, C, S);
     const int nchunk = p.nb * p.ns;
-    double2 *part = (double2 *)work;
-    float4 *coef = (float4 *)((char *)work + (size_t)C * nchunk * sizeof(double2));
+    double *part = (double *)work;
+    float4 *coef = (float4 *)(part + (size_t)C * nchunk * BN_PART);
     cudaStream_t st = snn_cuda_stream_of(c);
     if (training) {
         if ((long long)B * S < 2)
@@ -332,8 +348,8 @@ extern "C" snn_status snn_cuda_batchnorm_backward(snn_cuda *c, const float *x, c
                                         "saved statistics, dgamma and dbeta");
     const bn_plan p = bn_plan_of(B, C, S);
     const int nchunk = p.nb * p.ns;
-    double2 *part = (double2 *)work;
-    float4 *coef = (float4 *)((char *)work + (size_t)C * nchunk * sizeof(double2));
+    double *part = (double *)work;
+    float4 *coef = (float4 *)(part + (size_t)C * nchunk * BN_PART);
     cudaStream_t st = snn_cuda_stream_of(c);
     bn_grad_stats_kernel<<<(unsigned)(C * nchunk), BN_THREADS, 0, st>>>(x, dy, B, C, S, p,
                                                                          save_mean, part);
