@@ -121,6 +121,15 @@ int main(int argc, char **argv) {
            model, desc, T, N, snn_dtype_name(ct), steps, trials, med, p25, p75, N * 1000.0 / med,
            N * 1000.0 / p75, N * 1000.0 / p25, (double)snn_cuda_model_device_bytes(g) / 1048576.0,
            snn_model_num_params(m), n ? loss / (double)n : 0.0);
+    if (getenv("SNN_MODEL_PROFILE")) {
+        size_t cap = 1 << 20;
+        char *rep = malloc(cap);
+        if (rep && snn_cuda_model_profile(g, x, 0, y, 3, rep, cap) == SNN_OK)
+            fprintf(stderr, "profile of %s, %s, T %d, batch %d:\n%s", model, snn_dtype_name(ct), T, N, rep);
+        else
+            fprintf(stderr, "profile failed: %s\n", snn_last_error());
+        free(rep);
+    }
     snn_cuda_model_destroy(g);
     snn_cuda_destroy(c);
     snn_model_free(m);

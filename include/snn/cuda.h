@@ -198,6 +198,12 @@ snn_status snn_cuda_model_forward(snn_cuda_model *g, const float *x, int x_has_t
 snn_status snn_cuda_model_download(snn_cuda_model *g);
 /* Copy the gradients of the last step into the host model's gradient array (tests). */
 snn_status snn_cuda_model_download_grads(snn_cuda_model *g);
+/* Time each module of a training step (eager, one synchronisation per module) over `steps`
+ * steps that leave the parameters unchanged (the update is skipped; BN running statistics
+ * still move), and write a table (module,
+ * kind, forward and backward ms per step) into report. For finding where a step's time goes. */
+snn_status snn_cuda_model_profile(snn_cuda_model *g, const float *x, int x_has_time,
+                                  const int32_t *labels, int steps, char *report, size_t cap);
 /* Bytes of device memory the model holds (parameters, state, activations, workspaces). */
 size_t snn_cuda_model_device_bytes(const snn_cuda_model *g);
 

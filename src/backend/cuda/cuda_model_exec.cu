@@ -140,7 +140,7 @@ static snn_status neuron_bwd(snn_cuda_model *g, gnode *n) {
                                     NULL, NULL, n->gin, NULL, NULL, NULL, NULL);
 }
 
-snn_status snn_gm_forward(snn_cuda_model *g, gnode *n, int training) {
+static snn_status fwd_impl(snn_cuda_model *g, gnode *n, int training) {
     snn_cuda *c = g->c;
     switch (n->kind) {
     case GK_SEQ:
@@ -170,7 +170,7 @@ snn_status snn_gm_forward(snn_cuda_model *g, gnode *n, int training) {
     return snn_error(SNN_E_STATE, "unknown GPU module kind");
 }
 
-snn_status snn_gm_backward(snn_cuda_model *g, gnode *n) {
+static snn_status bwd_impl(snn_cuda_model *g, gnode *n) {
     snn_cuda *c = g->c;
     switch (n->kind) {
     case GK_SEQ:
@@ -198,3 +198,23 @@ snn_status snn_gm_backward(snn_cuda_model *g, gnode *n) {
     }
     return snn_error(SNN_E_STATE, "unknown GPU module kind");
 }
+
+/* Profiling (snn_cuda_model_profile): leaves are timed one by one with events and a
+ * synchronisation each, so the numbers include no overlap; containers just recurse. */
+static snn_status timed(snn_cuda_model *g, gnode *n, int bwd, int training) {
+    int leaf = n->kind != GK_SEQ && n->kind != GK_RES && n->kind != GK_ALIAS;
+    if (!g->prof || !leaf) return bwd ? bwd_impl(g, n) : fwd_impl(g, n, training);
+    cudaStream_t sm = snn_cuda_stream_of(g->c);
+    SNN_CU_TRY(cudaEventRecord(g->ev[0], sm));
+    snn_status st = bwd ? bwd_impl(g, n) : fwd_impl(g, n, training);
+    SNN_CU_TRY(cudaEventRecord(g->ev[1], sm));
+    SNN_CU_TRY(cudaEventSynchronize(g->ev[1]));
+    float ms = 0;
+    cudaEventElapsedTime(&ms, g->ev[0], g->ev[1]);
+    if (bwd) n->bwd_ms += ms;
+    else n->fwd_ms += ms;
+    return st;
+}
+
+snn_status snn_gm_forward(snn_cuda_model *g, gnode *n, int training) { return timed(g, n, 0, training); }
+snn_status snn_gm_backward(snn_cuda_model *g, gnode *n) { return timed(g, n, 1, 1); }

@@ -62,6 +62,8 @@ struct gnode {
     float *h;            /* pre-reset membrane [T][n] saved by the training forward */
     /* SSA / token mean */
     int L, heads;
+    /* profiling */
+    float fwd_ms, bwd_ms;
 };
 
 /* Bump allocator over one cudaMalloc: measure first (base NULL), then assign. */
@@ -113,6 +115,8 @@ struct snn_cuda_model {
     int graph_mode;                /* x_has_time of the captured graph, -1 none */
     int warm;                      /* eager steps run so far */
     size_t device_bytes;
+    int prof;                      /* time each leaf module (snn_cuda_model_profile) */
+    cudaEvent_t ev[2];
 };
 
 /* cuda_model_exec.cu */
