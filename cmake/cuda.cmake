@@ -26,7 +26,7 @@ set(SNN_CUDA_FLAGS -std=c++17 -O3 --expt-relaxed-constexpr -Xcompiler=-Wall,-Wno
 target_compile_options(snn PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:${SNN_CUDA_FLAGS}>)
 
 # GPU tests: exit 77 (skipped) when no GPU is usable, so a CUDA build without a GPU still passes.
-file(GLOB _snn_cuda_tests ${PROJECT_SOURCE_DIR}/tests/cuda/test_cuda_*.c)
+file(GLOB _snn_cuda_tests CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/cuda/test_cuda_*.c)
 foreach(_src ${_snn_cuda_tests})
   get_filename_component(t ${_src} NAME_WE)
   add_executable(${t} ${_src} ${PROJECT_SOURCE_DIR}/tests/harness.c)
