@@ -73,7 +73,8 @@ static snn_status check_type16(const char *what, snn_dtype t) {
  * j = (c*k + ky)*k + kx is split once per thread and then advanced by the step with carries,
  * keeping divisions out of the inner loop. */
 template <typename T>
-__global__ void im2col_kernel(T *col, int ldcol, const float *x, int B, int C, int H, int W,
+__global__ void im2col_kernel(T *__restrict__ col, int ldcol, const float *__restrict__ x, int B,
+                              int C, int H, int W,
                               int k, int stride, int pad, int Ho, int Wo, Div dP, Div dWo) {
     const int kk = k * k, P = Ho * Wo, rows = B * P;
     const int j0 = threadIdx.x, step = blockDim.x;
@@ -88,6 +89,7 @@ __global__ void im2col_kernel(T *col, int ldcol, const float *x, int B, int C, i
         const float *xb = x + (size_t)b * C * plane;
         T *out = col + (size_t)row * ldcol;
         int c = c0, ky = ky0, kx = kx0;
+#pragma unroll 4
         for (int j = j0; j < ldcol; j += step) {
             const int iy = iy0 + ky, ix = ix0 + kx;
             float v = 0.0f; /* padding taps and the columns past C*k*k */
@@ -144,10 +146,15 @@ extern "C" snn_status snn_cuda_im2col(snn_cuda *c, snn_dtype col_type, void *col
 /* ---- col2im: one thread per input element gathers the (pixel, tap) entries that read it.
  * Output pixel oy reads row oy*stride - pad + ky, so input row y is read by tap ky from
  * oy = (y + pad - ky) / stride when that division is exact and 0 <= oy < Ho. Taps are
- * visited ky-major, kx-minor: the CPU col2im's order of additions. ---- */
-__global__ void col2im_kernel(float *dx, const float *dcol, int ldcol, int B, int C, int H,
-                              int W, int k, int stride, int pad, int Ho, int Wo, Div dW, Div dH,
-                              Div dC, Div ds) {
+ * visited ky-major, kx-minor: the CPU col2im's order of additions. Taps that read nothing add
+ * +0.0f, which changes no sum (a sum that starts at +0 is never -0), so the loops have no
+ * branches: with the kernel size KT known at compile time (0 = run-time k) they unroll and
+ * all the loads are in flight together. ---- */
+template <int KT>
+__global__ void col2im_kernel(float *__restrict__ dx, const float *__restrict__ dcol, int ldcol,
+                              int B, int C, int H, int W, int k_rt, int stride, int pad, int Ho,
+                              int Wo, Div dW, Div dH, Div dC, Div ds) {
+    const int k = KT ? KT : k_rt;
     const int n = B * C * H * W, P = Ho * Wo;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
         const int t = dv(i, dW), xq = i - t * W;
@@ -155,19 +162,17 @@ __global__ void col2im_kernel(float *dx, const float *dcol, int ldcol, int B, in
         const int b = dv(plane, dC), ch = plane - b * C;
         const float *db = dcol + (size_t)b * P * ldcol + (size_t)ch * k * k;
         float acc = 0.0f;
+#pragma unroll
         for (int ky = 0; ky < k; ky++) {
             const int ty = y + pad - ky; /* = oy * stride */
-            if (ty < 0) break;           /* ty falls as ky grows */
-            const int oy = dv(ty, ds);
-            if (oy * stride != ty) continue;
-            if (oy >= Ho) continue;
+            const int oy = dv(ty > 0 ? ty : 0, ds);
+            const bool oky = ty >= 0 && oy * stride == ty && oy < Ho;
+#pragma unroll
             for (int kx = 0; kx < k; kx++) {
                 const int tx = xq + pad - kx;
-                if (tx < 0) break;
-                const int ox = dv(tx, ds);
-                if (ox * stride != tx) continue;
-                if (ox >= Wo) continue;
-                acc += db[(size_t)(oy * Wo + ox) * ldcol + ky * k + kx];
+                const int ox = dv(tx > 0 ? tx : 0, ds);
+                const bool ok = oky && tx >= 0 && ox * stride == tx && ox < Wo;
+                acc += ok ? db[(size_t)(oy * Wo + ox) * ldcol + ky * k + kx] : 0.0f;
             }
         }
         dx[i] = acc;
@@ -184,9 +189,17 @@ extern "C" snn_status snn_cuda_col2im(snn_cuda *c, float *dx, const float *dcol,
     if (!fits_int((long long)B * Ho * Wo))
         return snn_error(SNN_E_INVALID, "col2im: %d output pixels are too many", B * Ho * Wo);
     const size_t n = (size_t)B * C * H * W;
-    col2im_kernel<<<capped_grid(c, n, 256, 32), 256, 0, snn_cuda_stream_of(c)>>>(
-        dx, dcol, ldcol, B, C, H, W, k, stride, pad, Ho, Wo, div_make(W), div_make(H), div_make(C),
-        div_make(stride));
+    const unsigned grid = capped_grid(c, n, 256, 32);
+    const Div dW = div_make(W), dH = div_make(H), dC = div_make(C), ds = div_make(stride);
+    cudaStream_t st = snn_cuda_stream_of(c);
+#define C2I(KT)                                                                                  \
+    col2im_kernel<KT><<<grid, 256, 0, st>>>(dx, dcol, ldcol, B, C, H, W, k, stride, pad, Ho, Wo, \
+                                            dW, dH, dC, ds)
+    if (k == 3) C2I(3);
+    else if (k == 1) C2I(1);
+    else if (k == 2) C2I(2);
+    else C2I(0);
+#undef C2I
     SNN_CU_LAUNCHED("col2im");
     return SNN_OK;
 }
@@ -297,28 +310,56 @@ extern "C" snn_status snn_cuda_nchw_to_nhwc(snn_cuda *c, snn_dtype dst_type, voi
  * Forward: one thread per output; the window is scanned row-major over its in-image taps
  * (padding is -inf, so it never wins), a strictly larger value replaces the best (first
  * maximum wins ties) and a NaN wins and ends the scan, as in src/nn/pool.c. When every tap is
- * -inf the first in-image tap is the argmax, as on the CPU. */
-__global__ void maxpool_fwd_kernel(const float *x, float *y, uint8_t *arg, int B, int C, int H,
-                                   int W, int k, int stride, int pad, int Ho, int Wo, Div dWo,
-                                   Div dHo) {
+ * -inf the first in-image tap is the argmax, as on the CPU. With the kernel size KT known at
+ * compile time the taps are loaded together first, then scanned. */
+template <int KT>
+__global__ void maxpool_fwd_kernel(const float *__restrict__ x, float *__restrict__ y,
+                                   uint8_t *__restrict__ arg, int B, int C, int H, int W, int k,
+                                   int stride, int pad, int Ho, int Wo, Div dWo, Div dHo) {
     const int n = B * C * Ho * Wo;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
         const int t = dv(i, dWo), ox = i - t * Wo;
         const int plane = dv(t, dHo), oy = t - plane * Ho;
         const int y0 = oy * stride - pad, x0 = ox * stride - pad;
-        const int ky0 = y0 < 0 ? -y0 : 0, ky1 = H - y0 < k ? H - y0 : k;
-        const int kx0 = x0 < 0 ? -x0 : 0, kx1 = W - x0 < k ? W - x0 : k;
         const float *xp = x + (size_t)plane * H * W;
         float best = -INFINITY;
-        int a = ky0 * k + kx0;
-        for (int ky = ky0; ky < ky1; ky++) {
-            const float *xr = xp + (size_t)(y0 + ky) * W + x0;
-            for (int kx = kx0; kx < kx1; kx++) {
-                const float v = xr[kx];
-                if (v > best || isnan(v)) {
-                    best = v;
-                    a = ky * k + kx;
-                    if (isnan(v)) goto done;
+        int a;
+        if (KT) {
+            float v[KT ? KT * KT : 1];
+            bool in[KT ? KT * KT : 1];
+#pragma unroll
+            for (int ky = 0; ky < KT; ky++)
+#pragma unroll
+                for (int kx = 0; kx < KT; kx++) {
+                    const int iy = y0 + ky, ix = x0 + kx, tp = ky * KT + kx;
+                    in[tp] = (unsigned)iy < (unsigned)H && (unsigned)ix < (unsigned)W;
+                    v[tp] = in[tp] ? xp[(size_t)iy * W + ix] : -INFINITY;
+                }
+            a = -1;
+            bool stop = false;
+#pragma unroll
+            for (int tp = 0; tp < KT * KT; tp++) {
+                if (!in[tp] || stop) continue;
+                if (a < 0) a = tp; /* the first in-image tap */
+                if (v[tp] > best || isnan(v[tp])) {
+                    best = v[tp];
+                    a = tp;
+                    stop = isnan(v[tp]);
+                }
+            }
+        } else {
+            const int ky0 = y0 < 0 ? -y0 : 0, ky1 = H - y0 < k ? H - y0 : k;
+            const int kx0 = x0 < 0 ? -x0 : 0, kx1 = W - x0 < k ? W - x0 : k;
+            a = ky0 * k + kx0;
+            for (int ky = ky0; ky < ky1; ky++) {
+                const float *xr = xp + (size_t)(y0 + ky) * W + x0;
+                for (int kx = kx0; kx < kx1; kx++) {
+                    const float v = xr[kx];
+                    if (v > best || isnan(v)) {
+                        best = v;
+                        a = ky * k + kx;
+                        if (isnan(v)) goto done;
+                    }
                 }
             }
         }
@@ -330,10 +371,14 @@ __global__ void maxpool_fwd_kernel(const float *x, float *y, uint8_t *arg, int B
 
 /* Backward: one thread per input element sums dy over the windows that contain it and whose
  * argmax is it. Windows oy with oy*stride - pad <= y <= oy*stride - pad + k - 1, visited in
- * increasing output order: the order in which the CPU module scatters. */
-__global__ void maxpool_bwd_kernel(const float *dy, const uint8_t *arg, float *dx, int B, int C,
-                                   int H, int W, int k, int stride, int pad, int Ho, int Wo, Div dW,
-                                   Div dH, Div ds) {
+ * increasing output order: the order in which the CPU module scatters. NC: at most this many
+ * windows per dimension (ceil(k / stride), 0 = not known at compile time); then the loops
+ * unroll, every candidate's arg and dy load together and a non-matching window adds +0.0f
+ * (a no-op, see col2im). */
+template <int NC>
+__global__ void maxpool_bwd_kernel(const float *__restrict__ dy, const uint8_t *__restrict__ arg,
+                                   float *__restrict__ dx, int B, int C, int H, int W, int k,
+                                   int stride, int pad, int Ho, int Wo, Div dW, Div dH, Div ds) {
     const int n = B * C * H * W;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
         const int t = dv(i, dW), xq = i - t * W;
@@ -346,12 +391,27 @@ __global__ void maxpool_bwd_kernel(const float *dy, const uint8_t *arg, float *d
         if (ox1 > Wo - 1) ox1 = Wo - 1;
         const size_t base = (size_t)plane * Ho * Wo;
         float acc = 0.0f;
-        for (int oy = oy0; oy <= oy1; oy++)
-            for (int ox = ox0; ox <= ox1; ox++) {
-                const size_t o = base + (size_t)oy * Wo + ox;
-                const int want = (y - (oy * stride - pad)) * k + (xq - (ox * stride - pad));
-                if (arg[o] == want) acc += dy[o];
-            }
+        if (NC) {
+#pragma unroll
+            for (int a = 0; a < NC; a++)
+#pragma unroll
+                for (int b = 0; b < NC; b++) {
+                    const int oy = oy0 + a, ox = ox0 + b;
+                    const bool ok = oy <= oy1 && ox <= ox1;
+                    const size_t o = base + (size_t)oy * Wo + ox;
+                    const int want = (y - (oy * stride - pad)) * k + (xq - (ox * stride - pad));
+                    const int got = ok ? arg[o] : -1;
+                    const float g = ok ? dy[o] : 0.0f;
+                    acc += got == want ? g : 0.0f;
+                }
+        } else {
+            for (int oy = oy0; oy <= oy1; oy++)
+                for (int ox = ox0; ox <= ox1; ox++) {
+                    const size_t o = base + (size_t)oy * Wo + ox;
+                    const int want = (y - (oy * stride - pad)) * k + (xq - (ox * stride - pad));
+                    if (arg[o] == want) acc += dy[o];
+                }
+        }
         dx[i] = acc;
     }
 }
@@ -375,8 +435,16 @@ extern "C" snn_status snn_cuda_maxpool2d_forward(snn_cuda *c, const float *x, fl
         return snn_error(SNN_E_INVALID, "maxpool2d_forward needs a context, x, y and arg");
     const int Ho = out_size(H, k, stride, pad), Wo = out_size(W, k, stride, pad);
     const size_t n = (size_t)B * C * Ho * Wo;
-    maxpool_fwd_kernel<<<capped_grid(c, n, 256, 32), 256, 0, snn_cuda_stream_of(c)>>>(
-        x, y, arg, B, C, H, W, k, stride, pad, Ho, Wo, div_make(Wo), div_make(Ho));
+    const unsigned grid = capped_grid(c, n, 256, 32);
+    const Div dWo = div_make(Wo), dHo = div_make(Ho);
+    cudaStream_t st = snn_cuda_stream_of(c);
+#define MPF(KT)                                                                                  \
+    maxpool_fwd_kernel<KT><<<grid, 256, 0, st>>>(x, y, arg, B, C, H, W, k, stride, pad, Ho, Wo,   \
+                                                 dWo, dHo)
+    if (k == 3) MPF(3);
+    else if (k == 2) MPF(2);
+    else MPF(0);
+#undef MPF
     SNN_CU_LAUNCHED("maxpool2d_forward");
     return SNN_OK;
 }
@@ -389,9 +457,18 @@ extern "C" snn_status snn_cuda_maxpool2d_backward(snn_cuda *c, const float *dy, 
         return snn_error(SNN_E_INVALID, "maxpool2d_backward needs a context, dy, arg and dx");
     const int Ho = out_size(H, k, stride, pad), Wo = out_size(W, k, stride, pad);
     const size_t n = (size_t)B * C * H * W;
-    maxpool_bwd_kernel<<<capped_grid(c, n, 256, 32), 256, 0, snn_cuda_stream_of(c)>>>(
-        dy, arg, dx, B, C, H, W, k, stride, pad, Ho, Wo, div_make(W), div_make(H),
-        div_make(stride));
+    const unsigned grid = capped_grid(c, n, 256, 32);
+    const Div dW = div_make(W), dH = div_make(H), ds = div_make(stride);
+    const int nc = (k + stride - 1) / stride; /* windows per dimension that hold a pixel */
+    cudaStream_t st = snn_cuda_stream_of(c);
+#define MPB(NC)                                                                                  \
+    maxpool_bwd_kernel<NC><<<grid, 256, 0, st>>>(dy, arg, dx, B, C, H, W, k, stride, pad, Ho, Wo, \
+                                                 dW, dH, ds)
+    if (nc == 1) MPB(1);
+    else if (nc == 2) MPB(2);
+    else if (nc == 3) MPB(3);
+    else MPB(0);
+#undef MPB
     SNN_CU_LAUNCHED("maxpool2d_backward");
     return SNN_OK;
 }
