@@ -477,6 +477,16 @@ extern "C" snn_status snn_cuda_model_create(snn_cuda *c, snn_model *m, const snn
         if (opt->kind == SNN_OPTIM_SGD && opt->dampening != 0.0f)
             st = snn_error(SNN_E_UNSUPPORTED, "GPU model: SGD dampening is not supported (use 0)");
     }
+    if (st == SNN_OK) {
+        g->pin_lab_off = ((size_t)g->B * g->in_feat * sizeof(float) + 255) & ~(size_t)255;
+        g->pin_scal_off = (g->pin_lab_off + (size_t)g->N * sizeof(int32_t) + 255) & ~(size_t)255;
+        size_t bytes = g->pin_scal_off + 256;
+        for (int k = 0; k < 2 && st == SNN_OK; k++) {
+            cudaError_t e = cudaMallocHost(&g->pin[k], bytes);
+            if (e == cudaSuccess) e = cudaEventCreateWithFlags(&g->pin_ev[k], cudaEventDisableTiming);
+            if (e != cudaSuccess) st = snn_cuda_fail(e, "pinned staging buffer");
+        }
+    }
     if (st == SNN_OK) st = snn_cuda_synchronize(c);
     if (st != SNN_OK) {
         snn_cuda_model_destroy(g);
@@ -489,6 +499,11 @@ extern "C" snn_status snn_cuda_model_create(snn_cuda *c, snn_model *m, const snn
 extern "C" void snn_cuda_model_destroy(snn_cuda_model *g) {
     if (!g) return;
     if (g->graph) cudaGraphExecDestroy(g->graph);
+    cudaStreamSynchronize(snn_cuda_stream_of(g->c));
+    for (int k = 0; k < 2; k++) {
+        if (g->pin[k]) cudaFreeHost(g->pin[k]);
+        if (g->pin_ev[k]) cudaEventDestroy(g->pin_ev[k]);
+    }
     snn_cuda_free(g->act_mem);
     snn_cuda_free(g->params);
     snn_cuda_free(g->grads);
@@ -540,9 +555,26 @@ static snn_status enqueue_step(snn_cuda_model *g, int x_has_time) {
     return refresh_compute_copy(g);
 }
 
-static snn_status stage_input(snn_cuda_model *g, const float *x, int x_has_time) {
-    size_t n = (x_has_time ? (size_t)g->B : (size_t)g->N) * g->in_feat;
-    return snn_cuda_upload(g->c, x_has_time ? g->x : g->x1, x, n * sizeof(float));
+/* Host -> device staging through two pinned buffers: the copies are asynchronous, so the host
+ * assembles the next batch while the device still runs the previous step; a buffer is
+ * reused only after the copy out of it has completed (its event). */
+static snn_status stage_step(snn_cuda_model *g, const float *x, int x_has_time,
+                             const int32_t *labels, const snn_cuda_step_scalars *s) {
+    const int k = g->pin_i;
+    g->pin_i ^= 1;
+    SNN_CU_TRY(cudaEventSynchronize(g->pin_ev[k]));
+    char *p = (char *)g->pin[k];
+    size_t nx = (x_has_time ? (size_t)g->B : (size_t)g->N) * g->in_feat * sizeof(float);
+    size_t nl = (size_t)g->N * sizeof(int32_t);
+    memcpy(p, x, nx);
+    memcpy(p + g->pin_lab_off, labels, nl);
+    memcpy(p + g->pin_scal_off, s, sizeof *s);
+    cudaStream_t sm = snn_cuda_stream_of(g->c);
+    SNN_CU_TRY(cudaMemcpyAsync(x_has_time ? g->x : g->x1, p, nx, cudaMemcpyHostToDevice, sm));
+    SNN_CU_TRY(cudaMemcpyAsync(g->labels, p + g->pin_lab_off, nl, cudaMemcpyHostToDevice, sm));
+    SNN_CU_TRY(cudaMemcpyAsync(g->scal, p + g->pin_scal_off, sizeof *s, cudaMemcpyHostToDevice, sm));
+    SNN_CU_TRY(cudaEventRecord(g->pin_ev[k], sm));
+    return SNN_OK;
 }
 
 extern "C" snn_status snn_cuda_model_train_step(snn_cuda_model *g, const float *x, int x_has_time,
@@ -552,8 +584,6 @@ extern "C" snn_status snn_cuda_model_train_step(snn_cuda_model *g, const float *
         if (labels[i] < 0 || (size_t)labels[i] >= g->classes)
             return snn_error(SNN_E_INVALID, "label %d of sample %d is outside [0, %zu)", (int)labels[i],
                              i, g->classes);
-    SNN_TRY(stage_input(g, x, x_has_time));
-    SNN_TRY(snn_cuda_upload(g->c, g->labels, labels, (size_t)g->N * sizeof(int32_t)));
     g->step++;
     snn_cuda_step_scalars s;
     memset(&s, 0, sizeof s);
@@ -562,7 +592,7 @@ extern "C" snn_status snn_cuda_model_train_step(snn_cuda_model *g, const float *
     s.bc2 = (float)(1.0 - pow((double)g->opt.beta2, (double)g->step));
     s.grad_scale = 1.0f;
     s.skip = 0;
-    SNN_TRY(snn_cuda_upload(g->c, g->scal, &s, sizeof s));
+    SNN_TRY(stage_step(g, x, x_has_time, labels, &s));
     cudaStream_t sm = snn_cuda_stream_of(g->c);
     /* First step eagerly (cuBLASLt picks its algorithms then), then capture once per input
      * mode and replay. */
@@ -691,17 +721,13 @@ extern "C" snn_status snn_cuda_model_profile(snn_cuda_model *g, const float *x, 
     for (int i = 0; i <= steps && st == SNN_OK; i++) {
         g->prof = i > 0;
         if (i == 1) prof_walk(g->root, &o, 1);
-        st = stage_input(g, x, x_has_time);
-        if (st == SNN_OK) st = snn_cuda_upload(g->c, g->labels, labels, (size_t)g->N * sizeof(int32_t));
-        if (st == SNN_OK) {
-            snn_cuda_step_scalars sc;
-            memset(&sc, 0, sizeof sc);
-            sc.lr = 0.0f; /* profile without changing the model */
-            sc.bc1 = sc.bc2 = 1.0f;
-            sc.grad_scale = 1.0f;
-            sc.skip = 1;
-            st = snn_cuda_upload(g->c, g->scal, &sc, sizeof sc);
-        }
+        snn_cuda_step_scalars sc;
+        memset(&sc, 0, sizeof sc);
+        sc.lr = 0.0f; /* profile without changing the model */
+        sc.bc1 = sc.bc2 = 1.0f;
+        sc.grad_scale = 1.0f;
+        sc.skip = 1;
+        st = stage_step(g, x, x_has_time, labels, &sc);
         if (st == SNN_OK && i == steps) {
             /* the last step once more without per-module synchronisation, for the total */
             g->prof = 0;

@@ -115,6 +115,10 @@ struct snn_cuda_model {
     int graph_mode;                /* x_has_time of the captured graph, -1 none */
     int warm;                      /* eager steps run so far */
     size_t device_bytes;
+    void *pin[2];                  /* pinned staging: input, labels, step scalars */
+    cudaEvent_t pin_ev[2];
+    int pin_i;
+    size_t pin_lab_off, pin_scal_off;
     int prof;                      /* time each leaf module (snn_cuda_model_profile) */
     cudaEvent_t ev[2];
 };
