@@ -594,6 +594,8 @@ int main(void) {
         {2, 3, 13, 7, 3, 2, 1, 5},  {4, 5, 8, 8, 1, 1, 0, 0},  {2, 4, 9, 11, 3, 1, 1, 3},
         {2, 2, 6, 5, 5, 3, 2, 0},   {2, 3, 4, 5, 1, 1, 1, 1},  {4, 16, 8, 8, 3, 1, 1, 16},
         {2, 7, 12, 10, 2, 2, 0, 2}, {2, 3, 15, 15, 4, 3, 3, 0},
+        /* input rows too wide for shared memory (the gather kernel), and two channel chunks */
+        {2, 2, 3, 4100, 3, 2, 1, 1}, {2, 40, 6, 120, 3, 1, 1, 3},
     };
     for (size_t i = 0; i < sizeof cc / sizeof cc[0]; i++) test_im2col(&cc[i]);
     for (size_t i = 0; i < sizeof cc / sizeof cc[0]; i++) test_conv(&cc[i], 3 + (int)i * 5);

@@ -89,7 +89,6 @@ __global__ void im2col_kernel(T *__restrict__ col, int ldcol, const float *__res
         const float *xb = x + (size_t)b * C * plane;
         T *out = col + (size_t)row * ldcol;
         int c = c0, ky = ky0, kx = kx0;
-#pragma unroll 4
         for (int j = j0; j < ldcol; j += step) {
             const int iy = iy0 + ky, ix = ix0 + kx;
             float v = 0.0f; /* padding taps and the columns past C*k*k */
@@ -106,6 +105,81 @@ __global__ void im2col_kernel(T *__restrict__ col, int ldcol, const float *__res
     }
 }
 
+/* The tiled form, used when the input rows fit in shared memory: one block per (sample,
+ * output row oy, chunk of CC channels). It first copies the k input rows that oy reads, for
+ * its channels, into shared memory with coalesced reads, zero-filled where the taps fall in
+ * the padding (tile[cc][ky][xx], xx = input column + pad, Wp = W + 2 pad wide), then writes
+ * the pixel rows' column segments [c0*k*k, (c0+CC)*k*k) (plus the zero columns up to ldcol
+ * in the last chunk): with one chunk and ldcol = C*k*k this is one contiguous stretch of
+ * Wo*ldcol outputs. The gather above re-reads every input value from cache k*k times, with a
+ * warp's loads spread over about a dozen cache lines. */
+#define IM2COL_SMEM_FLOATS 12288 /* 48 KiB at most: no opt-in needed */
+template <typename T>
+__global__ void im2col_tile_kernel(T *__restrict__ col, int ldcol, const float *__restrict__ x,
+                                   int C, int H, int W, int k, int stride, int pad, int Ho, int Wo,
+                                   int CC, int nchunk, Div d_seg, Div d_seg_last, Div d_kk,
+                                   Div d_k, Div d_wp) {
+    extern __shared__ float tile[]; /* CC * k * Wp floats */
+    const int Wp = W + 2 * pad, kk = k * k, K = C * kk;
+    const int rowblk = blockIdx.x / nchunk, chunk = blockIdx.x - rowblk * nchunk;
+    const int b = rowblk / Ho, oy = rowblk - b * Ho; /* rowblk = b*Ho + oy */
+    const int c0 = chunk * CC, cn = min(CC, C - c0);
+    const int iy0 = oy * stride - pad;
+    const float *xb = x + ((size_t)b * C + c0) * H * W;
+    const int tile_n = cn * k * Wp;
+    for (int e = threadIdx.x; e < tile_n; e += blockDim.x) {
+        const int r = dv(e, d_wp), xx = e - r * Wp; /* r = cc*k + ky */
+        const int cc = dv(r, d_k), ky = r - cc * k;
+        const int iy = iy0 + ky, ix = xx - pad;
+        tile[e] = (unsigned)iy < (unsigned)H && (unsigned)ix < (unsigned)W
+                      ? xb[((size_t)cc * H + iy) * W + ix]
+                      : 0.0f;
+    }
+    __syncthreads();
+    const bool last = chunk == nchunk - 1;
+    const Div ds = last ? d_seg_last : d_seg;
+    const int taps = cn * kk, seg = taps + (last ? ldcol - K : 0);
+    const int total = Wo * seg;
+    /* pixel (oy, ox) is row rowblk*Wo + ox of col */
+    T *out = col + (size_t)rowblk * Wo * ldcol + (size_t)c0 * kk;
+    for (int e = threadIdx.x; e < total; e += blockDim.x) {
+        const int ox = dv(e, ds), jj = e - ox * seg;
+        float v = 0.0f;
+        if (jj < taps) {
+            const int cc = dv(jj, d_kk), t = jj - cc * kk;
+            const int ky = dv(t, d_k), kx = t - ky * k;
+            v = tile[(cc * k + ky) * Wp + ox * stride + kx];
+        }
+        out[(size_t)ox * ldcol + jj] = Io<T>::st(v);
+    }
+}
+
+template <typename T>
+static void im2col_launch(snn_cuda *c, T *col, int ldcol, const float *x, int B, int C, int H,
+                          int W, int k, int stride, int pad, int Ho, int Wo) {
+    cudaStream_t st = snn_cuda_stream_of(c);
+    const int row_floats = k * (W + 2 * pad);
+    int CC = row_floats <= IM2COL_SMEM_FLOATS ? IM2COL_SMEM_FLOATS / row_floats : 0;
+    if (CC > C) CC = C;
+    const int nchunk = CC ? (C + CC - 1) / CC : 0;
+    if (CC && fits_int((long long)B * Ho * nchunk)) {
+        const int kk = k * k;
+        const int last_taps = (C - (nchunk - 1) * CC) * kk;
+        const size_t smem = (size_t)CC * row_floats * sizeof(float);
+        im2col_tile_kernel<T><<<(unsigned)((size_t)B * Ho * nchunk), 256, smem, st>>>(
+            col, ldcol, x, C, H, W, k, stride, pad, Ho, Wo, CC, nchunk, div_make(CC * kk),
+            div_make(last_taps + ldcol - C * kk), div_make(kk), div_make(k),
+            div_make(W + 2 * pad));
+        return;
+    }
+    unsigned bx = (unsigned)((ldcol + 31) / 32 * 32);
+    if (bx > 256) bx = 256;
+    const unsigned by = 256 / bx;
+    const unsigned grid = capped_grid(c, (size_t)B * Ho * Wo, by, 32);
+    im2col_kernel<T><<<grid, dim3(bx, by), 0, st>>>(col, ldcol, x, B, C, H, W, k, stride, pad, Ho,
+                                                    Wo, div_make(Ho * Wo), div_make(Wo));
+}
+
 extern "C" snn_status snn_cuda_im2col(snn_cuda *c, snn_dtype col_type, void *col, int ldcol,
                                       const float *x, int B, int C, int H, int W, int k,
                                       int stride, int pad) {
@@ -117,26 +191,16 @@ extern "C" snn_status snn_cuda_im2col(snn_cuda *c, snn_dtype col_type, void *col
         return snn_error(SNN_E_INVALID, "im2col: ldcol %d is smaller than C*k*k = %d", ldcol, K);
     if (!fits_int((long long)B * Ho * Wo))
         return snn_error(SNN_E_INVALID, "im2col: %d output pixels are too many", B * Ho * Wo);
-    unsigned bx = (unsigned)((ldcol + 31) / 32 * 32);
-    if (bx > 256) bx = 256;
-    const unsigned by = 256 / bx;
-    const size_t rows = (size_t)B * Ho * Wo;
-    const unsigned grid = capped_grid(c, rows, by, 32);
-    const dim3 block(bx, by);
-    const Div dP = div_make(Ho * Wo), dWo = div_make(Wo);
-    cudaStream_t st = snn_cuda_stream_of(c);
     switch (col_type) {
     case SNN_F32:
-        im2col_kernel<float><<<grid, block, 0, st>>>((float *)col, ldcol, x, B, C, H, W, k, stride,
-                                                     pad, Ho, Wo, dP, dWo);
+        im2col_launch<float>(c, (float *)col, ldcol, x, B, C, H, W, k, stride, pad, Ho, Wo);
         break;
     case SNN_BF16:
-        im2col_kernel<__nv_bfloat16><<<grid, block, 0, st>>>((__nv_bfloat16 *)col, ldcol, x, B, C,
-                                                             H, W, k, stride, pad, Ho, Wo, dP, dWo);
+        im2col_launch<__nv_bfloat16>(c, (__nv_bfloat16 *)col, ldcol, x, B, C, H, W, k, stride,
+                                     pad, Ho, Wo);
         break;
     default:
-        im2col_kernel<__half><<<grid, block, 0, st>>>((__half *)col, ldcol, x, B, C, H, W, k,
-                                                      stride, pad, Ho, Wo, dP, dWo);
+        im2col_launch<__half>(c, (__half *)col, ldcol, x, B, C, H, W, k, stride, pad, Ho, Wo);
         break;
     }
     SNN_CU_LAUNCHED("im2col");
