@@ -82,6 +82,13 @@ PY
 check "predict exit 0" '[ $? -eq 0 ]'
 check "predict one line per image" '[ $(wc -l <"$tmp/pred.out") -eq 5 ]'
 check "predict classes in range" 'awk "{ if (\$2 < 0 || \$2 > 9) exit 1 }" "$tmp/pred.out"'
+# --device cuda: without CUDA in this build (or without a usable GPU) one line and exit 2
+if ! "$SNN" --version | grep -q cuda; then
+  expect_usage_error "train --device cuda" train --model fcsnn --dataset synthetic --device cuda --out "$tmp/gpu"
+  expect_usage_error "eval --device cuda" eval --checkpoint "$tmp/run/model.safetensors" --dataset synthetic --device cuda
+  expect_usage_error "predict --device cuda" predict --checkpoint "$tmp/run/model.safetensors" --input "$tmp/img.idx" --device cuda
+fi
+expect_usage_error "bad device" train --model fcsnn --dataset synthetic --device cuda:x --out "$tmp/gpu"
 head -c 20 "$tmp/img.idx" >"$tmp/bad.idx"
 expect_usage_error "truncated idx" predict --checkpoint "$tmp/run/model.safetensors" --input "$tmp/bad.idx"
 exit $fail

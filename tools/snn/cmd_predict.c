@@ -6,6 +6,7 @@
 #include "cmds.h"
 #include "common.h"
 #include "snn/checkpoint.h"
+#include "train_cuda.h"
 
 int cmd_predict(int argc, char **argv) {
     const char *ckpt_path = NULL, *input = NULL;
@@ -49,8 +50,16 @@ int cmd_predict(int argc, char **argv) {
     if (F != snn_model_input_numel(m))
         die_usage("%s has %zu values per image but the model expects %zu", input, F, snn_model_input_numel(m));
     int total = snn_dataset_size(ds), N = batch < total ? batch : total, C = (int)snn_model_output_numel(m);
-    st = snn_model_plan(m, T, N);
-    if (st != SNN_OK) die_status(st, "planning");
+    gpu_infer *gpu = NULL;
+    float *yg = NULL;
+    if (device_is_cuda(pf.device)) {
+        gpu = gpu_infer_open(m, T, N, pf.device, precision_flags_config(&pf));
+        yg = malloc(sizeof(float) * (size_t)C * N * (size_t)T);
+        if (!yg) die_status(SNN_E_NOMEM, "allocating");
+    } else {
+        st = snn_model_plan(m, T, N);
+        if (st != SNN_OK) die_status(st, "planning");
+    }
     float *xb = malloc(sizeof(float) * F * N), *xt = malloc(sizeof(float) * F * N * (size_t)T);
     uint32_t *idx = malloc(sizeof(uint32_t) * N);
     if (!xb || !xt || !idx) die_status(SNN_E_NOMEM, "allocating");
@@ -58,9 +67,14 @@ int cmd_predict(int argc, char **argv) {
         int valid = total - start < N ? total - start : N;
         for (int i = 0; i < N; i++) idx[i] = (uint32_t)(start + (i < valid ? i : 0));
         st = snn_dataset_batch(ds, idx, N, xb, NULL);
-        if (st == SNN_OK) st = snn_encode(SNN_ENCODING_DIRECT, xb, N, F, T, seed, 0, xt);
         const float *y = NULL;
-        if (st == SNN_OK) st = snn_model_forward(m, xt, 0, &y);
+        if (gpu) {
+            if (st == SNN_OK) st = gpu_infer_forward(gpu, xb, valid, yg);
+            y = yg;
+        } else {
+            if (st == SNN_OK) st = snn_encode(SNN_ENCODING_DIRECT, xb, N, F, T, seed, 0, xt);
+            if (st == SNN_OK) st = snn_model_forward(m, xt, 0, &y);
+        }
         if (st != SNN_OK) die_status(st, "predicting");
         for (int i = 0; i < valid; i++) {
             int best = 0;
@@ -74,7 +88,8 @@ int cmd_predict(int argc, char **argv) {
             else printf("%d %d\n", start + i, best);
         }
     }
-    free(xb); free(xt); free(idx);
+    free(xb); free(xt); free(idx); free(yg);
+    gpu_infer_close(gpu);
     snn_dataset_free(ds);
     snn_ckpt_close(ck);
     snn_precision_free(prec);

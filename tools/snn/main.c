@@ -53,7 +53,11 @@ int main(int argc, char **argv) {
     }
     const char *c = argv[1];
     if (!strcmp(c, "--version") || !strcmp(c, "version")) {
+#ifdef SNN_HAVE_CUDA
+        printf("snn %s (cuda)\n", snn_version());
+#else
         printf("snn %s\n", snn_version());
+#endif
         return 0;
     }
     if (!strcmp(c, "--help") || !strcmp(c, "-h") || !strcmp(c, "help")) {

@@ -27,6 +27,17 @@ int train_cuda(const train_cuda_args *a) {
     return 2;
 }
 
+gpu_infer *gpu_infer_open(snn_model *m, int T, int N, const char *device, snn_precision_config pcfg) {
+    (void)m; (void)T; (void)N; (void)device; (void)pcfg;
+    no_cuda();
+    return NULL;
+}
+snn_status gpu_infer_forward(gpu_infer *s, const float *xb, int valid, float *y) {
+    (void)s; (void)xb; (void)valid; (void)y;
+    return SNN_E_UNSUPPORTED;
+}
+void gpu_infer_close(gpu_infer *s) { (void)s; }
+
 snn_status eval_cuda(snn_model *m, const snn_dataset *ds, int T, int N, snn_encoding enc, uint64_t seed,
                      const char *device, snn_precision_config pcfg, double *acc, double *loss) {
     (void)m; (void)ds; (void)T; (void)N; (void)enc; (void)seed; (void)device; (void)pcfg; (void)acc; (void)loss;
@@ -114,6 +125,35 @@ snn_status eval_cuda(snn_model *m, const snn_dataset *ds, int T, int N, snn_enco
     snn_cuda_model_destroy(g);
     snn_cuda_destroy(c);
     return st;
+}
+
+struct gpu_infer {
+    snn_cuda *c;
+    snn_cuda_model *g;
+};
+
+gpu_infer *gpu_infer_open(snn_model *m, int T, int N, const char *device, snn_precision_config pcfg) {
+    gpu_infer *s = calloc(1, sizeof *s);
+    if (!s) die_status(SNN_E_NOMEM, "allocating");
+    snn_dtype ct = compute_type(&pcfg);
+    snn_status st = snn_cuda_open_for_tool(device, &s->c);
+    if (st != SNN_OK) die_status(st, "opening the GPU");
+    snn_cuda_model_opts o = {.T = T, .N = N, .compute = ct};
+    snn_optim_opts oo = snn_optim_defaults(SNN_OPTIM_SGD);
+    st = snn_cuda_model_create(s->c, m, &o, &oo, &s->g);
+    if (st != SNN_OK) die_status(st, "putting the model on the GPU");
+    return s;
+}
+
+snn_status gpu_infer_forward(gpu_infer *s, const float *xb, int valid, float *y) {
+    return snn_cuda_model_forward(s->g, xb, 0, valid, y);
+}
+
+void gpu_infer_close(gpu_infer *s) {
+    if (!s) return;
+    snn_cuda_model_destroy(s->g);
+    snn_cuda_destroy(s->c);
+    free(s);
 }
 
 int train_cuda(const train_cuda_args *a) {

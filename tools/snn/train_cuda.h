@@ -30,4 +30,11 @@ int train_cuda(const train_cuda_args *a);
 snn_status eval_cuda(snn_model *m, const snn_dataset *ds, int T, int N, snn_encoding enc, uint64_t seed,
                      const char *device, snn_precision_config pcfg, double *acc, double *loss);
 
+/* Inference sessions on the GPU (snn predict): open exits 2 on failure; forward runs `valid`
+ * samples of xb [N][F] (direct encoding) and writes y [T][N][C]. */
+typedef struct gpu_infer gpu_infer;
+gpu_infer *gpu_infer_open(snn_model *m, int T, int N, const char *device, snn_precision_config pcfg);
+snn_status gpu_infer_forward(gpu_infer *s, const float *xb, int valid, float *y);
+void gpu_infer_close(gpu_infer *s);
+
 #endif
