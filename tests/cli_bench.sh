@@ -131,10 +131,30 @@ usage_case bench neuron --neuron relu
 usage_case bench crossover --widths 100
 usage_case bench crossover --precisions fp32
 usage_case bench crossover --baseline-precision fp8
-"$SNN" bench linear --device cuda >/dev/null 2>"$TMP/u.err"
-rc=$?
-[ $rc -eq 2 ] && [ "$(wc -l <"$TMP/u.err")" -eq 1 ] && grep -q "not available" "$TMP/u.err" && ok ||
-    bad "--device cuda: rc $rc, $(cat "$TMP/u.err")"
+# --device cuda: a build without CUDA, or a CUDA build on a machine without a usable GPU,
+# exits 2 with one line naming the problem; with a GPU it runs (then the JSON says cuda).
+for wl in linear fcsnn crossover; do
+    case $wl in
+    linear) a="--batch-size 32 --width 32 --depth 2" ;;
+    fcsnn) a="--time-steps 2 --batch-size 16 --input-dim 32 --hidden-dim 32" ;;
+    crossover) a="--widths 32 --batch-sizes 32 --depth 2" ;;
+    esac
+    "$SNN" bench $wl --device cuda $a --trials 1 --warmup 0 --training-steps 1 --inference-steps 1 --quiet \
+        --output "$TMP/cu.json" >/dev/null 2>"$TMP/u.err"
+    rc=$?
+    if [ $rc -eq 2 ]; then
+        [ "$(wc -l <"$TMP/u.err")" -eq 1 ] &&
+            grep -Eq "^snn: error: (this snn was built without CUDA \(configure with -DSNN_CUDA=ON\)|--device cuda:0: no usable GPU: .+)$" "$TMP/u.err" &&
+            ok || bad "bench $wl --device cuda: rc 2 but not one line naming the problem: $(cat "$TMP/u.err")"
+    elif [ $rc -eq 0 ]; then
+        "$PY" -c "import json,sys; d=json.load(open('$TMP/cu.json')); sys.exit(0 if d['config']['device']=='cuda:0' and d['metadata']['device']=='cuda:0' else 1)" &&
+            ok || bad "bench $wl --device cuda ran but its JSON does not say cuda:0"
+    else
+        bad "bench $wl --device cuda: rc $rc, $(cat "$TMP/u.err")"
+    fi
+done
+usage_case bench linear --device cuda:x
+usage_case bench neuron --device cuda
 "$SNN" bench linear --help >"$TMP/h.out" 2>&1 && grep -q -- "--precisions" "$TMP/h.out" && ok || bad "bench linear --help"
 
 # ---- 3. the checks fail the run (exit 1, listed in efficiency.failures) ----

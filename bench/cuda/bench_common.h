@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,6 +126,33 @@ static inline double gemm_rate(int n, snn_dtype ab, snn_dtype c, int fast_accum)
     snn_cuda_free(sc);
     g_alloc_bytes -= nn * 4 + nn * es * 2 + nn * snn_dtype_size(c) + 8;
     return 2.0 * n * (double)n * n / (ms * 1e-3) / 1e12;
+}
+
+/* Host pseudo-random numbers for the drivers' weights and inputs (splitmix64): uniform in
+ * [lo, hi) or, with normal != 0, N(0, 1) by Box-Muller. */
+static inline uint64_t host_rng_next(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static inline float *host_fill(size_t n, uint64_t seed, int normal, float lo, float hi) {
+    float *v = (float *)malloc(n * sizeof(float));
+    if (!v) {
+        fprintf(stderr, "out of host memory\n");
+        exit(1);
+    }
+    uint64_t s = seed;
+    for (size_t i = 0; i < n; i++) {
+        double u = ((host_rng_next(&s) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+        if (normal) {
+            double u2 = ((host_rng_next(&s) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+            v[i] = (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * u2));
+        } else {
+            v[i] = (float)(lo + (hi - lo) * u);
+        }
+    }
+    return v;
 }
 
 static inline void device_json(FILE *f) {
