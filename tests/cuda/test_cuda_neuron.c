@@ -103,6 +103,9 @@ static int bwd_impl(const ncase *c, nbwd_io *io, void *ctx) {
     return st != SNN_OK;
 }
 
+/* Benchmark-only launch-shape override (src/backend/cuda/cuda_neuron.cu; not public). */
+snn_status snn_cuda_neuron_bench_override(int pack_bytes, int block, int generic);
+
 static uint64_t g_rng;
 static int visit(const ncase *c, void *ctx) { return nc_run(c, fwd_impl, bwd_impl, ctx, &g_rng); }
 
@@ -134,24 +137,34 @@ int main(void) {
     static const snn_dtype ios[] = {SNN_F32, SNN_BF16, SNN_F16};
     /* every launch shape: pack width (16/8 bytes, or one neuron per thread when sizes or
      * alignment forbid packs) x prefetch depth, on aligned, odd and misaligned buffers */
-    static const struct { int T; size_t n; size_t offset; int pack, prefetch; } shapes[] = {
-        {16, 4160, 0, 16, 1}, /* 16-byte packs, short prefetch */
-        {16, 4160, 0, 8, 2},  /* 8-byte packs, long prefetch */
-        {7, 1003, 0, 0, 0},   /* odd n: automatic choice (one neuron per thread) */
-        {9, 2048, 4, 16, 1},  /* misaligned pointers: one neuron per thread */
-        {33, 520, 0, 16, 2},  /* T not a multiple of either prefetch depth */
-        {1, 520, 0, 8, 1},    /* a single step */
+    /* over: the override (4-byte packs = 2 neurons of 16-bit storage, block size, the
+     * runtime-surrogate backward instead of the fixed-surrogate kernels) */
+    static const struct { int T; size_t n; size_t offset; int pack, prefetch, over_pack, block, generic; } shapes[] = {
+        {16, 4160, 0, 16, 1, 0, 0, 0}, /* 16-byte packs, short prefetch */
+        {16, 4160, 0, 8, 2, 0, 0, 0},  /* 8-byte packs, long prefetch */
+        {7, 1003, 0, 0, 0, 0, 0, 0},   /* odd n: automatic choice (one neuron per thread) */
+        {9, 2048, 4, 16, 1, 0, 0, 0},  /* misaligned pointers: one neuron per thread */
+        {33, 520, 0, 16, 2, 0, 0, 0},  /* T not a multiple of either prefetch depth */
+        {1, 520, 0, 8, 1, 0, 0, 0},    /* a single step */
+        {11, 1034, 0, 0, 1, 4, 128, 0}, /* 4-byte packs (n even, not a multiple of 4) */
+        {12, 1040, 0, 8, 1, 0, 64, 1},  /* 8-byte packs, runtime-surrogate backward */
+        {10, 2050, 0, 16, 1, 0, 0, 0},  /* 16-byte packs fall back to 4-byte ones (n % 4 = 2) */
     };
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
         for (int d = 0; d < 3; d++) {
             g_offset = shapes[si].offset;
-            if (snn_cuda_set_neuron_tuning(g, shapes[si].pack, shapes[si].prefetch) != SNN_OK) {
+            if (snn_cuda_set_neuron_tuning(g, shapes[si].pack, shapes[si].prefetch) != SNN_OK ||
+                snn_cuda_neuron_bench_override(shapes[si].over_pack, shapes[si].block,
+                                               shapes[si].generic) != SNN_OK) {
                 CHECK_MSG(0, "set_neuron_tuning: %s", snn_last_error());
                 continue;
             }
             nc_all_configs(shapes[si].T, shapes[si].n, ios[d], visit, NULL);
         }
     CHECK(snn_cuda_set_neuron_tuning(g, 4, 0) == SNN_E_INVALID);
+    CHECK(snn_cuda_neuron_bench_override(2, 0, 0) == SNN_E_INVALID);
+    CHECK(snn_cuda_neuron_bench_override(0, 96, 0) == SNN_E_INVALID);
+    snn_cuda_neuron_bench_override(0, 0, 0);
     snn_cuda_set_neuron_tuning(g, 0, 0);
     g_offset = 0;
     check_errors();

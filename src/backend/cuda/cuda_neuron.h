@@ -12,7 +12,16 @@
  * every multiprocessor). */
 void snn_neuron_fwd_launch(cudaStream_t st, const FwdArgs &a, snn_dtype io, snn_dtype sp,
                            int pack_bytes, int lng, int block);
+/* spec: allow the kernels with the surrogate fixed at compile time (IF/LIF, Sigmoid or ATan,
+ * short prefetch, no max|gx|). */
 void snn_neuron_bwd_launch(cudaStream_t st, const BwdArgs &a, snn_dtype io, int pack_bytes,
-                           int lng, int block, float *gk, float *amax);
+                           int lng, int block, float *gk, float *amax, int spec);
+
+/* Benchmark-only override of the launch shape, process-wide (not in the public header: the
+ * benchmark and the neuron test declare it themselves). pack_bytes 0 (keep the context's
+ * tuning), 1, 4 (16-bit storage: 2 neurons per thread), 8 or 16; block 0 (automatic), 64, 128
+ * or 256 threads; generic 1 = never use the fixed-surrogate backward kernels. Results do not
+ * depend on it. Returns SNN_E_INVALID for other values. */
+extern "C" snn_status snn_cuda_neuron_bench_override(int pack_bytes, int block, int generic);
 
 #endif

@@ -165,8 +165,12 @@ SNN_HD void neuron_fwd_body(const FwdArgs &a, size_t tid) {
     }
 }
 
-/* Reverse-time BPTT; returns this thread's PLIF dL/dk partial in *gk and max|gx| in *amax. */
-template <typename TI, int V, int U, bool PLIF>
+/* Reverse-time BPTT; returns this thread's PLIF dL/dk partial in *gk and max|gx| in *amax.
+ * SG >= 0: the surrogate fixed at compile time (the per-element switch over 7 surrogates
+ * costs compares and branches in a loop that is instruction-bound in 16-bit storage);
+ * SG = -1: chosen at run time from a.p.sg. The fixed-surrogate variants also skip max|gx|
+ * (the launcher uses them only when no gx_amax is asked for). */
+template <typename TI, int V, int U, bool PLIF, int SG = -1>
 SNN_HD void neuron_bwd_body(const BwdArgs &a, size_t tid, float *gk, float *amax) {
     *gk = 0.0f;
     *amax = 0.0f;
@@ -180,6 +184,7 @@ SNN_HD void neuron_bwd_body(const BwdArgs &a, size_t tid, float *gk, float *amax
     const float lk = p.kind == 0 ? 1.0f : 1.0f - p.k;             /* dh_t / dv_{t-1} */
     const float cx = (p.kind != 0 && p.decay_input) ? p.k : 1.0f;  /* dh_t / dx_t */
     const float vinit = p.soft ? 0.0f : p.vreset;
+    const int sg = SG >= 0 ? SG : p.sg;
     float carry[V], tsum[V];
     float dk = 0.0f, mx = 0.0f;
 #pragma unroll
@@ -212,7 +217,7 @@ SNN_HD void neuron_bwd_body(const BwdArgs &a, size_t tid, float *gk, float *amax
                 const float gsv = Io<TI>::ld(gp[u].v[j]);
                 const float G = (gv ? Io<TI>::ld(vp[u].v[j]) : 0.0f) + carry[j];
                 const float x = hv - p.vth;
-                const float sig = snn_sg_grad(p.sg, p.alpha, x);
+                const float sig = snn_sg_grad(sg, p.alpha, x);
                 const float sv = x >= 0.0f ? 1.0f : 0.0f;
                 float gH;
                 if (!p.soft)
@@ -224,7 +229,7 @@ SNN_HD void neuron_bwd_body(const BwdArgs &a, size_t tid, float *gk, float *amax
                 carry[j] = gH * lk;
                 out.v[j] = Io<TI>::st(gxv);
                 tsum[j] += gxv;
-                mx = fmaxf(mx, fabsf(Io<TI>::ld(out.v[j])));
+                if (SG < 0) mx = fmaxf(mx, fabsf(Io<TI>::ld(out.v[j]))); /* see above */
                 if (plif) {
                     float vprev;
                     if (t == 0) {

@@ -19,6 +19,7 @@ template <typename TI, typename TS>
 static void launch_p(cudaStream_t st, const FwdArgs &a, int pack_bytes, int lng, int block) {
     if (pack_bytes == 16) launch_v<TI, TS, 16 / sizeof(TI)>(st, a, lng, block);
     else if (pack_bytes == 8) launch_v<TI, TS, 8 / sizeof(TI)>(st, a, lng, block);
+    else if (pack_bytes == 4 && sizeof(TI) == 2) launch_v<TI, TS, 2>(st, a, lng, block);
     else launch_v<TI, TS, 1>(st, a, lng, block);
 }
 
