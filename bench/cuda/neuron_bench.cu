@@ -314,7 +314,7 @@ static void on_check(on_bufs *q, void *const *ref, int C, char *out, size_t cap)
            brel = db.maxd / (db.maxr > 0 ? db.maxr : 1.0f);
     int ok = dy.maxd <= dy.maxr * (1.0f / 128) && wrel <= (C + 1) * (1.0 / 256) && brel <= 1e-4;
     if (dy.cnt == 0) ok = ok && ds.cnt == 0 && dh.cnt == 0;
-    else ok = ok && ds.cnt <= dy.cnt && ds.cnt <= xn / 10000;
+    else ok = ok && ds.cnt <= xn / 10000; /* a flipped spike changes that neuron's later steps */
     if (!ok) {
         fprintf(stderr, "OPEN NEUROMORPHIC CHECK FAILED: n=%d chunks=%d: y differs in %llu, "
                         "spikes in %llu, h in %llu elements; dW max rel %.3g, bias grad %.3g\n",
