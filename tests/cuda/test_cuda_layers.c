@@ -3,6 +3,9 @@
  *   - im2col against snn_im2col_f32 (bitwise, every column, padding columns 0), BF16/F16
  *     columns bitwise against snn_convert of the FP32 columns; col2im against
  *     snn_col2im_f32 (bitwise: same order of additions);
+ *   - the rounding variants (col2im_round, nhwc_to_nchw_round, BF16/F16) bitwise against
+ *     snn_convert's round trip of the FP32 results, -0 becoming +0 as the runner's separate
+ *     rounding pass did; im2col into a misaligned col (the scalar-store path);
  *   - conv: im2col + a host GEMM + nhwc_to_nchw (bias) equals the CPU Conv2d forward, and
  *     col2im of (dY in pixel-major order . W) equals the CPU Conv2d dx; nchw_to_nhwc bitwise;
  *   - MaxPool2d with many ties (integer inputs) and a NaN: y and dx bitwise against the CPU
@@ -71,6 +74,15 @@ static double maxabs(const float *a, size_t n) {
 static double rel(const float *a, const float *b, size_t n) {
     double f = 1e-2 * maxabs(b, n);
     return snn_test_max_rel(a, b, n, f > 1e-30 ? f : 1e-30);
+}
+
+/* want[i] = round_to(t, v[i] + 0.0f) as FP32: the documented result of the _round calls */
+static void round_trip(snn_dtype t, float *want, const float *v, size_t n) {
+    uint16_t *h = xmalloc(n * 2);
+    for (size_t i = 0; i < n; i++) want[i] = v[i] + 0.0f;
+    snn_convert(t, h, SNN_F32, want, n, 0);
+    snn_convert(SNN_F32, want, t, h, n, 0);
+    free(h);
 }
 
 /* ---- a CPU module hosted alone (flat params/grads/buffers, an arena), as snn_model does ---- */
@@ -172,6 +184,13 @@ static void test_im2col(const conv_case *cc) {
         CHECK_MSG(!memcmp(h16, want, ncol * 2), "im2col %s columns differ from the rounded FP32 ones",
                   snn_dtype_name(ts[t]));
         snn_cuda_free(d16);
+        /* col 2 bytes past a 16-byte boundary: no vector stores */
+        uint16_t *d16m = dalloc(ncol * 2 + 16);
+        OK(snn_cuda_im2col(g, ts[t], d16m + 1, ld, dx_x, B, C, H, W, k, cc->s, cc->p));
+        down(h16, d16m + 1, ncol * 2);
+        CHECK_MSG(!memcmp(h16, want, ncol * 2), "im2col %s into a misaligned col differs",
+                  snn_dtype_name(ts[t]));
+        snn_cuda_free(d16m);
     }
     /* col2im of random columns (junk in the padding columns must be ignored) */
     float *g_col = fvec(ncol, -1.0f, 1.0f), *dxg = xmalloc(nx * 4), *dxc = xmalloc(nx * 4);
@@ -190,6 +209,16 @@ static void test_im2col(const conv_case *cc) {
     fprintf(stderr, "  im2col/col2im B=%d C=%d %dx%d k=%d s=%d p=%d ld=%d: col2im max rel %.3g%s\n",
             B, C, H, W, k, cc->s, cc->p, ld, e, memcmp(dxg, dxc, nx * 4) ? "" : " (bitwise)");
     CHECK_MSG(!memcmp(dxg, dxc, nx * 4), "col2im differs from snn_col2im_f32 (max rel %g)", e);
+    float *wr = xmalloc(nx * 4);
+    for (int t = 0; t < 2; t++) {
+        poison(ddx, nx * 4);
+        OK(snn_cuda_col2im_round(g, ddx, dcol, ld, B, C, H, W, k, cc->s, cc->p, ts[t]));
+        down(dxg, ddx, nx * 4);
+        round_trip(ts[t], wr, dxc, nx);
+        CHECK_MSG(!memcmp(dxg, wr, nx * 4), "col2im_round (%s) differs from the rounded sums",
+                  snn_dtype_name(ts[t]));
+    }
+    free(wr);
     snn_cuda_free(dx_x);
     snn_cuda_free(dcol);
     snn_cuda_free(ddx);
@@ -231,6 +260,37 @@ static void test_conv(const conv_case *cc, int O) {
     OK(snn_cuda_nhwc_to_nchw(g, d_y, d_yn, d_bias, B, O, P));
     down(yg, d_y, ny * 4);
     double ey = rel(yg, y, ny);
+    {
+        /* the rounding variants; some -0 entries (with no bias they must come out +0) */
+        static const snn_dtype rt[2] = {SNN_BF16, SNN_F16};
+        float *got = xmalloc(ny * 4), *wr = xmalloc(ny * 4), *nb = xmalloc(ny * 4);
+        for (int t = 0; t < 2; t++) {
+            poison(d_y, ny * 4);
+            OK(snn_cuda_nhwc_to_nchw_round(g, d_y, d_yn, d_bias, B, O, P, rt[t]));
+            down(got, d_y, ny * 4);
+            round_trip(rt[t], wr, yg, ny);
+            CHECK_MSG(!memcmp(got, wr, ny * 4), "nhwc_to_nchw_round (%s, bias) differs",
+                      snn_dtype_name(rt[t]));
+        }
+        for (size_t i = 0; i < ny; i += 7) yn[i] = -0.0f;
+        snn_cuda_upload(g, d_yn, yn, ny * 4);
+        for (int b = 0; b < B; b++) /* the exact transpose, no bias */
+            for (int o = 0; o < O; o++)
+                for (int p = 0; p < P; p++)
+                    nb[((size_t)b * O + o) * P + p] = yn[((size_t)b * P + p) * O + o];
+        OK(snn_cuda_nhwc_to_nchw_round(g, d_y, d_yn, NULL, B, O, P, SNN_F32));
+        down(got, d_y, ny * 4);
+        CHECK_MSG(!memcmp(got, nb, ny * 4), "nhwc_to_nchw (no bias) is not the exact transpose");
+        for (int t = 0; t < 2; t++) {
+            poison(d_y, ny * 4);
+            OK(snn_cuda_nhwc_to_nchw_round(g, d_y, d_yn, NULL, B, O, P, rt[t]));
+            down(got, d_y, ny * 4);
+            round_trip(rt[t], wr, nb, ny);
+            CHECK_MSG(!memcmp(got, wr, ny * 4), "nhwc_to_nchw_round (%s, no bias) differs",
+                      snn_dtype_name(rt[t]));
+        }
+        free(got); free(wr); free(nb);
+    }
 
     /* backward: dY to pixel-major (checked bitwise), dcol = dYn . W, col2im */
     float *d_dy = dcopy(dy, ny * 4), *d_dyn = dalloc(ny * 4);
@@ -498,6 +558,10 @@ static void test_bad_args(void) {
     BAD(snn_cuda_col2im(g, b, a, 8, 1, 1, 5, 5, 3, 1, -1));               /* pad < 0 */
     BAD(snn_cuda_nhwc_to_nchw(g, b, a, NULL, 2, 0, 4));
     BAD(snn_cuda_nchw_to_nhwc(g, SNN_F8E5M2, b, a, 2, 3, 4));
+    BAD(snn_cuda_nhwc_to_nchw_round(g, b, a, NULL, 2, 3, 4, SNN_F8E4M3));
+    BAD(snn_cuda_nhwc_to_nchw_round(g, b, a, NULL, 2, 3, -4, SNN_BF16));
+    BAD(snn_cuda_col2im_round(g, b, a, 27, 1, 3, 5, 5, 3, 1, 1, SNN_E8M0));
+    BAD(snn_cuda_col2im_round(g, b, a, 26, 1, 3, 5, 5, 3, 1, 1, SNN_BF16)); /* ldcol < 27 */
     BAD(snn_cuda_maxpool2d_forward(g, a, b, arg, 1, 1, 8, 8, 16, 16, 0)); /* k*k > 255 */
     BAD(snn_cuda_maxpool2d_forward(g, a, b, arg, 1, 1, 8, 8, 3, 1, 2));   /* pad > k/2 */
     BAD(snn_cuda_maxpool2d_backward(g, a, arg, b, 1, 1, 8, 8, 0, 1, 0));
@@ -566,6 +630,22 @@ static void bench(void) {
          snn_cuda_im2col(g, SNN_BF16, col, K, x, B, C, Hs, Hs, 3, 1, 1));
     TIME("col2im C=48 64x64 k3 (f32 dcol)", (size_t)B * C * Hs * Hs * 4 + ncol * 4,
          snn_cuda_col2im(g, dx, (const float *)col, K, B, C, Hs, Hs, 3, 1, 1));
+    TIME("col2im_round C=48 64x64 k3 -> bf16", (size_t)B * C * Hs * Hs * 4 + ncol * 4,
+         snn_cuda_col2im_round(g, dx, (const float *)col, K, B, C, Hs, Hs, 3, 1, 1, SNN_BF16));
+    TIME("im2col C=96 32x32 k3 bf16", (size_t)B * 96 * 1024 * 4 + (size_t)B * 1024 * 864 * 2,
+         snn_cuda_im2col(g, SNN_BF16, col, 864, x, B, 96, 32, 32, 3, 1, 1));
+    TIME("col2im C=96 32x32 k3", (size_t)B * 96 * 1024 * 4 + (size_t)B * 1024 * 864 * 4,
+         snn_cuda_col2im(g, dx, (const float *)col, 864, B, 96, 32, 32, 3, 1, 1));
+    TIME("im2col C=3 128x128 k3 bf16 (ld 32)", (size_t)B * 3 * 16384 * 4 + (size_t)B * 16384 * 64,
+         snn_cuda_im2col(g, SNN_BF16, col, 32, x, B, 3, 128, 128, 3, 1, 1));
+    TIME("im2col pointwise C=384 L=64 bf16", (size_t)B * 384 * 64 * 6,
+         snn_cuda_im2col(g, SNN_BF16, col, 384, x, B, 384, 1, 64, 1, 1, 0));
+    TIME("col2im pointwise C=1536 L=64", (size_t)B * 1536 * 64 * 8,
+         snn_cuda_col2im(g, dx, (const float *)col, 1536, B, 1536, 1, 64, 1, 1, 0));
+    TIME("maxpool backward k3 s2 p1 C=96 64x64", (size_t)B * 96 * 4096 * 4 * 5 / 4,
+         snn_cuda_maxpool2d_backward(g, dy, arg, dx, B, 96, 64, 64, 3, 2, 1));
+    TIME("nhwc_to_nchw_round B=128 O=48 P=16384 bf16", (size_t)B * 48 * 16384 * 8,
+         snn_cuda_nhwc_to_nchw_round(g, y, x, par, B, 48, 16384, SNN_BF16));
     TIME("im2col C=384 8x8 k3 bf16", (size_t)B * 384 * 64 * 4 + (size_t)B * 64 * 3456 * 2,
          snn_cuda_im2col(g, SNN_BF16, col, 3456, x, B, 384, 8, 8, 3, 1, 1));
     TIME("nhwc_to_nchw B=128 O=192 P=1024 +bias", (size_t)B * 192 * 1024 * 8,
@@ -596,12 +676,20 @@ int main(void) {
         {2, 7, 12, 10, 2, 2, 0, 2}, {2, 3, 15, 15, 4, 3, 3, 0},
         /* input rows too wide for shared memory (the gather kernel), and two channel chunks */
         {2, 2, 3, 4100, 3, 2, 1, 1}, {2, 40, 6, 120, 3, 1, 1, 3},
+        /* 16-byte stores with two channel chunks; a pointwise Conv1d (k = 1, H = 1: a
+         * transpose) in three chunks, col2im in many; a 3-wide row (nothing to vectorise
+         * along x) and a 5x5 stride-2 kernel */
+        {2, 40, 6, 120, 3, 1, 1, 0}, {2, 384, 1, 64, 1, 1, 0, 0}, {2, 24, 1, 37, 1, 1, 0, 8},
+        {4, 8, 5, 3, 3, 1, 1, 0},    {2, 6, 11, 9, 5, 2, 2, 2},
     };
     for (size_t i = 0; i < sizeof cc / sizeof cc[0]; i++) test_im2col(&cc[i]);
     for (size_t i = 0; i < sizeof cc / sizeof cc[0]; i++) test_conv(&cc[i], 3 + (int)i * 5);
     static const pool_case pc[] = {
         {2, 3, 8, 8, 2, 2, 0, 0},  {2, 3, 13, 7, 3, 2, 1, 0}, {1, 2, 5, 6, 3, 1, 1, 1},
         {3, 2, 9, 11, 3, 3, 0, 0}, {2, 2, 7, 7, 2, 1, 1, 0},  {2, 4, 16, 16, 3, 2, 1, 1},
+        /* k3 s2 p1 (its own backward kernel): even/odd heights and widths, tiny planes */
+        {2, 3, 8, 9, 3, 2, 1, 0},  {1, 2, 7, 10, 3, 2, 1, 1}, {3, 5, 2, 1, 3, 2, 1, 0},
+        {2, 2, 1, 6, 3, 2, 1, 0},
     };
     for (size_t i = 0; i < sizeof pc / sizeof pc[0]; i++) test_maxpool(&pc[i]);
     const bn_case bc[] = {

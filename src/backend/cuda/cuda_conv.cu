@@ -108,18 +108,32 @@ __global__ void im2col_kernel(T *__restrict__ col, int ldcol, const float *__res
 /* The tiled form, used when the input rows fit in shared memory: one block per (sample,
  * output row oy, chunk of CC channels). It first copies the k input rows that oy reads, for
  * its channels, into shared memory with coalesced reads, zero-filled where the taps fall in
- * the padding (tile[cc][ky][xx], xx = input column + pad, Wp = W + 2 pad wide), then writes
- * the pixel rows' column segments [c0*k*k, (c0+CC)*k*k) (plus the zero columns up to ldcol
- * in the last chunk): with one chunk and ldcol = C*k*k this is one contiguous stretch of
- * Wo*ldcol outputs. The gather above re-reads every input value from cache k*k times, with a
- * warp's loads spread over about a dozen cache lines. */
+ * the padding (tile[cc][ky][xx], xx = input column + pad, rows Wpp >= W + 2 pad apart, Wpp
+ * odd), then writes the pixel rows' column segments [c0*k*k, (c0+CC)*k*k) (plus the zero
+ * columns up to ldcol in the last chunk): with one chunk and ldcol = C*k*k this is one
+ * contiguous stretch of Wo*ldcol outputs. The gather above re-reads every input value from
+ * cache k*k times, with a warp's loads spread over about a dozen cache lines.
+ *
+ * VEC: each thread writes V = 16 / sizeof(T) consecutive columns of one pixel with one
+ * 16-byte store (needs ldcol, every segment start and the base 16-byte aligned: checked by
+ * the launcher). A warp covers 4 consecutive groups x 8 consecutive pixels: its stores fill
+ * whole 32-byte sectors, and its shared-memory reads of one tap run along the pixels
+ * (consecutive banks) instead of down the channels (the same bank for k = 1). */
 #define IM2COL_SMEM_FLOATS 12288 /* 48 KiB at most: no opt-in needed */
-template <typename T>
+template <typename T> struct Vec16 {
+    static constexpr int V = 16 / (int)sizeof(T);
+    union U {
+        uint4 u;
+        T t[V];
+    };
+};
+
+template <typename T, bool VEC>
 __global__ void im2col_tile_kernel(T *__restrict__ col, int ldcol, const float *__restrict__ x,
                                    int C, int H, int W, int k, int stride, int pad, int Ho, int Wo,
-                                   int CC, int nchunk, Div d_seg, Div d_seg_last, Div d_kk,
-                                   Div d_k, Div d_wp) {
-    extern __shared__ float tile[]; /* CC * k * Wp floats */
+                                   int Wpp, int CC, int nchunk, Div d_seg, Div d_seg_last,
+                                   Div d_kk, Div d_k, Div d_wp, Div d_gt, Div d_gt_last) {
+    extern __shared__ float tile[]; /* CC * k * Wpp floats */
     const int Wp = W + 2 * pad, kk = k * k, K = C * kk;
     const int rowblk = blockIdx.x / nchunk, chunk = blockIdx.x - rowblk * nchunk;
     const int b = rowblk / Ho, oy = rowblk - b * Ho; /* rowblk = b*Ho + oy */
@@ -131,24 +145,51 @@ __global__ void im2col_tile_kernel(T *__restrict__ col, int ldcol, const float *
         const int r = dv(e, d_wp), xx = e - r * Wp; /* r = cc*k + ky */
         const int cc = dv(r, d_k), ky = r - cc * k;
         const int iy = iy0 + ky, ix = xx - pad;
-        tile[e] = (unsigned)iy < (unsigned)H && (unsigned)ix < (unsigned)W
-                      ? xb[((size_t)cc * H + iy) * W + ix]
-                      : 0.0f;
+        tile[r * Wpp + xx] = (unsigned)iy < (unsigned)H && (unsigned)ix < (unsigned)W
+                                 ? xb[((size_t)cc * H + iy) * W + ix]
+                                 : 0.0f;
     }
     __syncthreads();
     const bool last = chunk == nchunk - 1;
-    const Div ds = last ? d_seg_last : d_seg;
     const int taps = cn * kk, seg = taps + (last ? ldcol - K : 0);
-    const int total = Wo * seg;
     /* pixel (oy, ox) is row rowblk*Wo + ox of col */
     T *out = col + (size_t)rowblk * Wo * ldcol + (size_t)c0 * kk;
+    if (VEC) {
+        constexpr int V = Vec16<T>::V;
+        const Div dgt = last ? d_gt_last : d_gt;
+        const int ngroups = seg / V, ngt = (int)dgt.d; /* ngt = ceil(ngroups / 4) */
+        const int items = ((Wo + 7) >> 3) * ngt * 32;
+        for (int e = threadIdx.x; e < items; e += blockDim.x) {
+            const int w = e & 31, tl = e >> 5;
+            const int ot = dv(tl, dgt), gt = tl - ot * ngt;
+            const int ox = ot * 8 + (w & 7), gi = gt * 4 + (w >> 3);
+            if (ox >= Wo || gi >= ngroups) continue;
+            const int jj = gi * V;
+            int cc = dv(jj, d_kk), t = jj - cc * kk;
+            int ky = dv(t, d_k), kx = t - ky * k;
+            const float *tp = tile + ox * stride;
+            typename Vec16<T>::U u;
+#pragma unroll
+            for (int i = 0; i < V; i++) {
+                u.t[i] = Io<T>::st(jj + i < taps ? tp[(cc * k + ky) * Wpp + kx] : 0.0f);
+                if (++kx == k) {
+                    kx = 0;
+                    if (++ky == k) { ky = 0; cc++; }
+                }
+            }
+            *(uint4 *)(out + (size_t)ox * ldcol + jj) = u.u;
+        }
+        return;
+    }
+    const Div ds = last ? d_seg_last : d_seg;
+    const int total = Wo * seg;
     for (int e = threadIdx.x; e < total; e += blockDim.x) {
         const int ox = dv(e, ds), jj = e - ox * seg;
         float v = 0.0f;
         if (jj < taps) {
             const int cc = dv(jj, d_kk), t = jj - cc * kk;
             const int ky = dv(t, d_k), kx = t - ky * k;
-            v = tile[(cc * k + ky) * Wp + ox * stride + kx];
+            v = tile[(cc * k + ky) * Wpp + ox * stride + kx];
         }
         out[(size_t)ox * ldcol + jj] = Io<T>::st(v);
     }
@@ -158,18 +199,31 @@ template <typename T>
 static void im2col_launch(snn_cuda *c, T *col, int ldcol, const float *x, int B, int C, int H,
                           int W, int k, int stride, int pad, int Ho, int Wo) {
     cudaStream_t st = snn_cuda_stream_of(c);
-    const int row_floats = k * (W + 2 * pad);
+    const int Wpp = (W + 2 * pad) | 1; /* odd row pitch: the rows' taps fall in other banks */
+    const int row_floats = k * Wpp, kk = k * k, K = C * kk;
+    constexpr int V = Vec16<T>::V;
     int CC = row_floats <= IM2COL_SMEM_FLOATS ? IM2COL_SMEM_FLOATS / row_floats : 0;
     if (CC > C) CC = C;
+    /* several chunks: whole groups of 8 channels keep every segment start 16-byte aligned */
+    if (CC < C && CC >= 8) CC &= ~7;
     const int nchunk = CC ? (C + CC - 1) / CC : 0;
     if (CC && fits_int((long long)B * Ho * nchunk)) {
-        const int kk = k * k;
         const int last_taps = (C - (nchunk - 1) * CC) * kk;
+        const int seg = nchunk > 1 ? CC * kk : ldcol, seg_last = last_taps + ldcol - K;
+        const bool vec = ldcol % V == 0 && seg % V == 0 && seg_last % V == 0 &&
+                         ((uintptr_t)col & 15) == 0;
         const size_t smem = (size_t)CC * row_floats * sizeof(float);
-        im2col_tile_kernel<T><<<(unsigned)((size_t)B * Ho * nchunk), 256, smem, st>>>(
-            col, ldcol, x, C, H, W, k, stride, pad, Ho, Wo, CC, nchunk, div_make(CC * kk),
-            div_make(last_taps + ldcol - C * kk), div_make(kk), div_make(k),
-            div_make(W + 2 * pad));
+        const unsigned grid = (unsigned)((size_t)B * Ho * nchunk);
+        /* ceil(groups / 4); at least 1 (the scalar path, where seg < V, does not use them) */
+        const int gt = (seg / V + 3) / 4, gt_last = (seg_last / V + 3) / 4;
+        const Div dgt = div_make(gt > 0 ? gt : 1), dgt_last = div_make(gt_last > 0 ? gt_last : 1);
+#define I2C(VEC)                                                                                 \
+    im2col_tile_kernel<T, VEC><<<grid, 256, smem, st>>>(                                         \
+        col, ldcol, x, C, H, W, k, stride, pad, Ho, Wo, Wpp, CC, nchunk, div_make(seg),         \
+        div_make(seg_last), div_make(kk), div_make(k), div_make(W + 2 * pad), dgt, dgt_last)
+        if (vec) I2C(true);
+        else I2C(false);
+#undef I2C
         return;
     }
     unsigned bx = (unsigned)((ldcol + 31) / 32 * 32);
@@ -207,14 +261,23 @@ extern "C" snn_status snn_cuda_im2col(snn_cuda *c, snn_dtype col_type, void *col
     return SNN_OK;
 }
 
-/* ---- col2im: one thread per input element gathers the (pixel, tap) entries that read it.
- * Output pixel oy reads row oy*stride - pad + ky, so input row y is read by tap ky from
+/* ---- col2im: dx[b][c][y][x] gathers the (pixel, tap) entries that read it. Output pixel
+ * oy reads row oy*stride - pad + ky, so input row y is read by tap ky from
  * oy = (y + pad - ky) / stride when that division is exact and 0 <= oy < Ho. Taps are
- * visited ky-major, kx-minor: the CPU col2im's order of additions. Taps that read nothing add
- * +0.0f, which changes no sum (a sum that starts at +0 is never -0), so the loops have no
- * branches: with the kernel size KT known at compile time (0 = run-time k) they unroll and
- * all the loads are in flight together. ---- */
-template <int KT>
+ * visited ky-major, kx-minor: the CPU col2im's order of additions. A sum starts at +0 and
+ * is never -0, so skipping a tap equals adding +0.0f. R: the type the result is rounded to
+ * and stored back as FP32 (float = none; a 16-bit layer's input gradient is 16-bit). ---- */
+template <typename R> __device__ __forceinline__ float round_as(float v) {
+    /* + 0.0f turns -0 into +0, as the runner's separate rounding pass (which added a
+     * missing bias as 0.0f) did: the fused paths give the same bits */
+    return Io<R>::ld(Io<R>::st(v + 0.0f));
+}
+template <> __device__ __forceinline__ float round_as<float>(float v) { return v; }
+
+/* The gather form (images too wide for the tiled one): one thread per input element. With
+ * the kernel size KT known at compile time (0 = run-time k) the loops unroll, non-taps add
+ * +0.0f, and all the loads are in flight together. */
+template <int KT, typename R>
 __global__ void col2im_kernel(float *__restrict__ dx, const float *__restrict__ dcol, int ldcol,
                               int B, int C, int H, int W, int k_rt, int stride, int pad, int Ho,
                               int Wo, Div dW, Div dH, Div dC, Div ds) {
@@ -239,39 +302,164 @@ __global__ void col2im_kernel(float *__restrict__ dx, const float *__restrict__ 
                 acc += ok ? db[(size_t)(oy * Wo + ox) * ldcol + ky * k + kx] : 0.0f;
             }
         }
-        dx[i] = acc;
+        dx[i] = round_as<R>(acc);
     }
 }
 
-extern "C" snn_status snn_cuda_col2im(snn_cuda *c, float *dx, const float *dcol, int ldcol, int B,
-                                      int C, int H, int W, int k, int stride, int pad) {
+/* The tiled form: one block per (sample, input row y); for each chunk of CC channels it
+ * stages, with coalesced reads, the dcol entries that row y receives: for each tap row ky
+ * that reads y (slot m = ky / stride: those ky are congruent to y + pad mod stride), pixel
+ * row oy, every ox and the chunk's (cc, kx) columns, S[m][ox][cc*k + kx] (rows RS apart, RS
+ * odd); one block per (sample, y, chunk). Then thread (cc, x) sums its taps from shared
+ * memory: a warp's lanes run along x,
+ * so along ox, RS apart (conflict-free), and write dx rows contiguously. The gather form's
+ * warps read 32 cache lines per load (pixels are ldcol floats apart). With k = 1 this is a
+ * tiled transpose [L][C] -> [C][L]. */
+#define COL2IM_SMEM_FLOATS 12288
+template <int KT, typename R>
+__global__ void col2im_tile_kernel(float *__restrict__ dx, const float *__restrict__ dcol,
+                                   int ldcol, int C, int H, int W, int k_rt, int stride, int pad,
+                                   int Ho, int Wo, int CC, int nchunk, int nslot, int RS, Div dH,
+                                   Div dw, Div dw_last, Div dk, Div dW, Div ds) {
+    extern __shared__ float S[]; /* nslot * Wo * RS floats */
+    const int k = KT ? KT : k_rt, kk = k * k;
+    const int row = blockIdx.x / nchunk, chunk = blockIdx.x - row * nchunk;
+    const int b = dv(row, dH), y = row - b * H;
+    const float *db = dcol + (size_t)b * Ho * Wo * ldcol;
+    const int r0 = (y + pad) - dv(y + pad, ds) * stride; /* the first ky that reads y */
+    {
+        const int c0 = chunk * CC, cn = min(CC, C - c0), w = cn * k;
+        const Div dwc = chunk == nchunk - 1 ? dw_last : dw;
+        for (int m = 0; m < nslot; m++) {
+            const int ky = r0 + m * stride, ty = y + pad - ky;
+            if (ky >= k || ty < 0) break; /* ty falls as m grows */
+            const int oy = dv(ty, ds);
+            if (oy >= Ho) continue;
+            const float *src = db + (size_t)oy * Wo * ldcol + (size_t)c0 * kk + ky * k;
+            float *dst = S + m * Wo * RS;
+            const int tot = Wo * w;
+            if (KT == 1) { /* the chunk's columns are one contiguous run per pixel */
+                for (int e = threadIdx.x; e < tot; e += blockDim.x) {
+                    const int ox = dv(e, dwc), j = e - ox * w;
+                    dst[ox * RS + j] = src[(size_t)ox * ldcol + j];
+                }
+            } else {
+                for (int e = threadIdx.x; e < tot; e += blockDim.x) {
+                    const int ox = dv(e, dwc), j = e - ox * w;
+                    const int cc = dv(j, dk), kx = j - cc * k;
+                    dst[ox * RS + j] = src[(size_t)ox * ldcol + cc * kk + kx];
+                }
+            }
+        }
+        __syncthreads();
+        const int nout = cn * W;
+        for (int e = threadIdx.x; e < nout; e += blockDim.x) {
+            const int cc = dv(e, dW), xq = e - cc * W;
+            float acc = 0.0f;
+#pragma unroll
+            for (int ky = 0; ky < k; ky++) {
+                const int ty = y + pad - ky;
+                if (ty < 0) break;
+                const int oy = dv(ty, ds);
+                if (oy * stride != ty || oy >= Ho) continue;
+                const float *sm = S + dv(ky, ds) * Wo * RS + cc * k;
+#pragma unroll
+                for (int kx = 0; kx < k; kx++) {
+                    const int tx = xq + pad - kx;
+                    if (tx < 0) break;
+                    const int ox = dv(tx, ds);
+                    if (ox * stride == tx && ox < Wo) acc += sm[ox * RS + kx];
+                }
+            }
+            dx[(((size_t)b * C + c0 + cc) * H + y) * W + xq] = round_as<R>(acc);
+        }
+    }
+}
+
+template <typename R>
+static void col2im_launch(snn_cuda *c, float *dx, const float *dcol, int ldcol, int B, int C,
+                          int H, int W, int k, int stride, int pad, int Ho, int Wo) {
+    cudaStream_t st = snn_cuda_stream_of(c);
+    const int nslot = (k + stride - 1) / stride; /* tap rows that read one input row */
+    const long long per_ch = (long long)nslot * Wo * k; /* floats per channel, before padding */
+    int CC = 0;
+    if (per_ch + (long long)nslot * Wo <= COL2IM_SMEM_FLOATS && fits_int((long long)B * H * C)) {
+        CC = (int)((COL2IM_SMEM_FLOATS / ((long long)nslot * Wo) - 1) / k);
+        if (CC > C) CC = C;
+    }
+    const Div dk = div_make(k), dW = div_make(W), ds = div_make(stride);
+    if (CC > 0) {
+        /* enough blocks to fill the GPU when B*H is small (a pointwise Conv1d has H = 1) */
+        const long long want = ((long long)snn_cuda_sm_count(c) * 8 + B * H - 1) / (B * H);
+        const int cc_par = (int)((C + want - 1) / want);
+        if (CC > cc_par) CC = cc_par < 8 ? (8 < CC ? 8 : CC) : cc_par;
+        int nchunk = (C + CC - 1) / CC;
+        CC = (C + nchunk - 1) / nchunk; /* balanced chunks */
+        nchunk = (C + CC - 1) / CC;
+        const int RS = (CC * k) | 1;
+        const size_t smem = (size_t)nslot * Wo * RS * sizeof(float);
+        const unsigned grid = (unsigned)((long long)B * H * nchunk);
+        const int cn_last = C - (nchunk - 1) * CC;
+#define C2T(KT)                                                                                  \
+    col2im_tile_kernel<KT, R><<<grid, 256, smem, st>>>(dx, dcol, ldcol, C, H, W, k, stride, pad, \
+                                                       Ho, Wo, CC, nchunk, nslot, RS,            \
+                                                       div_make(H), div_make(CC * k),        \
+                                                       div_make(cn_last * k), dk, dW, ds)
+        if (k == 3) C2T(3);
+        else if (k == 1) C2T(1);
+        else C2T(0);
+#undef C2T
+        return;
+    }
+    const size_t n = (size_t)B * C * H * W;
+    const unsigned grid = capped_grid(c, n, 256, 32);
+    const Div dH = div_make(H), dC = div_make(C);
+#define C2I(KT)                                                                                  \
+    col2im_kernel<KT, R><<<grid, 256, 0, st>>>(dx, dcol, ldcol, B, C, H, W, k, stride, pad, Ho,  \
+                                               Wo, dW, dH, dC, ds)
+    if (k == 3) C2I(3);
+    else if (k == 1) C2I(1);
+    else if (k == 2) C2I(2);
+    else C2I(0);
+#undef C2I
+}
+
+extern "C" snn_status snn_cuda_col2im_round(snn_cuda *c, float *dx, const float *dcol, int ldcol,
+                                            int B, int C, int H, int W, int k, int stride, int pad,
+                                            snn_dtype round_to) {
     SNN_TRY(check_geom("col2im", B, C, H, W, k, stride, pad));
+    SNN_TRY(check_type16("col2im", round_to));
     if (!c || !dx || !dcol) return snn_error(SNN_E_INVALID, "col2im needs a context, dx and dcol");
     const int K = C * k * k, Ho = out_size(H, k, stride, pad), Wo = out_size(W, k, stride, pad);
     if (ldcol < K)
         return snn_error(SNN_E_INVALID, "col2im: ldcol %d is smaller than C*k*k = %d", ldcol, K);
     if (!fits_int((long long)B * Ho * Wo))
         return snn_error(SNN_E_INVALID, "col2im: %d output pixels are too many", B * Ho * Wo);
-    const size_t n = (size_t)B * C * H * W;
-    const unsigned grid = capped_grid(c, n, 256, 32);
-    const Div dW = div_make(W), dH = div_make(H), dC = div_make(C), ds = div_make(stride);
-    cudaStream_t st = snn_cuda_stream_of(c);
-#define C2I(KT)                                                                                  \
-    col2im_kernel<KT><<<grid, 256, 0, st>>>(dx, dcol, ldcol, B, C, H, W, k, stride, pad, Ho, Wo, \
-                                            dW, dH, dC, ds)
-    if (k == 3) C2I(3);
-    else if (k == 1) C2I(1);
-    else if (k == 2) C2I(2);
-    else C2I(0);
-#undef C2I
+    switch (round_to) {
+    case SNN_F32:
+        col2im_launch<float>(c, dx, dcol, ldcol, B, C, H, W, k, stride, pad, Ho, Wo);
+        break;
+    case SNN_BF16:
+        col2im_launch<__nv_bfloat16>(c, dx, dcol, ldcol, B, C, H, W, k, stride, pad, Ho, Wo);
+        break;
+    default:
+        col2im_launch<__half>(c, dx, dcol, ldcol, B, C, H, W, k, stride, pad, Ho, Wo);
+        break;
+    }
     SNN_CU_LAUNCHED("col2im");
     return SNN_OK;
+}
+
+extern "C" snn_status snn_cuda_col2im(snn_cuda *c, float *dx, const float *dcol, int ldcol, int B,
+                                      int C, int H, int W, int k, int stride, int pad) {
+    return snn_cuda_col2im_round(c, dx, dcol, ldcol, B, C, H, W, k, stride, pad, SNN_F32);
 }
 
 /* ---- layout changes between [B][P][O] and [B][O][P]: 32x32 tiles through shared memory so
  * both the read and the write run along the contiguous dimension. Block 32 x 8. ---- */
 #define TT 32
 
+template <typename R>
 __global__ void pixel_to_channel_kernel(float *dst, const float *src, const float *bias, int B,
                                         int O, int P) {
     __shared__ float tile[TT][TT + 1];
@@ -289,7 +477,7 @@ __global__ void pixel_to_channel_kernel(float *dst, const float *src, const floa
             if (o < O && p < P) {
                 float v = tile[threadIdx.x][dy];
                 if (bias) v += bias[o];
-                dbp[(size_t)o * P + p] = v;
+                dbp[(size_t)o * P + p] = round_as<R>(v);
             }
         }
         __syncthreads(); /* the tile is refilled for the next sample */
@@ -331,17 +519,35 @@ static dim3 tile_grid(int B, int O, int P) {
                 (unsigned)(B < 65535 ? B : 65535));
 }
 
-extern "C" snn_status snn_cuda_nhwc_to_nchw(snn_cuda *c, float *dst, const float *src,
-                                            const float *bias, int B, int O, int P) {
+extern "C" snn_status snn_cuda_nhwc_to_nchw_round(snn_cuda *c, float *dst, const float *src,
+                                                  const float *bias, int B, int O, int P,
+                                                  snn_dtype round_to) {
     SNN_TRY(check_bop("nhwc_to_nchw", B, O, P));
+    SNN_TRY(check_type16("nhwc_to_nchw", round_to));
     if (!c || !dst || !src)
         return snn_error(SNN_E_INVALID, "nhwc_to_nchw needs a context, dst and src");
     if ((O + TT - 1) / TT > 65535)
         return snn_error(SNN_E_INVALID, "nhwc_to_nchw: O = %d is too large", O);
-    pixel_to_channel_kernel<<<tile_grid(B, O, P), dim3(TT, 8), 0, snn_cuda_stream_of(c)>>>(
-        dst, src, bias, B, O, P);
+    const dim3 grid = tile_grid(B, O, P), block(TT, 8);
+    cudaStream_t st = snn_cuda_stream_of(c);
+    switch (round_to) {
+    case SNN_F32:
+        pixel_to_channel_kernel<float><<<grid, block, 0, st>>>(dst, src, bias, B, O, P);
+        break;
+    case SNN_BF16:
+        pixel_to_channel_kernel<__nv_bfloat16><<<grid, block, 0, st>>>(dst, src, bias, B, O, P);
+        break;
+    default:
+        pixel_to_channel_kernel<__half><<<grid, block, 0, st>>>(dst, src, bias, B, O, P);
+        break;
+    }
     SNN_CU_LAUNCHED("nhwc_to_nchw");
     return SNN_OK;
+}
+
+extern "C" snn_status snn_cuda_nhwc_to_nchw(snn_cuda *c, float *dst, const float *src,
+                                            const float *bias, int B, int O, int P) {
+    return snn_cuda_nhwc_to_nchw_round(c, dst, src, bias, B, O, P, SNN_F32);
 }
 
 extern "C" snn_status snn_cuda_nchw_to_nhwc(snn_cuda *c, snn_dtype dst_type, void *dst,
@@ -480,6 +686,52 @@ __global__ void maxpool_bwd_kernel(const float *__restrict__ dy, const uint8_t *
     }
 }
 
+/* Backward of the k3 s2 p1 pool (the Spikformer SPS's): window w covers inputs 2w-1..2w+1,
+ * so input 2w is in window w alone and 2w+1 in windows w and w+1. One thread per window
+ * (oy, ox) writes the 2x2 inputs (2oy + a, 2ox + b) from the 4 windows (oy..oy+1, ox..ox+1):
+ * a quarter of the general kernel's loads and index work, and paired stores. Sums are
+ * formed as there: from +0, windows in increasing output order. */
+__global__ void maxpool_bwd_k3s2_kernel(const float *__restrict__ dy,
+                                        const uint8_t *__restrict__ arg, float *__restrict__ dx,
+                                        int B, int C, int H, int W, int Ho, int Wo, Div dWo,
+                                        Div dHo) {
+    const int n = B * C * Ho * Wo;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        const int t = dv(i, dWo), ox = i - t * Wo;
+        const int plane = dv(t, dHo), oy = t - plane * Ho;
+        const bool r1 = oy + 1 < Ho, c1 = ox + 1 < Wo;
+        const float g00 = dy[i], g01 = c1 ? dy[i + 1] : 0.0f;
+        const float g10 = r1 ? dy[i + Wo] : 0.0f, g11 = r1 && c1 ? dy[i + Wo + 1] : 0.0f;
+        const int a00 = arg[i], a01 = c1 ? arg[i + 1] : -1;
+        const int a10 = r1 ? arg[i + Wo] : -1, a11 = r1 && c1 ? arg[i + Wo + 1] : -1;
+        /* tap index ky*3 + kx of input (2oy + a, 2ox + b) in each window that holds it */
+        float v00 = 0.0f, v01 = 0.0f, v10 = 0.0f, v11 = 0.0f;
+        v00 += a00 == 4 ? g00 : 0.0f;
+        v01 += a00 == 5 ? g00 : 0.0f;
+        v01 += a01 == 3 ? g01 : 0.0f;
+        v10 += a00 == 7 ? g00 : 0.0f;
+        v10 += a10 == 1 ? g10 : 0.0f;
+        v11 += a00 == 8 ? g00 : 0.0f;
+        v11 += a01 == 6 ? g01 : 0.0f;
+        v11 += a10 == 2 ? g10 : 0.0f;
+        v11 += a11 == 0 ? g11 : 0.0f;
+        const int y = 2 * oy, xq = 2 * ox;
+        float *d = dx + ((size_t)plane * H + y) * W + xq;
+        const bool xr = xq + 1 < W, yr = y + 1 < H;
+        if (xr && !(W & 1)) { /* even W: the pair is 8-byte aligned */
+            *(float2 *)d = make_float2(v00, v01);
+            if (yr) *(float2 *)(d + W) = make_float2(v10, v11);
+        } else {
+            d[0] = v00;
+            if (xr) d[1] = v01;
+            if (yr) {
+                d[W] = v10;
+                if (xr) d[W + 1] = v11;
+            }
+        }
+    }
+}
+
 static snn_status check_pool(const char *what, int B, int C, int H, int W, int k, int stride,
                              int pad) {
     SNN_TRY(check_geom(what, B, C, H, W, k, stride, pad));
@@ -520,11 +772,18 @@ extern "C" snn_status snn_cuda_maxpool2d_backward(snn_cuda *c, const float *dy, 
     if (!c || !dy || !arg || !dx)
         return snn_error(SNN_E_INVALID, "maxpool2d_backward needs a context, dy, arg and dx");
     const int Ho = out_size(H, k, stride, pad), Wo = out_size(W, k, stride, pad);
+    cudaStream_t st = snn_cuda_stream_of(c);
+    if (k == 3 && stride == 2 && pad == 1) {
+        const unsigned grid = capped_grid(c, (size_t)B * C * Ho * Wo, 256, 32);
+        maxpool_bwd_k3s2_kernel<<<grid, 256, 0, st>>>(dy, arg, dx, B, C, H, W, Ho, Wo,
+                                                      div_make(Wo), div_make(Ho));
+        SNN_CU_LAUNCHED("maxpool2d_backward");
+        return SNN_OK;
+    }
     const size_t n = (size_t)B * C * H * W;
     const unsigned grid = capped_grid(c, n, 256, 32);
     const Div dW = div_make(W), dH = div_make(H), ds = div_make(stride);
     const int nc = (k + stride - 1) / stride; /* windows per dimension that hold a pixel */
-    cudaStream_t st = snn_cuda_stream_of(c);
 #define MPB(NC)                                                                                  \
     maxpool_bwd_kernel<NC><<<grid, 256, 0, st>>>(dy, arg, dx, B, C, H, W, k, stride, pad, Ho, Wo, \
                                                  dW, dH, ds)

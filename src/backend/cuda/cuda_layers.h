@@ -35,6 +35,14 @@ snn_status snn_cuda_col2im(snn_cuda *c, float *dx, const float *dcol, int ldcol,
 /* [B][P][O] (the GEMM's output, pixel-major) -> [B][O][P], adding bias[o] if bias != NULL. */
 snn_status snn_cuda_nhwc_to_nchw(snn_cuda *c, float *dst, const float *src, const float *bias,
                                  int B, int O, int P);
+/* The same with the result rounded: round_to F32 = no rounding (the calls above); BF16 or
+ * F16 = each value (after adding bias) is rounded to nearest even in that type and stored
+ * back as FP32, as a 16-bit layer's output / input gradient is (saves a separate pass). */
+snn_status snn_cuda_nhwc_to_nchw_round(snn_cuda *c, float *dst, const float *src,
+                                       const float *bias, int B, int O, int P, snn_dtype round_to);
+snn_status snn_cuda_col2im_round(snn_cuda *c, float *dx, const float *dcol, int ldcol, int B,
+                                 int C, int H, int W, int k, int stride, int pad,
+                                 snn_dtype round_to);
 /* [B][O][P] FP32 -> [B][P][O] as dst_type (F32, BF16, F16). */
 snn_status snn_cuda_nchw_to_nhwc(snn_cuda *c, snn_dtype dst_type, void *dst, const float *src,
                                  int B, int O, int P);

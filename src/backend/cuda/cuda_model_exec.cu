@@ -106,9 +106,8 @@ static snn_status conv_fwd(snn_cuda_model *g, gnode *n) {
     float *yn = (float *)g->scratch_a;
     SNN_TRY(snn_gm_gemm(g, 0, 1, g->B * n->P, n->O, n->Kc, ct, n->xc, n->ldcol, n->wc, n->Kc, 0.0f,
                         yn, n->O));
-    SNN_TRY(snn_cuda_nhwc_to_nchw(g->c, n->y, yn, n->b, g->B, n->O, n->P));
-    if (ct != SNN_F32) return round_out(g, n->y, NULL, (size_t)g->B * n->out_numel, 1);
-    return SNN_OK;
+    /* bias, layout change and (16-bit compute) rounding of the output in one pass */
+    return snn_cuda_nhwc_to_nchw_round(g->c, n->y, yn, n->b, g->B, n->O, n->P, ct);
 }
 
 static snn_status conv_bwd(snn_cuda_model *g, gnode *n) {
@@ -122,9 +121,8 @@ static snn_status conv_bwd(snn_cuda_model *g, gnode *n) {
     if (!n->gin) return SNN_OK;
     float *dcol = (float *)g->scratch_c;
     SNN_TRY(snn_gm_gemm(g, 0, 0, BP, n->Kc, n->O, ct, dyn, n->O, n->wc, n->Kc, 0.0f, dcol, n->Kc));
-    SNN_TRY(snn_cuda_col2im(g->c, n->gin, dcol, n->Kc, g->B, n->C, n->H, n->W, n->k, n->s, n->p));
-    if (ct != SNN_F32) return round_out(g, n->gin, NULL, (size_t)g->B * n->in_numel, 1);
-    return SNN_OK;
+    return snn_cuda_col2im_round(g->c, n->gin, dcol, n->Kc, g->B, n->C, n->H, n->W, n->k, n->s,
+                                 n->p, ct);
 }
 
 /* ---- neurons ---- */
