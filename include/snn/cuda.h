@@ -157,9 +157,9 @@ snn_status snn_cuda_fill_random(snn_cuda *c, float *x, size_t n, uint64_t seed, 
  * after that: no allocation and no host synchronisation inside a step.
  *
  * Supported modules: Sequential, Residual, Linear, Conv2d, pointwise Conv1d, BatchNorm
- * (1d/2d), MaxPool2d, Flatten, Reshape, TokenMean, GELU, IF/LIF neurons (any surrogate,
- * reset and detach setting), the spiking self-attention core, Dropout in eval. Anything else
- * (PLIF's learnable decay, LayerNorm, AvgPool2d, Dropout in training) is refused by create
+ * (1d/2d), LayerNorm, MaxPool2d, Flatten, Reshape, TokenMean, GELU, IF/LIF neurons (any
+ * surrogate, reset and detach setting), the spiking self-attention core, Dropout in eval.
+ * Anything else (PLIF's learnable decay, AvgPool2d, Dropout in training) is refused by create
  * with a message naming the module. */
 typedef struct snn_cuda_model snn_cuda_model;
 

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "nn/layers.h"
 #include "nn/model_internal.h"
 #include "snn/cuda.h"
 #include "snn/loss.h"
@@ -47,6 +48,22 @@ static snn_status make_mlp(uint64_t seed, snn_model **m) {
     char cfg[160];
     snprintf(cfg, sizeof cfg, "{\"model\":\"mlp\",\"in_features\":72,\"width\":136,\"depth\":3,\"classes\":12}");
     return snn_model_create_from_config(cfg, seed, m);
+}
+
+/* Linear -> LayerNorm -> GELU -> Linear (no zoo model has a LayerNorm) */
+static snn_status make_ln(uint64_t seed, snn_model **m) {
+    snn_module *root = snn_sequential_new();
+    if (!root) return SNN_E_NOMEM;
+    snn_module *kids[4] = {snn_linear_new(24, 40, 1), snn_layernorm_new(40, 1e-5f), snn_gelu_new(),
+                           snn_linear_new(40, 8, 1)};
+    for (int i = 0; i < 4; i++) {
+        snn_status st = kids[i] ? snn_module_add_child(root, kids[i]) : SNN_E_NOMEM;
+        if (st != SNN_OK) {
+            snn_module_free(root);
+            return st;
+        }
+    }
+    return snn_model_build(root, "lnmlp", "{}", snn_shape1(24), seed, m);
 }
 
 static double rel_l2(const float *a, const float *b, size_t n) {
@@ -214,6 +231,8 @@ int main(void) {
     one_model("spikformer-tiny", make_spikformer, 2, 6, 0, SNN_BF16, 2e-2);
     one_model("mlp (gelu)", make_mlp, 1, 40, 0, SNN_F32, 2e-2);
     one_model("mlp (gelu)", make_mlp, 1, 40, 0, SNN_BF16, 2e-2);
+    one_model("layernorm mlp", make_ln, 3, 20, 0, SNN_F32, 2e-2);
+    one_model("layernorm mlp", make_ln, 3, 20, 0, SNN_BF16, 2e-2);
     snn_cuda_destroy(g);
     return snn_test_finish("test_cuda_model");
 }

@@ -156,6 +156,10 @@ static snn_status gnode_build(snn_module *m, gnode **out) {
         n->S = (int)(n->in_numel / (size_t)n->C);
         return SNN_OK;
     }
+    if (!strcmp(k, "LayerNorm")) {
+        n->kind = GK_LN;
+        return SNN_OK;
+    }
     if (!strcmp(k, "MaxPool2d")) {
         n->kind = GK_MAXPOOL;
         n->C = m->in.d[0];
@@ -273,6 +277,13 @@ static void plan_fwd(snn_cuda_model *g, gnode *n, const float *x) {
         n->invstd = takef(g, (size_t)n->C);
         note_scratch(&g->bn_work_bytes, snn_cuda_batchnorm_work_bytes(g->B, n->C, n->S));
         return;
+    case GK_LN:
+        n->V = B * n->in_numel / (size_t)n->d.in_features;
+        n->y = takef(g, B * n->out_numel);
+        n->lmean = (double *)g->act.take(n->V * sizeof(double));
+        n->lrstd = (double *)g->act.take(n->V * sizeof(double));
+        note_scratch(&g->ln_work_bytes, snn_cuda_layernorm_work_bytes(n->V, n->d.in_features));
+        return;
     case GK_MAXPOOL:
         n->y = takef(g, B * n->out_numel);
         n->arg = (uint8_t *)g->act.take(B * n->out_numel);
@@ -338,6 +349,7 @@ static snn_status plan_all(snn_cuda_model *g) {
     g->scratch_c = g->act.take(g->scratch_c_bytes);
     g->bn_work = g->bn_work_bytes ? g->act.take(g->bn_work_bytes) : NULL;
     g->ssa_work = g->ssa_work_bytes ? g->act.take(g->ssa_work_bytes) : NULL;
+    g->ln_work = g->ln_work_bytes ? g->act.take(g->ln_work_bytes) : NULL;
     return SNN_OK;
 }
 
@@ -426,7 +438,7 @@ extern "C" snn_status snn_cuda_model_create(snn_cuda *c, snn_model *m, const snn
             g->act.base = (char *)g->act_mem;
             g->act.used = 0;
             g->scratch_a_bytes = g->scratch_b_bytes = g->scratch_c_bytes = 0;
-            g->bn_work_bytes = g->ssa_work_bytes = 0;
+            g->bn_work_bytes = g->ssa_work_bytes = g->ln_work_bytes = 0;
             plan_all(g);
         }
     }

@@ -161,6 +161,10 @@ static snn_status fwd_impl(snn_cuda_model *g, gnode *n, int training) {
     case GK_NEURON: return neuron_fwd(g, n, training);
     case GK_GELU: return snn_cuda_gelu_forward(c, n->x, n->y, (size_t)g->B * n->in_numel);
     case GK_TMEAN: return snn_cuda_token_mean_forward(c, n->x, n->y, g->B, n->C, n->L);
+    case GK_LN:
+        return snn_cuda_layernorm_forward(c, n->x, n->y, n->V, n->d.in_features, n->w, n->b,
+                                          n->d.eps, training ? n->lmean : NULL,
+                                          training ? n->lrstd : NULL);
     case GK_SSA:
         return snn_cuda_ssa_forward(c, n->x, n->y, g->B, n->C, n->L, n->heads, n->d.scale,
                                     g->ssa_work);
@@ -190,6 +194,9 @@ static snn_status bwd_impl(snn_cuda_model *g, gnode *n) {
     case GK_NEURON: return neuron_bwd(g, n);
     case GK_GELU: return snn_cuda_gelu_backward(c, n->x, n->gy, n->gin, (size_t)g->B * n->in_numel);
     case GK_TMEAN: return snn_cuda_token_mean_backward(c, n->gy, n->gin, g->B, n->C, n->L);
+    case GK_LN:
+        return snn_cuda_layernorm_backward(c, n->x, n->gy, n->gin, n->V, n->d.in_features, n->w,
+                                           n->lmean, n->lrstd, n->gw, n->gb, g->ln_work);
     case GK_SSA:
         return snn_cuda_ssa_backward(c, n->x, n->gy, n->gin, g->B, n->C, n->L, n->heads,
                                      n->d.scale, g->ssa_work);

@@ -10,6 +10,7 @@
 
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cuda_layers.h"
+#include "backend/cuda/cuda_layernorm.h"
 extern "C" {
 #include "nn/model_internal.h"
 #include "nn/module.h"
@@ -27,7 +28,8 @@ enum gkind {
     GK_NEURON,
     GK_GELU,
     GK_TMEAN,
-    GK_SSA
+    GK_SSA,
+    GK_LN        /* LayerNorm over the last dimension */
 };
 
 struct gnode {
@@ -54,6 +56,9 @@ struct gnode {
     /* BN */
     int S;
     float *mean, *invstd;
+    /* LayerNorm: V vectors of d.in_features, statistics in double */
+    size_t V;
+    double *lmean, *lrstd;
     /* MaxPool */
     uint8_t *arg;
     /* neuron */
@@ -104,8 +109,8 @@ struct snn_cuda_model {
     float *ce_work;
     void *scratch_a, *scratch_b, *scratch_c; /* shared GEMM scratch (conv, linear) */
     size_t scratch_a_bytes, scratch_b_bytes, scratch_c_bytes;
-    void *bn_work, *ssa_work;
-    size_t bn_work_bytes, ssa_work_bytes;
+    void *bn_work, *ssa_work, *ln_work;
+    size_t bn_work_bytes, ssa_work_bytes, ln_work_bytes;
     double *norm2;                 /* clipping */
     snn_cuda_step_scalars *scal;   /* device */
     snn_cuda_opt dopt;

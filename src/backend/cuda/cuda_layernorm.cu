@@ -1,0 +1,153 @@
+/* LayerNorm over the last dimension on the GPU, the same arithmetic as src/nn/layernorm.c:
+ * per F-vector mean and biased variance in double, y = (x - mean) * rstd * w + b; backward
+ * dx = rstd (g - mean(g) - x_hat mean(g x_hat)) with g = dy w, in double; weight and bias
+ * gradients are column sums over the vectors, done in two deterministic stages (fixed chunks of
+ * vectors, then the chunks in order) and ADDED to dw, db like the CPU module does.
+ * One warp per vector for the row-wise parts. */
+#include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/cuda_layernorm.h"
+
+#define LN_WARPS 8
+#define LN_CHUNKS 64
+
+__device__ __forceinline__ double warp_sum_d(double v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__global__ void __launch_bounds__(LN_WARPS * 32)
+ln_fwd_kernel(const float *__restrict__ x, float *__restrict__ y, size_t V, int F,
+              const float *__restrict__ w, const float *__restrict__ b, double eps,
+              double *__restrict__ mean, double *__restrict__ rstd) {
+    const int lane = threadIdx.x & 31;
+    for (size_t v = (size_t)blockIdx.x * LN_WARPS + threadIdx.x / 32; v < V;
+         v += (size_t)gridDim.x * LN_WARPS) {
+        const float *p = x + v * F;
+        double s = 0.0;
+        for (int j = lane; j < F; j += 32) s += p[j];
+        const double mu = warp_sum_d(s) / (double)F;
+        double ss = 0.0;
+        for (int j = lane; j < F; j += 32) {
+            double d = (double)p[j] - mu;
+            ss += d * d;
+        }
+        const double is = 1.0 / sqrt(warp_sum_d(ss) / (double)F + eps);
+        if (lane == 0 && mean) {
+            mean[v] = mu;
+            rstd[v] = is;
+        }
+        float *q = y + v * F;
+        for (int j = lane; j < F; j += 32) q[j] = (float)((p[j] - mu) * is * w[j] + b[j]);
+    }
+}
+
+__global__ void __launch_bounds__(LN_WARPS * 32)
+ln_dx_kernel(const float *__restrict__ x, const float *__restrict__ dy, float *__restrict__ dx,
+             size_t V, int F, const float *__restrict__ w, const double *__restrict__ mean,
+             const double *__restrict__ rstd) {
+    const int lane = threadIdx.x & 31;
+    for (size_t v = (size_t)blockIdx.x * LN_WARPS + threadIdx.x / 32; v < V;
+         v += (size_t)gridDim.x * LN_WARPS) {
+        const size_t o = v * F;
+        const double mu = mean[v], is = rstd[v];
+        double s0 = 0.0, s1 = 0.0;
+        for (int j = lane; j < F; j += 32) {
+            double g = (double)dy[o + j] * w[j];
+            s0 += g;
+            s1 += g * ((x[o + j] - mu) * is);
+        }
+        const double a = warp_sum_d(s0) / (double)F, bb = warp_sum_d(s1) / (double)F;
+        for (int j = lane; j < F; j += 32) {
+            double g = (double)dy[o + j] * w[j];
+            double xh = (x[o + j] - mu) * is;
+            dx[o + j] = (float)(is * (g - a - xh * bb));
+        }
+    }
+}
+
+/* Stage 1: chunk c of the vectors, feature j -> work[c][j] (dw part) and work[c][F + j]. */
+__global__ void ln_wsum_kernel(const float *__restrict__ x, const float *__restrict__ dy, size_t V,
+                               int F, const double *__restrict__ mean,
+                               const double *__restrict__ rstd, double *__restrict__ work,
+                               size_t per_chunk) {
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    const int c = blockIdx.y;
+    if (j >= F) return;
+    size_t v0 = (size_t)c * per_chunk, v1 = v0 + per_chunk;
+    if (v1 > V) v1 = V;
+    double aw = 0.0, ab = 0.0;
+    for (size_t v = v0; v < v1; v++) {
+        const size_t o = v * F + j;
+        aw += dy[o] * ((x[o] - mean[v]) * rstd[v]);
+        ab += dy[o];
+    }
+    work[(size_t)c * 2 * F + j] = aw;
+    work[(size_t)c * 2 * F + F + j] = ab;
+}
+
+__global__ void ln_wfinal_kernel(const double *__restrict__ work, int chunks, int F,
+                                 float *__restrict__ dw, float *__restrict__ db) {
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= F) return;
+    double aw = 0.0, ab = 0.0;
+    for (int c = 0; c < chunks; c++) {
+        aw += work[(size_t)c * 2 * F + j];
+        ab += work[(size_t)c * 2 * F + F + j];
+    }
+    dw[j] += (float)aw;
+    db[j] += (float)ab;
+}
+
+static snn_status ln_check(const char *what, size_t V, int F) {
+    if (V == 0 || F <= 0)
+        return snn_error(SNN_E_INVALID, "%s needs positive vector count and features (got %zu, %d)",
+                         what, V, F);
+    return SNN_OK;
+}
+
+static unsigned ln_blocks(snn_cuda *c, size_t V) {
+    size_t g = (V + LN_WARPS - 1) / LN_WARPS, cap = (size_t)snn_cuda_sm_count(c) * 32;
+    return (unsigned)(g < cap ? g : cap);
+}
+
+extern "C" size_t snn_cuda_layernorm_work_bytes(size_t V, int F) {
+    (void)V;
+    return (size_t)LN_CHUNKS * 2 * (size_t)(F > 0 ? F : 0) * sizeof(double);
+}
+
+extern "C" snn_status snn_cuda_layernorm_forward(snn_cuda *c, const float *x, float *y, size_t V,
+                                                 int F, const float *gamma, const float *beta,
+                                                 float eps, double *save_mean, double *save_rstd) {
+    SNN_TRY(ln_check("LayerNorm forward", V, F));
+    if (!x || !y || !gamma || !beta || (!save_mean != !save_rstd))
+        return snn_error(SNN_E_INVALID, "LayerNorm forward: NULL pointer");
+    ln_fwd_kernel<<<ln_blocks(c, V), LN_WARPS * 32, 0, snn_cuda_stream_of(c)>>>(
+        x, y, V, F, gamma, beta, (double)eps, save_mean, save_rstd);
+    SNN_CU_LAUNCHED("LayerNorm forward");
+    return SNN_OK;
+}
+
+extern "C" snn_status snn_cuda_layernorm_backward(snn_cuda *c, const float *x, const float *dy,
+                                                  float *dx, size_t V, int F,
+                                                  const float *gamma, const double *save_mean,
+                                                  const double *save_rstd, float *dgamma,
+                                                  float *dbeta, void *work) {
+    SNN_TRY(ln_check("LayerNorm backward", V, F));
+    if (!x || !dy || !gamma || !save_mean || !save_rstd || !dgamma || !dbeta || !work)
+        return snn_error(SNN_E_INVALID, "LayerNorm backward: NULL pointer");
+    cudaStream_t sm = snn_cuda_stream_of(c);
+    if (dx) {
+        ln_dx_kernel<<<ln_blocks(c, V), LN_WARPS * 32, 0, sm>>>(x, dy, dx, V, F, gamma, save_mean,
+                                                                save_rstd);
+        SNN_CU_LAUNCHED("LayerNorm backward (dx)");
+    }
+    size_t per = (V + LN_CHUNKS - 1) / LN_CHUNKS;
+    int chunks = (int)((V + per - 1) / per);
+    dim3 g1((unsigned)((F + 127) / 128), (unsigned)chunks);
+    ln_wsum_kernel<<<g1, 128, 0, sm>>>(x, dy, V, F, save_mean, save_rstd, (double *)work, per);
+    SNN_CU_LAUNCHED("LayerNorm backward (weight sums)");
+    ln_wfinal_kernel<<<(unsigned)((F + 127) / 128), 128, 0, sm>>>((const double *)work, chunks, F,
+                                                                  dgamma, dbeta);
+    SNN_CU_LAUNCHED("LayerNorm backward (weight gradients)");
+    return SNN_OK;
+}
