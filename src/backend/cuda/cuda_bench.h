@@ -20,7 +20,8 @@ typedef enum {
     SNN_CUDA_BENCH_FP32 = 0, /* FP32 GEMMs, TF32 off */
     SNN_CUDA_BENCH_FP16 = 1, /* FP16 operands/activations, FP32 master weights, loss scale 1024 */
     SNN_CUDA_BENCH_BF16 = 2, /* BF16 operands/activations, FP32 master weights */
-    SNN_CUDA_BENCH_FP8 = 3   /* E4M3 forward / E5M2 gradient GEMMs, per-tensor current scaling */
+    SNN_CUDA_BENCH_FP8 = 3   /* E4M3 forward / E5M2 gradient GEMMs, per-tensor scaling
+                                (current, or delayed with cfg.fp8_delayed) */
 } snn_cuda_bench_precision;
 
 typedef enum { SNN_CUDA_BENCH_LINEAR = 0, SNN_CUDA_BENCH_FCSNN = 1 } snn_cuda_bench_kind;
@@ -35,6 +36,11 @@ typedef struct snn_cuda_bench_cfg {
     int warmup, training_steps, inference_steps;
     int overlap_optimizer;         /* fcsnn: SGD of each layer on a second stream */
     int autotune;                  /* time cuBLASLt candidates on the first call of a shape */
+    /* FP8 recipe (zero = per-tensor current scaling). fp8_delayed 1: delayed scaling, the
+     * amax histories and scales on the device (cuda_bench_impl.h), fp8_history_len values
+     * (0 = 1024), scale target fp8_max·2^-fp8_margin, fp8_most_recent 1: the window is this
+     * step's amax only ("most_recent"; default "max"). */
+    int fp8_delayed, fp8_history_len, fp8_margin, fp8_most_recent;
 } snn_cuda_bench_cfg;
 
 /* Host data of one run. weights[l] is Linear l's [out][in] FP32 weight, biases[l] its [out]

@@ -1,5 +1,6 @@
 /* GPU benchmark protocol shared by the linear and FC-SNN workloads: allocation accounting,
  * graph capture, event timing of graph replays, the update and finiteness checks. */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <time.h>
@@ -81,6 +82,147 @@ snn_status snn_bench_absdiff_max(snn_cuda *c, const float *a, const float *b, si
     if (grid > cap) grid = cap;
     bench_absdiff_kernel<<<grid, 256, 0, snn_cuda_stream_of(c)>>>(a, b, n, out);
     SNN_CU_LAUNCHED("bench_absdiff_kernel");
+    return SNN_OK;
+}
+
+/* ---- FP8 delayed scaling (cuda_bench_impl.h) ---- */
+
+static __device__ __forceinline__ float slot_fp8_max(int slot, int grad0) {
+    return slot >= grad0 ? 57344.0f : 448.0f;
+}
+
+__global__ void delayed_reset_kernel(int nslots, int grad0, int *pos, float *scale, float *qamax) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= nslots) return;
+    pos[i] = 0;
+    scale[i] = 1.0f;
+    qamax[i] = slot_fp8_max(i, grad0); /* fp8_max / 1 */
+}
+
+/* One block per slot. The window max is taken before the current amax joins the ring, so it
+ * covers exactly hlen steps including this one (fp8_recipe.c's roll). */
+__global__ void delayed_update_kernel(float *amax, float *hist, int *pos, float *scale, float *qamax, int hlen,
+                                      int grad0, float margin_factor, int most_recent) {
+    const int slot = blockIdx.x;
+    const float c = amax[slot];
+    if (c == 0.0f) return; /* not quantised since the last update: keep history and scale */
+    const int ring = hlen > 1 ? hlen - 1 : 0;
+    float *h = hist + (size_t)slot * (ring ? ring : 1);
+    float m = c;
+    if (!most_recent)
+        for (int i = threadIdx.x; i < ring; i += blockDim.x) m = fmaxf(m, h[i]);
+    __shared__ float red[32];
+    m = snn_warp_max(m);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    float a = red[0];
+    for (int w = 1; w < (int)(blockDim.x >> 5); w++) a = fmaxf(a, red[w]);
+    if (ring) {
+        int p = pos[slot];
+        h[p] = c;
+        pos[slot] = p + 1 == ring ? 0 : p + 1;
+    }
+    amax[slot] = 0.0f;
+    const float fmax = slot_fp8_max(slot, grad0);
+    float s = scale[slot];
+    if (isfinite(a) && a > 0.0f) s = __fdiv_rn(fmax * margin_factor, a);
+    if (isinf(s)) s = FLT_MAX;
+    scale[slot] = s;
+    qamax[slot] = __fdiv_rn(fmax, s);
+}
+
+snn_status snn_bench_delayed_alloc(snn_bench_alloc *a, snn_bench_fp8_delayed *d, int nslots, int grad0, int hlen,
+                                   int margin, int most_recent) {
+    memset(d, 0, sizeof *d);
+    if (hlen < 1) return snn_error(SNN_E_INVALID, "fp8 delayed scaling: amax history length must be >= 1 (got %d)", hlen);
+    if (margin < 0 || margin > 126) return snn_error(SNN_E_INVALID, "fp8 delayed scaling: margin must be in [0, 126] (got %d)", margin);
+    d->nslots = nslots;
+    d->grad0 = grad0;
+    d->hlen = hlen;
+    d->margin = margin;
+    d->most_recent = most_recent;
+    size_t ring = hlen > 1 ? (size_t)hlen - 1 : 1;
+    /* an inference step updates the input's scale too: every buffer here is an inference buffer */
+    BT(bench_alloc(a, (size_t)nslots * ring * 4, 1, &d->hist));
+    BT(bench_alloc(a, (size_t)nslots * 4, 1, &d->pos));
+    BT(bench_alloc(a, (size_t)nslots * 4, 1, &d->scale));
+    BT(bench_alloc(a, (size_t)nslots * 4, 1, &d->qamax));
+    return SNN_OK;
+}
+
+snn_status snn_bench_delayed_reset(snn_cuda *c, const snn_bench_fp8_delayed *d) {
+    size_t ring = d->hlen > 1 ? (size_t)d->hlen - 1 : 1;
+    BT(snn_cuda_memset(c, d->hist, 0, (size_t)d->nslots * ring * 4));
+    delayed_reset_kernel<<<snn_grid((size_t)d->nslots, 128), 128, 0, snn_cuda_stream_of(c)>>>(d->nslots, d->grad0, d->pos,
+                                                                                             d->scale, d->qamax);
+    SNN_CU_LAUNCHED("delayed_reset_kernel");
+    return SNN_OK;
+}
+
+snn_status snn_bench_delayed_update(snn_cuda *c, const snn_bench_fp8_delayed *d, float *amax) {
+    delayed_update_kernel<<<(unsigned)d->nslots, 256, 0, snn_cuda_stream_of(c)>>>(
+        amax, d->hist, d->pos, d->scale, d->qamax, d->hlen, d->grad0, ldexpf(1.0f, -d->margin), d->most_recent);
+    SNN_CU_LAUNCHED("delayed_update_kernel");
+    return SNN_OK;
+}
+
+/* 4 elements per thread and iteration: 16 (F32) or 8 (BF16) bytes in, 4 bytes out. */
+template <typename S, typename Q>
+__global__ void quantize_scaled_kernel(const S *__restrict__ src, Q *__restrict__ q, size_t n4,
+                                       const float *__restrict__ scale, float *scale_inv, float *amax) {
+    const float s = *scale;
+    if (blockIdx.x == 0 && threadIdx.x == 0) *scale_inv = __frcp_rn(s);
+    float mx = 0.0f;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4; i += (size_t)gridDim.x * blockDim.x) {
+        const Pack<S, 4> v = pack_ld<S, 4>(src + 4 * i);
+        Pack<Q, 4> o;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const float x = Io<S>::ld(v.v[k]);
+            mx = fmaxf(mx, fabsf(x)); /* fmaxf drops NaN, as snn_cuda_amax does */
+            o.v[k] = Io<Q>::st(x * s);
+        }
+        pack_st<Q, 4>(q + 4 * i, o);
+    }
+    if (!amax) return;
+    __shared__ float red[32];
+    mx = snn_warp_max(mx);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = mx;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        mx = threadIdx.x < (blockDim.x >> 5) ? red[threadIdx.x] : 0.0f;
+        mx = snn_warp_max(mx);
+        if (threadIdx.x == 0) snn_atomic_max_pos(amax, mx);
+    }
+}
+
+template <typename S, typename Q>
+static void quantize_scaled_t(cudaStream_t st, unsigned grid, const void *src, void *q, size_t n4, const float *scale,
+                              float *scale_inv, float *amax) {
+    quantize_scaled_kernel<S, Q><<<grid, 256, 0, st>>>((const S *)src, (Q *)q, n4, scale, scale_inv, amax);
+}
+
+snn_status snn_bench_quantize_scaled(snn_cuda *c, snn_dtype q_type, void *q, snn_dtype src_type, const void *src,
+                                     size_t n, const float *scale, float *scale_inv, float *amax) {
+    if (n % 4 || !snn_aligned(src, 16) || !snn_aligned(q, 4))
+        return snn_error(SNN_E_INVALID, "fp8 delayed quantisation needs n %% 4 == 0 and aligned buffers (n = %zu)", n);
+    if ((src_type != SNN_F32 && src_type != SNN_BF16) || (q_type != SNN_F8E4M3 && q_type != SNN_F8E5M2))
+        return snn_error(SNN_E_INVALID, "fp8 delayed quantisation: F32/BF16 to E4M3/E5M2 only");
+    if (!n) return SNN_OK;
+    size_t n4 = n / 4;
+    unsigned grid = snn_grid(n4, 256), cap = (unsigned)snn_cuda_sm_count(c) * 8;
+    if (grid > cap) grid = cap;
+    cudaStream_t st = snn_cuda_stream_of(c);
+    const int e4 = q_type == SNN_F8E4M3;
+    if (src_type == SNN_F32) {
+        if (e4) quantize_scaled_t<float, snn_e4m3>(st, grid, src, q, n4, scale, scale_inv, amax);
+        else quantize_scaled_t<float, snn_e5m2>(st, grid, src, q, n4, scale, scale_inv, amax);
+    } else {
+        if (e4) quantize_scaled_t<__nv_bfloat16, snn_e4m3>(st, grid, src, q, n4, scale, scale_inv, amax);
+        else quantize_scaled_t<__nv_bfloat16, snn_e5m2>(st, grid, src, q, n4, scale, scale_inv, amax);
+    }
+    SNN_CU_LAUNCHED("quantize_scaled_kernel");
     return SNN_OK;
 }
 
@@ -275,6 +417,9 @@ extern "C" snn_status snn_cuda_bench_check(const snn_cuda_bench_cfg *cfg, snn_cu
     if (cfg->training_steps < 1 || cfg->inference_steps < 1 || cfg->warmup < 0)
         return snn_error(SNN_E_INVALID, "cuda bench: need at least one timed training and inference step");
     if ((int)p < 0 || (int)p > 3) return snn_error(SNN_E_INVALID, "cuda bench: unknown precision %d", (int)p);
+    if (p == SNN_CUDA_BENCH_FP8 && cfg->fp8_delayed &&
+        (cfg->fp8_history_len < 0 || cfg->fp8_margin < 0 || cfg->fp8_margin > 126))
+        return snn_error(SNN_E_INVALID, "cuda bench: fp8 delayed scaling needs amax_history_len >= 1 and margin in [0, 126]");
     if (cfg->kind == SNN_CUDA_BENCH_LINEAR) {
         if (cfg->T != 1) return snn_error(SNN_E_INVALID, "cuda bench linear: T must be 1");
         if (cfg->depth < 2)

@@ -5,10 +5,18 @@
  * Time folds into the GEMM M dimension (M = T·B); the neuron pass is one fused elementwise
  * kernel per layer (bias add, LIF recurrence, spike write, h save; backward: BPTT, bias-grad
  * partial sums, FP8 amax). Precisions: fp32 (TF32 off), fp16 (static loss scale 1024), bf16,
- * fp8 (E4M3 forward operands, E5M2 gradients, per-tensor current scaling; spikes written
- * directly as E4M3 with scale 1; the last hidden layer's spikes and the output Linear stay
- * BF16, so the head runs BF16 GEMMs). Optionally each layer's SGD update runs on a second
- * stream as soon as its gradients are ready (overlap_optimizer). */
+ * fp8 (E4M3 forward operands, E5M2 gradients, per-tensor current or delayed scaling; spikes
+ * written directly as E4M3 with scale 1; the last hidden layer's spikes and the output Linear
+ * stay BF16, so the head runs BF16 GEMMs). Optionally each layer's SGD update runs on a second
+ * stream as soon as its gradients are ready (overlap_optimizer).
+ *
+ * FP8 memory (training, per step live at once; M = T·B): the FP8 gradient copies gy8 [M][W]
+ * and gy8t [W][M] live in the forward's GEMM-output scratch y (2·M·W bytes as BF16, dead
+ * during the backward), and the transposed FP8 layer inputs a wgrad GEMM needs (x8t, the
+ * spikes transposed) are made in the backward, one layer at a time, in the BF16 gy buffer
+ * once gy has been quantised. So FP8 keeps no transposed copy per layer, and its buffers
+ * are the BF16 path's minus the 16-bit hidden weight copies plus the FP8 weight pair (same
+ * bytes), with E4M3 instead of BF16 spikes. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -20,14 +28,13 @@ typedef struct {
     void *wk;                         /* 16-bit working copy (NULL: GEMMs read w or w8) */
     uint8_t *w8, *w8t;                /* FP8 weight [out][in] and its transpose [in][out] */
     void *h, *s;                      /* saved membrane, spikes [M][out] */
-    uint8_t *s_t;                     /* FP8 spikes transposed [out][M] (next layer's wgrad) */
     snn_dtype s_type;
 } layer;
 
 typedef struct {
     snn_cuda *c;
     const snn_cuda_bench_data *d;
-    int fp8, T, B, M, W, D, I, C, overlap;
+    int fp8, delayed, T, B, M, W, D, I, C, overlap;
     snn_dtype act;
     float lr, momentum, loss_scale, k;
     layer *L; /* D hidden layers, then the head at L[D] */
@@ -35,12 +42,14 @@ typedef struct {
     void *xa;
     uint8_t *x8, *x8t;
     void *y, *gs, *gy;
-    uint8_t *gy8, *gy8t;
+    uint8_t *gy8, *gy8t; /* FP8: inside y */
+    uint8_t *xt_buf;     /* FP8 backward: the transposed input of the layer (inside gy, or own) */
     float *tsum, *logits, *loss, *ce_work, *col;
     void *dlogits;
     int32_t *labels;
     float *amax; /* [0] input, [1+l] weight l, [1+D+l] gradient l: zeroed each step */
     float *sinv; /* same slots: dequantisation factors */
+    snn_bench_fp8_delayed dl; /* delayed scaling: histories and scales of the same slots */
     snn_cuda *side; /* optimizer stream for overlap */
     cudaEvent_t ev[2];
     int nev;
@@ -74,23 +83,23 @@ static snn_status build(net *n, snn_bench_alloc *a) {
             L->s_type = fp8 ? (l == D - 1 ? SNN_BF16 : SNN_F8E4M3) : n->act;
             BT(bench_alloc(a, (size_t)M * W * snn_dtype_size(L->s_type), 1, &L->s));
             BT(bench_alloc(a, (size_t)M * W * es, 0, &L->h));
-            if (fp8 && l < D - 1) BT(bench_alloc(a, (size_t)M * W, 0, &L->s_t));
         }
     }
     BT(bench_alloc(a, (size_t)M * n->I * 4, 1, &n->x32));
     BT(snn_cuda_upload(n->c, n->x32, n->d->x, (size_t)M * n->I * 4));
-    if (fp8) {
-        BT(bench_alloc(a, (size_t)M * n->I, 1, &n->x8));
-        BT(bench_alloc(a, (size_t)M * n->I, 0, &n->x8t));
-        BT(bench_alloc(a, (size_t)M * W, 0, &n->gy8));
-        BT(bench_alloc(a, (size_t)M * W, 0, &n->gy8t));
-    } else if (n->act != SNN_F32) {
-        BT(bench_alloc(a, (size_t)M * n->I * es, 1, &n->xa));
-    }
+    if (fp8) BT(bench_alloc(a, (size_t)M * n->I, 1, &n->x8));
+    else if (n->act != SNN_F32) BT(bench_alloc(a, (size_t)M * n->I * es, 1, &n->xa));
     int wmax = W > n->I ? W : n->I;
     BT(bench_alloc(a, (size_t)M * W * es, 1, &n->y));
     BT(bench_alloc(a, (size_t)M * wmax * es, 0, &n->gs));
     BT(bench_alloc(a, (size_t)M * W * es, 0, &n->gy));
+    if (fp8) { /* es == 2 (BF16 outside the GEMMs): y holds gy8 and gy8t exactly */
+        n->gy8 = (uint8_t *)n->y;
+        n->gy8t = n->gy8 + (size_t)M * W;
+        /* the transposed spikes [W][M] always fit in gy; the transposed input [I][M] when I <= 2W */
+        if ((size_t)n->I <= 2 * (size_t)W) n->xt_buf = (uint8_t *)n->gy;
+        else BT(bench_alloc(a, (size_t)M * n->I, 0, &n->x8t));
+    }
     BT(bench_alloc(a, (size_t)n->B * W * 4, 0, &n->tsum));
     BT(bench_alloc(a, (size_t)W * 4, 0, &n->col));
     BT(bench_alloc(a, (size_t)M * n->C * 4, 1, &n->logits));
@@ -99,8 +108,12 @@ static snn_status build(net *n, snn_bench_alloc *a) {
     BT(bench_alloc(a, (size_t)n->B * 4, 0, &n->ce_work));
     BT(bench_alloc(a, (size_t)n->B * 4, 0, &n->labels));
     BT(snn_cuda_upload(n->c, n->labels, n->d->y, (size_t)n->B * 4));
-    BT(bench_alloc(a, NSLOTS(n) * 4, fp8, &n->amax));
-    BT(bench_alloc(a, NSLOTS(n) * 4, fp8, &n->sinv));
+    if (fp8) { /* scaling state only where something is quantised */
+        BT(bench_alloc(a, NSLOTS(n) * 4, 1, &n->amax));
+        BT(bench_alloc(a, NSLOTS(n) * 4, 1, &n->sinv));
+    }
+    if (n->delayed)
+        BT(snn_bench_delayed_alloc(a, &n->dl, (int)NSLOTS(n), 1 + D, n->dl.hlen, n->dl.margin, n->dl.most_recent));
     if (n->overlap) {
         int dev = 0;
         SNN_CU_TRY(cudaGetDevice(&dev));
@@ -113,7 +126,8 @@ static snn_status build(net *n, snn_bench_alloc *a) {
 /* The base state: weights from the host, momentum 0, working copies, FP8 quantisation. */
 static snn_status load(void *p) {
     net *n = (net *)p;
-    BT(snn_cuda_memset(n->c, n->amax, 0, NSLOTS(n) * 4));
+    if (n->fp8) BT(snn_cuda_memset(n->c, n->amax, 0, NSLOTS(n) * 4));
+    if (n->delayed) BT(snn_bench_delayed_reset(n->c, &n->dl));
     for (int l = 0; l <= n->D; l++) {
         layer *L = &n->L[l];
         size_t nw = (size_t)L->in * L->out;
@@ -122,10 +136,10 @@ static snn_status load(void *p) {
         BT(snn_cuda_memset(n->c, L->mw, 0, nw * 4));
         BT(snn_cuda_memset(n->c, L->mb, 0, (size_t)L->out * 4));
         if (L->wk) BT(snn_cuda_convert(n->c, n->act, L->wk, SNN_F32, L->w, nw, NULL, 0));
-        if (L->w8) {
+        if (L->w8) { /* delayed: scale 1 now, this amax gives the first step's update its scale */
             BT(snn_cuda_amax(n->c, SNN_F32, L->w, nw, n->amax + 1 + l));
-            BT(snn_cuda_quantize_fp8(n->c, SNN_F8E4M3, L->w8, L->w8t, SNN_F32, L->w, L->out, L->in, n->amax + 1 + l,
-                                     n->sinv + 1 + l));
+            BT(snn_cuda_quantize_fp8(n->c, SNN_F8E4M3, L->w8, L->w8t, SNN_F32, L->w, L->out, L->in,
+                                     n->delayed ? n->dl.qamax + 1 + l : n->amax + 1 + l, n->sinv + 1 + l));
         }
     }
     return snn_cuda_synchronize(n->c);
@@ -137,11 +151,19 @@ static snn_status forward(net *n, int train) {
     const void *X;
     snn_dtype xt = n->act;
     const float *xs = NULL;
-    if (train) BT(snn_cuda_memset(c, n->amax, 0, NSLOTS(n) * 4));
-    if (fp8) {
+    if (n->delayed) {
+        /* scales from the histories (this step's quantisations use them), then the input
+         * quantised with its scale while its amax is recorded: one pass over x */
+        BT(snn_bench_delayed_update(c, &n->dl, n->amax));
+        BT(snn_bench_quantize_scaled(c, SNN_F8E4M3, n->x8, SNN_F32, n->x32, (size_t)M * n->I, n->dl.scale, n->sinv,
+                                     n->amax));
+        X = n->x8;
+        xt = SNN_F8E4M3;
+        xs = n->sinv;
+    } else if (fp8) { /* current scaling: amax pass, then the quantisation */
+        if (train) BT(snn_cuda_memset(c, n->amax, 0, NSLOTS(n) * 4));
         BT(snn_cuda_amax(c, SNN_F32, n->x32, (size_t)M * n->I, n->amax));
-        BT(snn_cuda_quantize_fp8(c, SNN_F8E4M3, n->x8, train ? n->x8t : NULL, SNN_F32, n->x32, M, n->I, n->amax,
-                                 n->sinv));
+        BT(snn_cuda_quantize_fp8(c, SNN_F8E4M3, n->x8, NULL, SNN_F32, n->x32, M, n->I, n->amax, n->sinv));
         X = n->x8;
         xt = SNN_F8E4M3;
         xs = n->sinv;
@@ -163,7 +185,6 @@ static snn_status forward(net *n, int train) {
         }
         BT(snn_cuda_neuron_forward(c, &n->lif, n->k, n->T, (size_t)n->B * W, yt, L->s_type, n->y, L->b, (size_t)W,
                                    NULL, L->s, train ? L->h : NULL, NULL, NULL));
-        if (fp8 && train && L->s_t) BT(snn_cuda_transpose_u8(c, L->s_t, L->s, M, W));
         X = L->s;
         xt = L->s_type;
         xs = NULL; /* spikes: exact in E4M3 with scale 1 */
@@ -190,9 +211,11 @@ static snn_status sgd_layer(net *n, int l, snn_cuda *c, float lr, int requant) {
     BT(snn_cuda_sgd_update(c, &h, (size_t)L->in * L->out, L->w, L->gw, L->mw, n->act == SNN_F16 ? SNN_F16 : SNN_BF16,
                            L->wk, L->w8 ? n->amax + 1 + l : NULL, NULL));
     BT(snn_cuda_sgd_update(c, &h, (size_t)L->out, L->b, L->gb, L->mb, SNN_BF16, NULL, NULL, NULL));
+    /* current: the scale from this update's amax; delayed: from the history (the amax
+     * just recorded joins it at the next step's update) */
     if (L->w8 && requant)
-        BT(snn_cuda_quantize_fp8(c, SNN_F8E4M3, L->w8, L->w8t, SNN_F32, L->w, L->out, L->in, n->amax + 1 + l,
-                                 n->sinv + 1 + l));
+        BT(snn_cuda_quantize_fp8(c, SNN_F8E4M3, L->w8, L->w8t, SNN_F32, L->w, L->out, L->in,
+                                 n->delayed ? n->dl.qamax + 1 + l : n->amax + 1 + l, n->sinv + 1 + l));
     return SNN_OK;
 }
 
@@ -226,8 +249,11 @@ static snn_status train_backward(void *p) {
                                     n->gy, NULL, NULL, n->tsum, fp8 ? gam : NULL));
         BT(snn_cuda_colsum(c, SNN_F32, n->tsum, n->B, W, 0.0f, L->gb));
         if (fp8) {
-            BT(snn_cuda_quantize_fp8(c, SNN_F8E5M2, n->gy8, n->gy8t, SNN_BF16, n->gy, M, W, gam, gsi));
-            const uint8_t *xT = l == 0 ? n->x8t : n->L[l - 1].s_t;
+            BT(snn_cuda_quantize_fp8(c, SNN_F8E5M2, n->gy8, n->gy8t, SNN_BF16, n->gy, M, W,
+                                     n->delayed ? n->dl.qamax + 1 + D + l : gam, gsi));
+            /* the layer input transposed [in][M] for the wgrad GEMM, in gy (quantised, dead) */
+            uint8_t *xT = l == 0 && n->x8t ? n->x8t : n->xt_buf;
+            BT(snn_cuda_transpose_u8(c, xT, l == 0 ? (const void *)n->x8 : n->L[l - 1].s, M, L->in));
             const float *xsc = l == 0 ? n->sinv : NULL;
             d = snn_bench_gd(0, 1, W, L->in, M, SNN_F8E5M2, SNN_F8E4M3, SNN_F32, M, M, L->in, 0);
             BT(snn_cuda_gemm(c, &d, 1.0f, n->gy8t, xT, 0.0f, L->gw, gsi, xsc, NULL, NULL));
@@ -301,6 +327,10 @@ extern "C" snn_status snn_cuda_bench_run_fcsnn(snn_cuda *c, const snn_cuda_bench
     n.c = c;
     n.d = d;
     n.fp8 = p == SNN_CUDA_BENCH_FP8;
+    n.delayed = n.fp8 && cfg->fp8_delayed;
+    n.dl.hlen = cfg->fp8_history_len ? cfg->fp8_history_len : 1024;
+    n.dl.margin = cfg->fp8_margin;
+    n.dl.most_recent = cfg->fp8_most_recent;
     n.act = p == SNN_CUDA_BENCH_FP32 ? SNN_F32 : p == SNN_CUDA_BENCH_FP16 ? SNN_F16 : SNN_BF16;
     n.T = cfg->T;
     n.B = cfg->N;

@@ -68,4 +68,38 @@ snn_status snn_bench_protocol(snn_cuda *c, const snn_cuda_bench_cfg *cfg, const 
 
 double snn_bench_now(void); /* monotonic seconds */
 
+/* FP8 delayed scaling on the device (fp8.md §3.1, the rule of src/precision/fp8_recipe.c).
+ * Each quantised tensor has a slot. amax[slot] (the workload's array, "row 0" of the
+ * history) collects this step's max|x| (unscaled) from whatever kernel produces or quantises
+ * the tensor; snn_bench_delayed_update, enqueued first in a step, turns it into the scale:
+ * if amax[slot] == 0 the slot is skipped (history and scale kept); else the window amax is
+ * max(amax[slot], the previous len-1 amaxes) ("max") or amax[slot] ("most_recent"), the
+ * current amax joins the ring (the oldest drops out), amax[slot] = 0, and
+ * scale = fp8_max·2^-margin / window when that is finite and > 0 (else kept; +Inf ->
+ * FLT_MAX). Scales start at 1 (the first step quantises with 1, as TE and the CPU do).
+ * Slots >= grad0 hold gradients (E5M2, max 57344), the others E4M3 (448).
+ * qamax[slot] = fp8_max / scale: handed to snn_cuda_quantize_fp8 as its "amax", it makes
+ * that quantiser (s = fp8_max / amax) use the history's scale. Everything stays on the
+ * device: no host synchronisation inside a step. */
+typedef struct snn_bench_fp8_delayed {
+    int nslots, grad0, hlen, margin, most_recent;
+    float *hist;  /* [nslots][max(hlen-1, 1)] previous amaxes (a ring; order is irrelevant to max) */
+    int *pos;     /* [nslots] next ring position */
+    float *scale; /* [nslots] */
+    float *qamax; /* [nslots] */
+} snn_bench_fp8_delayed;
+
+snn_status snn_bench_delayed_alloc(snn_bench_alloc *a, snn_bench_fp8_delayed *d, int nslots, int grad0, int hlen,
+                                   int margin, int most_recent);
+/* Empty histories, scale 1 (the base state). Asynchronous. */
+snn_status snn_bench_delayed_reset(snn_cuda *c, const snn_bench_fp8_delayed *d);
+/* The scale update at the start of a step (one small kernel, one block per slot). */
+snn_status snn_bench_delayed_update(snn_cuda *c, const snn_bench_fp8_delayed *d, float *amax);
+/* q = sat(src·scale[0]) (src F32 or BF16, q E4M3 or E5M2, n % 4 == 0, 16-byte aligned),
+ * *scale_inv = 1/scale[0], and amax (may be NULL) max-ed with max|src| in the same pass: the
+ * delayed-scaling quantiser, one read of the source instead of an amax pass plus a
+ * quantisation pass. */
+snn_status snn_bench_quantize_scaled(snn_cuda *c, snn_dtype q_type, void *q, snn_dtype src_type, const void *src,
+                                     size_t n, const float *scale, float *scale_inv, float *amax);
+
 #endif

@@ -6,7 +6,10 @@
  * SGD kernel), bf16, fp8 (BF16 outside the GEMMs; per-tensor current scaling amax → scale →
  * quantise; E4M3 activations and weights, E5M2 gradients; fast accumulation only in the
  * forward GEMMs; weights re-quantised with transpose right after each SGD update, whose
- * kernel also gives their amax). Bias + GELU forward and GELU backward are fused elementwise
+ * kernel also gives their amax), or delayed scaling (scales from device amax histories,
+ * updated by one small kernel at the start of a step; every amax above is then recorded
+ * into the history instead of feeding this step's scale, and the input is quantised and its
+ * amax recorded in one pass). Bias + GELU forward and GELU backward are fused elementwise
  * kernels here (they also produce the amax the next FP8 quantisation needs). */
 #include <math.h>
 #include <stdlib.h>
@@ -131,7 +134,7 @@ typedef struct {
 typedef struct {
     snn_cuda *c;
     const snn_cuda_bench_data *d;
-    int fp8, B, W, D, C;
+    int fp8, delayed, B, W, D, C;
     snn_dtype act; /* storage of activations and gradients outside the GEMMs */
     float lr, loss_scale;
     layer *L; /* D layers: 0..D-2 hidden (GELU), D-1 the head */
@@ -145,7 +148,12 @@ typedef struct {
     /* amax/scale slots: [0] input, [1+l] GELU output of layer l, [1+D+l] weight l,
      * [1+2D+l] gradient at the output of layer l */
     float *amax, *sinv;
+    snn_bench_fp8_delayed dl; /* delayed scaling: histories and scales of the same slots */
 } net;
+
+/* The "amax" a current-scaling quantisation of slot k reads: this step's amax (current) or
+ * the one that reproduces the history's scale (delayed, cuda_bench_impl.h). */
+static const float *qscale_src(const net *n, size_t k) { return n->delayed ? n->dl.qamax + k : n->amax + k; }
 
 #define NSLOTS(n) ((size_t)(3 * (n)->D + 1))
 
@@ -196,15 +204,20 @@ static snn_status build(net *n, snn_bench_alloc *a) {
     BT(bench_alloc(a, (size_t)B * 4, 0, &n->ce_work));
     BT(bench_alloc(a, (size_t)B * 4, 0, &n->labels));
     BT(snn_cuda_upload(n->c, n->labels, n->d->y, (size_t)B * 4));
-    BT(bench_alloc(a, NSLOTS(n) * 4, fp8, &n->amax));
-    BT(bench_alloc(a, NSLOTS(n) * 4, fp8, &n->sinv));
+    if (fp8) { /* scaling state only where something is quantised */
+        BT(bench_alloc(a, NSLOTS(n) * 4, 1, &n->amax));
+        BT(bench_alloc(a, NSLOTS(n) * 4, 1, &n->sinv));
+    }
+    if (n->delayed)
+        BT(snn_bench_delayed_alloc(a, &n->dl, (int)NSLOTS(n), 1 + 2 * D, n->dl.hlen, n->dl.margin, n->dl.most_recent));
     return SNN_OK;
 }
 
 /* The base state: weights from the host, working copies, first FP8 quantisation. */
 static snn_status load(void *p) {
     net *n = (net *)p;
-    BT(snn_cuda_memset(n->c, n->amax, 0, NSLOTS(n) * 4));
+    if (n->fp8) BT(snn_cuda_memset(n->c, n->amax, 0, NSLOTS(n) * 4));
+    if (n->delayed) BT(snn_bench_delayed_reset(n->c, &n->dl));
     for (int l = 0; l < n->D; l++) {
         layer *L = &n->L[l];
         size_t nw = (size_t)L->in * L->out;
@@ -214,8 +227,8 @@ static snn_status load(void *p) {
         if (n->fp8) {
             float *am = n->amax + 1 + n->D + l;
             BT(snn_cuda_amax(n->c, SNN_F32, L->w, nw, am));
-            BT(snn_cuda_quantize_fp8(n->c, SNN_F8E4M3, L->w8, L->w8t, SNN_F32, L->w, L->out, L->in, am,
-                                     n->sinv + 1 + n->D + l));
+            BT(snn_cuda_quantize_fp8(n->c, SNN_F8E4M3, L->w8, L->w8t, SNN_F32, L->w, L->out, L->in,
+                                     qscale_src(n, 1 + n->D + l), n->sinv + 1 + n->D + l));
         }
     }
     return snn_cuda_synchronize(n->c);
@@ -227,10 +240,15 @@ static snn_status forward(net *n, int train) {
     const size_t act_n = (size_t)B * W;
     const void *X;
     const float *xs = NULL;
-    /* training zeroes every slot first; inference needs fresh input and GELU-output slots */
-    if (train) BT(snn_cuda_memset(c, n->amax, 0, NSLOTS(n) * 4));
-    else if (fp8) BT(snn_cuda_memset(c, n->amax, 0, (size_t)D * 4));
-    if (fp8) { /* the input is quantised every step, as an FP8 Linear does */
+    if (n->delayed) { /* scales from the histories; the input quantised, its amax recorded, in one pass */
+        BT(snn_bench_delayed_update(c, &n->dl, n->amax));
+        BT(snn_bench_quantize_scaled(c, SNN_F8E4M3, n->x8, SNN_F32, n->x32, act_n, n->dl.scale, n->sinv, n->amax));
+        if (train) BT(snn_cuda_transpose_u8(c, n->x8t, n->x8, B, W));
+        X = n->x8;
+        xs = n->sinv;
+    } else if (fp8) { /* the input is quantised every step, as an FP8 Linear does */
+        /* training zeroes every slot first; inference needs fresh input and GELU-output slots */
+        BT(snn_cuda_memset(c, n->amax, 0, (train ? NSLOTS(n) : (size_t)D) * 4));
         BT(snn_cuda_amax(c, SNN_F32, n->x32, act_n, n->amax));
         BT(snn_cuda_quantize_fp8(c, SNN_F8E4M3, n->x8, train ? n->x8t : NULL, SNN_F32, n->x32, B, W, n->amax,
                                  n->sinv));
@@ -260,7 +278,7 @@ static snn_status forward(net *n, int train) {
         BT(gelu_fwd(c, n->act, L->z, L->b, B, L->out, train ? L->z : NULL, L->a, fp8 ? n->amax + 1 + l : NULL));
         if (fp8) {
             BT(snn_cuda_quantize_fp8(c, SNN_F8E4M3, L->a8, train ? L->a8t : NULL, n->act, L->a, B, L->out,
-                                     n->amax + 1 + l, n->sinv + 1 + l));
+                                     qscale_src(n, 1 + l), n->sinv + 1 + l));
             X = L->a8;
             xs = n->sinv + 1 + l;
         } else {
@@ -302,7 +320,8 @@ static snn_status train_backward(void *p) {
         BT(snn_cuda_colsum(c, at, G, B, L->out, 0.0f, L->gb));
         if (fp8) {
             if (l == D - 1) BT(snn_cuda_amax(c, at, G, (size_t)B * L->out, gam));
-            BT(snn_cuda_quantize_fp8(c, SNN_F8E5M2, n->g8, n->g8t, at, G, B, L->out, gam, gsi));
+            BT(snn_cuda_quantize_fp8(c, SNN_F8E5M2, n->g8, n->g8t, at, G, B, L->out,
+                                     qscale_src(n, 1 + 2 * D + l), gsi));
             const uint8_t *XT = l == 0 ? n->x8t : n->L[l - 1].a8t;
             const float *xsc = n->sinv + (l == 0 ? 0 : l); /* slot of layer l's input */
             snn_cuda_gemm_desc d =
@@ -330,7 +349,7 @@ static snn_status train_backward(void *p) {
         BT(sgd(n, L, l, n->lr));
         if (fp8)
             BT(snn_cuda_quantize_fp8(c, SNN_F8E4M3, L->w8, L->w8t, SNN_F32, L->w, L->out, L->in,
-                                     n->amax + 1 + D + l, n->sinv + 1 + D + l));
+                                     qscale_src(n, 1 + D + l), n->sinv + 1 + D + l));
     }
     return SNN_OK;
 }
@@ -365,6 +384,10 @@ extern "C" snn_status snn_cuda_bench_run_linear(snn_cuda *c, const snn_cuda_benc
     n.c = c;
     n.d = d;
     n.fp8 = p == SNN_CUDA_BENCH_FP8;
+    n.delayed = n.fp8 && cfg->fp8_delayed;
+    n.dl.hlen = cfg->fp8_history_len ? cfg->fp8_history_len : 1024;
+    n.dl.margin = cfg->fp8_margin;
+    n.dl.most_recent = cfg->fp8_most_recent;
     n.act = p == SNN_CUDA_BENCH_FP32 ? SNN_F32 : p == SNN_CUDA_BENCH_FP16 ? SNN_F16 : SNN_BF16;
     n.B = cfg->N;
     n.W = cfg->width;
