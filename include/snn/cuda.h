@@ -168,7 +168,10 @@ typedef enum { SNN_CUDA_LOSS_CE = 0, SNN_CUDA_LOSS_MSE_RATE = 1 } snn_cuda_loss;
 typedef struct snn_cuda_model_opts {
     int T, N;              /* time steps and batch size (the step's shapes are fixed) */
     snn_dtype compute;     /* GEMM operands: SNN_F32 (TF32 off), SNN_BF16 or SNN_F16, FP32
-                              accumulation and FP32 master weights in every case */
+                              accumulation and FP32 master weights in every case; F16 adds
+                              dynamic loss scaling on the device (GradScaler's rule: scale
+                              65536, x0.5 on overflow with the step skipped, x2 after 2000
+                              clean steps) */
     int allow_tf32;        /* F32 only: let cuBLASLt use TF32 */
     snn_cuda_loss loss;
     float clip;            /* > 0: clip the global gradient norm to this (before the update) */
@@ -204,6 +207,8 @@ snn_status snn_cuda_model_download_grads(snn_cuda_model *g);
  * kind, forward and backward ms per step) into report. For finding where a step's time goes. */
 snn_status snn_cuda_model_profile(snn_cuda_model *g, const float *x, int x_has_time,
                                   const int32_t *labels, int steps, char *report, size_t cap);
+/* The current FP16 loss scale (1 for other compute types); synchronizes. */
+snn_status snn_cuda_model_loss_scale(snn_cuda_model *g, float *scale);
 /* Bytes of device memory the model holds (parameters, state, activations, workspaces). */
 size_t snn_cuda_model_device_bytes(const snn_cuda_model *g);
 

@@ -8,7 +8,7 @@
  * rounding does. FP32 GEMMs of a different summation order flip a handful of spikes in
  * millions, so the bounds are relative L2 norms over whole tensors (2e-2), reported per model
  * with the largest offender. BF16 runs are compared with the CPU's BF16 emulation (the same
- * rounding points), not with FP32. SGD keeps the update
+ * rounding points), not with FP32; FP16 likewise, with the loss scaling of both sides. SGD keeps the update
  * proportional to the gradient (Adam's first step is sign-like and would amplify the
  * difference of near-zero gradients); the optimizers themselves are checked element by
  * element in test_cuda_attn_optim. Exit 77 without a GPU. */
@@ -127,7 +127,8 @@ static void one_model(const char *label, make_fn make, int T, int N, int mse, sn
     snn_optimizer *opt = NULL;
     snn_precision *prec = NULL;
     snn_precision_config pc;
-    CHECK(snn_precision_config_parse(ct == SNN_BF16 ? "bf16" : "fp32", NULL, NULL, NULL, NULL, &pc) == SNN_OK);
+    const char *pname = ct == SNN_BF16 ? "bf16" : ct == SNN_F16 ? "fp16" : "fp32";
+    CHECK(snn_precision_config_parse(pname, NULL, NULL, NULL, NULL, &pc) == SNN_OK);
     CHECK(snn_prepare_model_for_precision(mc, "cpu", &pc, &prec) == SNN_OK);
     CHECK(snn_model_plan(mc, T, N) == SNN_OK);
     CHECK(snn_optimizer_create_for_model(&oo, mc, &opt) == SNN_OK);
@@ -153,6 +154,14 @@ static void one_model(const char *label, make_fn make, int T, int N, int mse, sn
     long cg = 0, steps = 0;
     CHECK(snn_cuda_model_take_stats(gm, &loss_g, &cg, &steps) == SNN_OK);
     CHECK(snn_cuda_model_download_grads(gm) == SNN_OK);
+    {
+        /* FP16: the device keeps the scaled gradients (the optimizer unscales them); the CPU
+         * unscaled its copy in place. No overflow in one step, so the scale is unchanged. */
+        float ls = 0.0f;
+        CHECK(snn_cuda_model_loss_scale(gm, &ls) == SNN_OK && ls > 0.0f);
+        CHECK_MSG(ct != SNN_F16 || ls == 65536.0f, "%s: loss scale %g after one step", label, (double)ls);
+        for (size_t i = 0; i < np; i++) snn_model_grads(mg)[i] /= ls;
+    }
     snn_test_poison(snn_model_params(mg), np);
     snn_test_poison(snn_model_buffers(mg), nbuf);
     CHECK(snn_cuda_model_download(gm) == SNN_OK);
@@ -233,6 +242,9 @@ int main(void) {
     one_model("mlp (gelu)", make_mlp, 1, 40, 0, SNN_BF16, 2e-2);
     one_model("layernorm mlp", make_ln, 3, 20, 0, SNN_F32, 2e-2);
     one_model("layernorm mlp", make_ln, 3, 20, 0, SNN_BF16, 2e-2);
+    one_model("fcsnn", make_fcsnn, 4, 24, 0, SNN_F16, 2e-2);
+    one_model("convsnn (mse)", make_convsnn, 4, 12, 1, SNN_F16, 2e-2);
+    one_model("spikformer-tiny", make_spikformer, 2, 6, 0, SNN_F16, 2e-2);
     snn_cuda_destroy(g);
     return snn_test_finish("test_cuda_model");
 }

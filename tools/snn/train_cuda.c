@@ -66,10 +66,11 @@ static snn_dtype compute_type(const snn_precision_config *p) {
     switch (p->mode) {
     case SNN_PRECISION_FP32: return SNN_F32;
     case SNN_PRECISION_BF16: return SNN_BF16;
+    case SNN_PRECISION_FP16: return SNN_F16;
     default:
         die_usage("--precision %s is not available for model training with --device cuda yet "
-                  "(fp32 and bf16 are; fp16 and fp8 train on the CPU, and `snn bench --device "
-                  "cuda` measures them)", snn_precision_mode_name(p->mode));
+                  "(fp32, bf16 and fp16 are; fp8 trains on the CPU, and `snn bench --device "
+                  "cuda` measures it on the GPU)", snn_precision_mode_name(p->mode));
     }
     return SNN_F32;
 }

@@ -66,9 +66,47 @@ __global__ void gm_sumsq_kernel(const float *x, size_t n, double *out) {
  * non-finite norm leaves the gradients alone (as the CPU code does). */
 __global__ void gm_clip_finalize_kernel(const double *norm2, float max_norm,
                                         snn_cuda_step_scalars *s) {
-    float norm = (float)sqrt(*norm2);
+    /* grad_scale is 1, or 1/loss_scale under FP16 loss scaling: the norm of the true
+     * gradients is the measured one times it (the CPU clips after unscaling) */
+    const float unscale = s->grad_scale;
+    float norm = (float)(sqrt(*norm2) * (double)unscale);
     float coef = max_norm / (norm + 1e-6f);
-    s->grad_scale = (isfinite(norm) && coef < 1.0f) ? coef : 1.0f;
+    if (isfinite(norm) && coef < 1.0f) s->grad_scale = unscale * coef;
+}
+
+/* ---- FP16 dynamic loss scaling on the device (PyTorch's GradScaler rule, as
+ * src/precision/loss_scaler.c): the "skip this step" flag is read by the optimizer kernel ---- */
+__global__ void gm_scaler_begin_kernel(const snn_gm_scaler *sc, snn_cuda_step_scalars *s) {
+    s->grad_scale = (float)(1.0 / (double)sc->scale); /* rounded once, like torch */
+    s->skip = 0;
+}
+
+__global__ void gm_scale_kernel(float *x, size_t n, const snn_gm_scaler *sc) {
+    const float k = sc->scale;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        x[i] *= k;
+}
+
+__global__ void gm_found_inf_kernel(const float *g, size_t n, snn_cuda_step_scalars *s) {
+    int bad = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        bad |= !isfinite(g[i]);
+    if (__syncthreads_or(bad) && threadIdx.x == 0) s->skip = 1;
+}
+
+__global__ void gm_scaler_update_kernel(snn_gm_scaler *sc, const snn_cuda_step_scalars *s) {
+    if (s->skip) {
+        sc->scale = (float)((double)sc->scale * 0.5);
+        sc->tracker = 0;
+    } else if (sc->tracker + 1 == 2000) {
+        float grown = (float)((double)sc->scale * 2.0);
+        if (isfinite(grown)) sc->scale = grown;
+        sc->tracker = 0;
+    } else {
+        sc->tracker++;
+    }
 }
 
 /* ---- tree ---- */
@@ -342,6 +380,7 @@ static snn_status plan_all(snn_cuda_model *g) {
     g->ce_work = takef(g, (size_t)g->N);
     g->norm2 = (double *)g->act.take(sizeof(double));
     g->scal = (snn_cuda_step_scalars *)g->act.take(sizeof(snn_cuda_step_scalars));
+    g->scaler = (snn_gm_scaler *)g->act.take(sizeof(snn_gm_scaler));
     plan_fwd(g, g->root, g->x);
     plan_bwd(g, g->root, g->dout, 0);
     g->scratch_a = g->act.take(g->scratch_a_bytes);
@@ -406,8 +445,8 @@ extern "C" snn_status snn_cuda_model_create(snn_cuda *c, snn_model *m, const snn
         return snn_error(SNN_E_INVALID, "GPU model: T and N must be positive (got T=%d, N=%d)", o->T, o->N);
     if (o->compute != SNN_F32 && o->compute != SNN_BF16 && o->compute != SNN_F16)
         return snn_error(SNN_E_UNSUPPORTED,
-                         "GPU model: compute type %s is not supported (f32, bf16 or f16; FP8 "
-                         "training runs in `snn bench` only for now)",
+                         "GPU model: compute type %s is not supported (f32, bf16 or f16 with "
+                         "dynamic loss scaling; FP8 training runs in `snn bench` only for now)",
                          snn_cuda_dtype_name(o->compute));
     if ((size_t)o->T * (size_t)o->N > (1u << 30))
         return snn_error(SNN_E_INVALID, "GPU model: T*N too large");
@@ -464,6 +503,10 @@ extern "C" snn_status snn_cuda_model_create(snn_cuda *c, snn_model *m, const snn
         st = snn_cuda_synchronize(c);
     }
     if (st == SNN_OK) st = copy_params(g, 1, 0);
+    if (st == SNN_OK) {
+        snn_gm_scaler sc0 = {65536.0f, 0}; /* GradScaler's defaults, as the CPU */
+        st = snn_cuda_upload(c, g->scaler, &sc0, sizeof sc0);
+    }
     if (st == SNN_OK) {
         uint8_t *mask = (uint8_t *)calloc(g->n_dev, 1);
         if (!mask) st = snn_error(SNN_E_NOMEM, "out of memory");
@@ -538,6 +581,12 @@ static snn_status enqueue_step(snn_cuda_model *g, int x_has_time) {
         SNN_CU_LAUNCHED("broadcast input");
     }
     SNN_CU_TRY(cudaMemsetAsync(g->grads, 0, g->n_dev * sizeof(float), sm));
+    const int scaled = g->o.compute == SNN_F16;
+    const unsigned eb = (unsigned)snn_cuda_sm_count(c) * 8u;
+    if (scaled) {
+        gm_scaler_begin_kernel<<<1, 1, 0, sm>>>(g->scaler, g->scal);
+        SNN_CU_LAUNCHED("loss scaler");
+    }
     SNN_TRY(snn_gm_forward(g, g->root, 1));
     const float *y = g->root->y;
     SNN_CU_TRY(cudaMemsetAsync(g->correct, 0, sizeof(int), sm));
@@ -554,7 +603,15 @@ static snn_status enqueue_step(snn_cuda_model *g, int x_has_time) {
     gm_accumulate_kernel<<<1, 1, 0, sm>>>(g->loss, g->correct, g->acc_loss, g->acc_correct,
                                           g->acc_steps);
     SNN_CU_LAUNCHED("accumulate");
+    if (scaled) {
+        gm_scale_kernel<<<eb, 256, 0, sm>>>(g->dout, (size_t)g->B * g->classes, g->scaler);
+        SNN_CU_LAUNCHED("loss scaling");
+    }
     SNN_TRY(snn_gm_backward(g, g->root));
+    if (scaled) {
+        gm_found_inf_kernel<<<eb, 256, 0, sm>>>(g->grads, g->n_dev, g->scal);
+        SNN_CU_LAUNCHED("overflow check");
+    }
     if (g->o.clip > 0.0f) {
         SNN_CU_TRY(cudaMemsetAsync(g->norm2, 0, sizeof(double), sm));
         gm_sumsq_kernel<<<(unsigned)snn_cuda_sm_count(c) * 4u, 256, 0, sm>>>(g->grads, g->n_dev, g->norm2);
@@ -564,6 +621,10 @@ static snn_status enqueue_step(snn_cuda_model *g, int x_has_time) {
     }
     SNN_TRY(snn_cuda_opt_update(c, &g->dopt, g->scal, g->n_dev, g->params, g->grads, g->state,
                                 g->decay));
+    if (scaled) {
+        gm_scaler_update_kernel<<<1, 1, 0, sm>>>(g->scaler, g->scal);
+        SNN_CU_LAUNCHED("loss scaler update");
+    }
     return refresh_compute_copy(g);
 }
 
@@ -763,5 +824,12 @@ extern "C" snn_status snn_cuda_model_profile(snn_cuda_model *g, const float *x, 
     prof_walk(g->root, &o, 0);
     prof_line(&o, "modules: forward %.3f ms + backward %.3f ms; one eager step %.3f ms (the rest: input, "
                   "loss, optimizer, weight copies, launch gaps)\n", o.fwd, o.bwd, (double)whole);
+    return SNN_OK;
+}
+
+extern "C" snn_status snn_cuda_model_loss_scale(snn_cuda_model *g, float *scale) {
+    snn_gm_scaler sc;
+    SNN_TRY(snn_cuda_download(g->c, &sc, g->scaler, sizeof sc));
+    *scale = g->o.compute == SNN_F16 ? sc.scale : 1.0f;
     return SNN_OK;
 }

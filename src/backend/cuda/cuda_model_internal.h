@@ -82,6 +82,12 @@ struct garena {
     }
 };
 
+/* FP16 loss scaler state (device) */
+struct snn_gm_scaler {
+    float scale;
+    int tracker;
+};
+
 struct snn_cuda_model {
     snn_cuda *c;
     snn_model *host;
@@ -113,6 +119,7 @@ struct snn_cuda_model {
     size_t bn_work_bytes, ssa_work_bytes, ln_work_bytes;
     double *norm2;                 /* clipping */
     snn_cuda_step_scalars *scal;   /* device */
+    snn_gm_scaler *scaler;         /* device, FP16 only */
     snn_cuda_opt dopt;
     long step;                     /* optimizer steps taken */
     /* graph */
