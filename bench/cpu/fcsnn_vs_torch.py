@@ -25,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -53,6 +54,9 @@ def parse():
     p.add_argument("--inference-steps", type=int, default=20)
     p.add_argument("--torch-blas", default="pthread,openmp", help="comma list of: pthread, openmp")
     p.add_argument("--sgemm-size", type=int, default=2048)
+    p.add_argument("--wait-idle", type=float, default=0.0,
+                   help="before each round, wait until this fraction of the CPUs was idle over 2 s (0: no wait)")
+    p.add_argument("--wait-max", type=float, default=300.0, help="longest wait for --wait-idle, seconds")
     p.add_argument("--output", default=os.path.join(ROOT, "build-cpubench", "fcsnn_vs_torch.json"))
     return p.parse_args()
 
@@ -139,10 +143,35 @@ def run_torch(a, py, blas):
 
 
 def run_sgemm(a):
-    r = subprocess.run([a.sgemm, str(a.sgemm_size), "7"], env=env_for(a), capture_output=True, text=True)
+    dims = gemm_flops(a)["layers"]
+    cmd = [a.sgemm, str(a.sgemm_size), "7", str(a.time_steps * a.batch_size)] + [str(d) for d in dims]
+    r = subprocess.run(cmd, env=env_for(a), capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit("fcsnn_vs_torch: sgemm_rate failed (%d): %s%s" % (r.returncode, r.stdout, r.stderr))
     return json.loads(r.stdout)
+
+
+def cpu_idle_fraction(seconds=2.0):
+    """Idle share of all CPUs over a short window, from /proc/stat (idle + iowait)."""
+    def snap():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return v[3] + v[4], sum(v[:8])
+    i0, t0 = snap()
+    time.sleep(seconds)
+    i1, t1 = snap()
+    return (i1 - i0) / max(1, t1 - t0)
+
+
+def wait_idle(a):
+    """Returns (idle fraction seen last, seconds waited)."""
+    if a.wait_idle <= 0:
+        return None, 0.0
+    t0 = time.monotonic()
+    while True:
+        idle = cpu_idle_fraction()
+        if idle >= a.wait_idle or time.monotonic() - t0 >= a.wait_max:
+            return idle, time.monotonic() - t0
 
 
 def loadavg():
@@ -187,6 +216,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(a.rounds):
             order = sides[r % len(sides):] + sides[:r % len(sides)]
+            idle, waited = wait_idle(a)
             for s in order:
                 if s == "snn":
                     row = run_snn(a, tmp)
@@ -195,14 +225,25 @@ def main():
                 else:
                     row = run_torch(a, py, s[len("torch-"):])
                 row["round"], row["loadavg_1min"] = r, loadavg()
+                row["idle_before_round"], row["waited_s"] = idle, waited
                 rows[s].append(row)
             sn, parts = rows["snn"][-1], []
             for b in blases:
                 t = rows["torch-" + b][-1]
                 parts.append("torch-%s %.0f/%.0f" % (b, t["training_samples_per_sec"], t["inference_samples_per_sec"]))
-            print("round %d/%d: snn %.0f/%.0f  %s  sgemm %.1f GFLOP/s  (train/infer samples/s, load %.2f)"
+            print("round %d/%d: snn %.0f/%.0f  %s  sgemm %.1f GFLOP/s  (train/infer samples/s, load %.2f, idle %s)"
                   % (r + 1, a.rounds, sn["training_samples_per_sec"], sn["inference_samples_per_sec"],
-                     "  ".join(parts), rows["sgemm"][-1]["gflops_median"], loadavg() or -1), file=sys.stderr)
+                     "  ".join(parts), rows["sgemm"][-1]["gflops_median"], loadavg() or -1,
+                     "-" if idle is None else "%.2f after %.0f s" % (idle, waited)), file=sys.stderr)
+
+    # With --wait-idle, rounds that started without the idle share asked for (the wait ran
+    # out) were disturbed by other work; the statistics use the others (all if none passed).
+    all_rows = rows
+    idle = [x["idle_before_round"] for x in rows["snn"]]
+    used = [r for r in range(a.rounds) if a.wait_idle <= 0 or idle[r] >= a.wait_idle]
+    if not used:
+        used = list(range(a.rounds))
+    rows = {s: [v[r] for r in used] for s, v in all_rows.items()}
 
     flops = gemm_flops(a)
     gemm_rate = summary([x["gflops_median"] * 1e9 for x in rows["sgemm"]])
@@ -229,20 +270,31 @@ def main():
                    "neuron": "LIF tau 2, v_th 1, hard reset to 0, decay_input, Sigmoid(4) surrogate",
                    "optimizer": "SGD lr 0.05 momentum 0.9", "rounds": a.rounds, "warmup": a.warmup,
                    "training_steps": a.training_steps, "inference_steps": a.inference_steps,
+                   "wait_idle": a.wait_idle, "wait_max_s": a.wait_max,
+                   "idle_before_rounds": idle,
+                   "loadavg_per_round": [x["loadavg_1min"] for x in all_rows["snn"]],
+                   "rounds_used": used,
                    "order": "rotated per round: " + ", ".join(sides)},
         "gemm_flops_per_sample": flops,
         "sgemm_rate_flops": gemm_rate,
+        # GEMM time of one step at the network's exact shapes (src/nn/linear.c's calls)
+        "step_gemm_ms": {k: summary([x["step_%s_gemm_ms" % k] for x in rows["sgemm"]])
+                         for k in ("training", "inference")},
         "sides": {},
         "ratios": {},
+        "rounds_raw": all_rows,
     }
     metrics = ["training_samples_per_sec", "inference_samples_per_sec", "training_ms", "inference_ms",
-               "forward_ms", "loss_ms", "backward_ms", "optimizer_ms"]
+               "forward_ms", "loss_ms", "backward_ms", "optimizer_ms", "training_cpu_ms", "inference_cpu_ms"]
     for s in sides[:-1]:
         side = {m: summary([x[m] for x in rows[s]]) for m in metrics}
         for kind in ("training", "inference"):
             sps = side[kind + "_samples_per_sec"]["median"]
             side[kind + "_gemm_fraction_of_sgemm_rate"] = sps * flops[kind] / rate
             side[kind + "_floor_samples_per_sec"] = rate / flops[kind]
+            step_ms = report["step_gemm_ms"][kind]["median"]
+            side[kind + "_exact_shape_floor_samples_per_sec"] = a.batch_size / (step_ms * 1e-3)
+            side[kind + "_fraction_of_exact_shape_floor"] = sps * step_ms * 1e-3 / a.batch_size
         side["final_loss"] = [x["final_loss"] for x in rows[s]]
         report["sides"][s] = side
     if blases:
@@ -268,26 +320,36 @@ def main():
     with open(a.output, "w") as f:
         json.dump(report, f, indent=1)
 
-    print("fcsnn %s, T %d, batch %d, %d threads, %d rounds (%s)" % (
-        "-".join(map(str, flops["layers"])), a.time_steps, a.batch_size, a.threads, a.rounds, started))
+    print("fcsnn %s, T %d, batch %d, %d threads, %d rounds, %d used (%s)" % (
+        "-".join(map(str, flops["layers"])), a.time_steps, a.batch_size, a.threads, a.rounds, len(used), started))
     print("sgemm %d^3: %.1f GFLOP/s median [%.1f, %.1f]; GEMM MFLOP/sample: train %.2f, infer %.2f" % (
         a.sgemm_size, rate * 1e-9, gemm_rate["p25"] * 1e-9, gemm_rate["p75"] * 1e-9,
         flops["training"] * 1e-6, flops["inference"] * 1e-6))
-    print("%-15s %24s %24s %7s %7s" % ("side", "train samples/s", "infer samples/s", "tr/floor", "in/floor"))
-    print("%-15s %24s %24s %7s %7s" % ("", "median [p25, p75]", "median [p25, p75]", "", ""))
+    print("GEMM time of a step at the exact shapes: train %.2f ms, infer %.2f ms (medians)" % (
+        report["step_gemm_ms"]["training"]["median"], report["step_gemm_ms"]["inference"]["median"]))
+    print("%-15s %24s %24s %7s %7s %7s %7s" % ("side", "train samples/s", "infer samples/s", "tr/sq", "in/sq",
+                                               "tr/ex", "in/ex"))
+    print("%-15s %24s %24s %15s %15s" % ("", "median [p25, p75]", "median [p25, p75]", "square floor",
+                                         "shape floor"))
     for s in sides[:-1]:
         d = report["sides"][s]
         tr, inf = d["training_samples_per_sec"], d["inference_samples_per_sec"]
-        print("%-15s %8.0f [%6.0f, %6.0f] %8.0f [%6.0f, %6.0f] %6.0f%% %6.0f%%" % (
+        print("%-15s %8.0f [%6.0f, %6.0f] %8.0f [%6.0f, %6.0f] %6.0f%% %6.0f%% %6.0f%% %6.0f%%" % (
             s, tr["median"], tr["p25"], tr["p75"], inf["median"], inf["p25"], inf["p75"],
-            100 * d["training_gemm_fraction_of_sgemm_rate"], 100 * d["inference_gemm_fraction_of_sgemm_rate"]))
-    print("%-15s %8.0f %24.0f" % ("floor (GEMM)", report["sides"]["snn"]["training_floor_samples_per_sec"],
-                                  report["sides"]["snn"]["inference_floor_samples_per_sec"]))
-    print("split ms/step  forward  backward  optimizer")
+            100 * d["training_gemm_fraction_of_sgemm_rate"], 100 * d["inference_gemm_fraction_of_sgemm_rate"],
+            100 * d["training_fraction_of_exact_shape_floor"], 100 * d["inference_fraction_of_exact_shape_floor"]))
+    sn = report["sides"]["snn"]
+    print("%-15s %8.0f %24.0f   (square sgemm rate)" % ("floor (GEMM)", sn["training_floor_samples_per_sec"],
+                                                         sn["inference_floor_samples_per_sec"]))
+    print("%-15s %8.0f %24.0f   (exact shapes)" % ("floor (GEMM)", sn["training_exact_shape_floor_samples_per_sec"],
+                                                    sn["inference_exact_shape_floor_samples_per_sec"]))
+    print("ms/step (medians) forward  backward  optimizer  | wall train  cpu train | wall infer  cpu infer")
     for s in sides[:-1]:
         d = report["sides"][s]
-        print("%-13s %8.2f %9.2f %10.2f" % (s, d["forward_ms"]["median"], d["backward_ms"]["median"],
-                                            d["optimizer_ms"]["median"]))
+        print("%-16s %8.2f %9.2f %10.2f  | %10.2f %10.2f | %10.2f %10.2f" % (
+            s, d["forward_ms"]["median"], d["backward_ms"]["median"], d["optimizer_ms"]["median"],
+            d["training_ms"]["median"], d["training_cpu_ms"]["median"], d["inference_ms"]["median"],
+            d["inference_cpu_ms"]["median"]))
     if blases:
         rt = report["ratios"]
         for b in blases:

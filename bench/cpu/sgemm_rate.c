@@ -3,7 +3,13 @@
  * median and best time. Thread count comes from the environment (OMP_NUM_THREADS /
  * OPENBLAS_NUM_THREADS), as for the benchmarks themselves.
  *
- *   sgemm_rate [n] [reps]      default n 2048, reps 7
+ *   sgemm_rate [n] [reps] [B d0 d1 ... dL]      default n 2048, reps 7
+ *
+ * With B and the layer widths d0..dL (fcsnn: B = T*N rows, 784 1024 1024 10) it also times
+ * the GEMM calls one training and one inference step of that network issue, with the
+ * transposes, leading dimensions and beta of src/nn/linear.c (forward y = x W^T; backward
+ * dW += dy^T x, and dx = dy W for every layer but the first): the GEMM time of a step at the
+ * exact shapes, a tighter floor than the square rate.
  *
  * Prints one JSON object on stdout. A sample of C entries is checked against a double dot
  * product so that a broken link cannot report a fast nonsense rate. */
@@ -30,11 +36,57 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+static float *filled(size_t n, uint64_t *s) {
+    float *p = malloc(n * sizeof(float));
+    if (!p) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+        p[i] = (float)((*s >> 40) * (1.0 / 16777216.0)) - 0.5f;
+    }
+    return p;
+}
+
+/* Median seconds of the forward GEMMs (train = 0) or forward + backward GEMMs (train = 1)
+ * of a step over B rows and widths d[0..L]. Returns < 0 when out of memory. */
+static double step_gemm_seconds(int B, const int *d, int L, int train, int reps) {
+    int maxw = 0;
+    for (int i = 0; i <= L; i++) maxw = d[i] > maxw ? d[i] : maxw;
+    uint64_t s = 0x2545f4914f6cdd1dull;
+    float *x = filled((size_t)B * maxw, &s), *y = filled((size_t)B * maxw, &s);
+    float *W = filled((size_t)maxw * maxw, &s), *G = filled((size_t)maxw * maxw, &s);
+    double *t = malloc((size_t)(reps + 1) * sizeof(double));
+    double med = -1;
+    if (x && y && W && G && t) {
+        for (int r = 0; r <= reps; r++) { /* r = 0 warms up */
+            double a = now();
+            for (int l = 0; l < L; l++) {
+                int in = d[l], out = d[l + 1];
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, out, in, 1.0f, x, in, W, in, 1.0f, y, out);
+            }
+            for (int l = train ? L - 1 : -1; l >= 0; l--) {
+                int in = d[l], out = d[l + 1];
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, B, 1.0f, y, out, x, in, 1.0f, G, in);
+                if (l > 0)
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, in, out, 1.0f, y, out, W, in, 0.0f, x, in);
+            }
+            t[r] = now() - a;
+        }
+        qsort(t + 1, (size_t)reps, sizeof *t, cmp_double);
+        med = t[1 + reps / 2];
+    }
+    free(x);
+    free(y);
+    free(W);
+    free(G);
+    free(t);
+    return med;
+}
+
 int main(int argc, char **argv) {
     int n = argc > 1 ? atoi(argv[1]) : 2048;
     int reps = argc > 2 ? atoi(argv[2]) : 7;
-    if (n < 16 || n > 16384 || reps < 1 || reps > 1000) {
-        fprintf(stderr, "usage: sgemm_rate [n 16..16384] [reps 1..1000]\n");
+    if (n < 16 || n > 16384 || reps < 1 || reps > 1000 || argc == 4 || argc > 68) {
+        fprintf(stderr, "usage: sgemm_rate [n 16..16384] [reps 1..1000] [B d0 d1 ... dL]\n");
         return 2;
     }
     size_t nn = (size_t)n * n;
@@ -72,7 +124,16 @@ int main(int argc, char **argv) {
     qsort(t, (size_t)reps, sizeof *t, cmp_double);
     double flop = 2.0 * n * (double)n * n;
     double med = t[reps / 2];
-    printf("{\"n\": %d, \"reps\": %d, \"median_s\": %.6g, \"best_s\": %.6g, \"gflops_median\": %.4f, "
+    int L = argc - 5, rows = argc > 3 ? atoi(argv[3]) : 0, d[64];
+    if (L >= 1 && L < 64 && rows > 0) {
+        for (int i = 0; i <= L; i++) d[i] = atoi(argv[4 + i]);
+        double inf = step_gemm_seconds(rows, d, L, 0, reps), tr = step_gemm_seconds(rows, d, L, 1, reps);
+        printf("{\"step_rows\": %d, \"step_layers\": %d, \"step_inference_gemm_ms\": %.6g, "
+               "\"step_training_gemm_ms\": %.6g, ", rows, L, inf * 1e3, tr * 1e3);
+    } else {
+        printf("{");
+    }
+    printf("\"n\": %d, \"reps\": %d, \"median_s\": %.6g, \"best_s\": %.6g, \"gflops_median\": %.4f, "
            "\"gflops_best\": %.4f, \"max_rel_err\": %.3g, \"ok\": %s, \"openblas_core\": \"%s\", "
            "\"openblas_config\": \"%s\", \"openblas_threads\": %d}\n",
            n, reps, med, t[0], flop / med * 1e-9, flop / t[0] * 1e-9, worst, worst < 1e-4 ? "true" : "false",

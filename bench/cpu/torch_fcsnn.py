@@ -118,9 +118,9 @@ def main():
     net.train()
     split = {"forward": 0.0, "loss": 0.0, "backward": 0.0, "optimizer": 0.0}
     loss_v = float("nan")
-    train_s = 0.0
+    train_s = train_cpu = 0.0
     for phase, steps in (("warmup", a.warmup), ("timed", a.training_steps)):
-        t_start = time.perf_counter()
+        t_start, c_start = time.perf_counter(), time.process_time()
         for _ in range(steps):
             t0 = time.perf_counter()
             out = net(x)
@@ -139,17 +139,19 @@ def main():
                 split["optimizer"] += t4 - t3
         if phase == "timed":
             train_s = time.perf_counter() - t_start
+            train_cpu = time.process_time() - c_start
             loss_v = float(loss)
 
     net.eval()
-    infer_s = 0.0
+    infer_s = infer_cpu = 0.0
     with torch.inference_mode():
         for phase, steps in (("warmup", a.warmup), ("timed", a.inference_steps)):
-            t_start = time.perf_counter()
+            t_start, c_start = time.perf_counter(), time.process_time()
             for _ in range(steps):
                 out = net(x)
             if phase == "timed":
                 infer_s = time.perf_counter() - t_start
+                infer_cpu = time.process_time() - c_start
         checksum = float(out.double().sum())
 
     mm = None
@@ -178,6 +180,8 @@ def main():
         "loss_ms": split["loss"] * 1e3 / ts_,
         "backward_ms": split["backward"] * 1e3 / ts_,
         "optimizer_ms": split["optimizer"] * 1e3 / ts_,
+        "training_cpu_ms": train_cpu * 1e3 / ts_,
+        "inference_cpu_ms": infer_cpu * 1e3 / a.inference_steps,
         "final_loss": loss_v,
         "output_checksum": checksum,
         "torch_mm": mm,
