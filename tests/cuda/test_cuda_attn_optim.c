@@ -402,6 +402,14 @@ int main(void) {
         {1, 1, 320, 33, 2, 0.125f, 1},  /* d = 160: forward and backward in work */
         {2, 2, 384, 64, 12, 0.125f, 0}, /* real-valued inputs */
         {1, 2, 40, 37, 8, 0.3f, 0},     /* d = 5 */
+        /* register-tiled kernels (d = 16, 32; 64-token tiles): several tiles, partial
+         * last tiles not a multiple of 4, short sequences */
+        {1, 2, 64, 101, 4, 0.125f, 1},  /* d = 16, 2 tiles */
+        {1, 2, 64, 101, 4, 0.3f, 0},    /* d = 16, real-valued */
+        {1, 2, 64, 64, 4, 0.125f, 1},   /* d = 16, one full tile */
+        {1, 2, 96, 130, 3, 0.125f, 1},  /* d = 32, 3 tiles */
+        {1, 3, 64, 130, 2, 0.2f, 0},    /* d = 32, 3 tiles, real-valued */
+        {2, 2, 96, 5, 3, 0.125f, 1},    /* d = 32, L = 5 */
     };
     for (size_t i = 0; i < sizeof ssa / sizeof ssa[0]; i++) test_ssa(&ssa[i]);
     test_gelu();

@@ -227,6 +227,230 @@ __global__ void __launch_bounds__(SSA_THREADS)
     }
 }
 
+/* ---- Register-tiled kernels for head dimensions 16 and 32 (Spikformer: d = 32) ----
+ * The generic kernels above issue about two shared-memory loads per FMA and are limited by
+ * shared-memory wavefronts. These keep partial sums in registers and read shared operands
+ * as float4, mostly as warp-wide broadcasts:
+ *  - tiles of TL = 64 tokens, channel-major [c][TLP] with TLP = 68 (= 4 mod 32: a warp
+ *    reading float4s of 32 consecutive rows touches each bank once per 8-lane phase);
+ *  - d x d matrices with row stride LDM = DH + 4 (float4-aligned, transposed stores spread
+ *    over 8 bank groups);
+ *  - pass 1 (A = V K^T, dA = scale G Q^T): a thread owns RI rows of one column j and keeps
+ *    them in registers across all token tiles; per 4 tokens it reads one float4 of row j
+ *    and RI broadcast float4s;
+ *  - pass 2 (y, dq, dk, dv): lane = token, a warp owns CB = DH/4 channels, reads the
+ *    token's value once per sum index and CB/4 broadcast float4s of the matrix row.
+ * Every output element is still one sequential sum over its index (tokens in order, then
+ * one scale multiply), as in the generic kernels: deterministic and, for spikes, exact.
+ * Shared memory (DH = 32): forward 30 KiB, backward 47.5 KiB (no opt-in needed). */
+#define SSA_TL 64
+#define SSA_TLP (SSA_TL + 4)
+
+/* s[c][t] = src[c][l0 + t] for t < TL (0 past the end); lanes run along t: coalesced
+ * global reads, conflict-free stores */
+template <int DH>
+__device__ __forceinline__ void load_tile64(float *s, const float *__restrict__ src, int L,
+                                            int l0) {
+#pragma unroll 2
+    for (int e = threadIdx.x; e < DH * SSA_TL; e += SSA_THREADS) {
+        const int c = e / SSA_TL, t = e - c * SSA_TL, l = l0 + t;
+        s[c * SSA_TLP + t] = l < L ? src[(size_t)c * L + l] : 0.0f;
+    }
+}
+
+/* acc[r] += sum over tokens t < nt (in order) of x[i0 + r][t] * y[j][t]; tiles zero-padded
+ * to a multiple of 4 tokens (adding +0 products leaves the sums unchanged) */
+template <int DH, int RI>
+__device__ __forceinline__ void acc_rows(float *acc, const float *x, const float *y, int i0,
+                                         int j, int nt) {
+    const float *yj = y + j * SSA_TLP;
+#pragma unroll 1
+    for (int t = 0; t < nt; t += 4) {
+        const float4 b = *reinterpret_cast<const float4 *>(yj + t);
+#pragma unroll
+        for (int r = 0; r < RI; r++) {
+            const float4 a = *reinterpret_cast<const float4 *>(x + (i0 + r) * SSA_TLP + t);
+            acc[r] = fmaf(a.x, b.x, acc[r]);
+            acc[r] = fmaf(a.y, b.y, acc[r]);
+            acc[r] = fmaf(a.z, b.z, acc[r]);
+            acc[r] = fmaf(a.w, b.w, acc[r]);
+        }
+    }
+}
+
+template <int DH>
+__global__ void __launch_bounds__(SSA_THREADS, 4)
+    ssa_fwd_fast(const float *__restrict__ qkv, float *__restrict__ y, int D, int L, int heads,
+                 float scale) {
+    extern __shared__ float4 ssa_smem4[];
+    float *sm = reinterpret_cast<float *>(ssa_smem4);
+    constexpr int LDM = DH + 4, RI = DH * DH / SSA_THREADS, CB = DH / 4;
+    static_assert(RI >= 1 && DH * DH % SSA_THREADS == 0 && CB % 4 == 0, "fast SSA shape");
+    const int bh = blockIdx.x, b = bh / heads, h = bh - b * heads;
+    const size_t DL = (size_t)D * L;
+    const float *q = qkv + (size_t)b * 3 * DL + (size_t)h * DH * L;
+    const float *k = q + DL, *v = k + DL;
+    float *yo = y + (size_t)b * DL + (size_t)h * DH * L;
+    float *tk = sm, *tv = tk + DH * SSA_TLP, *tq = tv + DH * SSA_TLP;
+    float *AT = tq + DH * SSA_TLP; /* AT[j][i] = A[i][j] */
+    const int ntiles = (L + SSA_TL - 1) / SSA_TL;
+
+    /* pass 1: A[i][j] = sum_l v[i][l] k[j][l], rows i0..i0+RI-1 of column j per thread */
+    const int j = threadIdx.x % DH, i0 = threadIdx.x / DH * RI;
+    float acc[RI];
+#pragma unroll
+    for (int r = 0; r < RI; r++) acc[r] = 0.0f;
+    for (int tile = 0; tile < ntiles; tile++) {
+        const int l0 = tile * SSA_TL, nt = min(SSA_TL, L - l0);
+        if (tile) __syncthreads(); /* the previous tile has been read */
+        load_tile64<DH>(tk, k, L, l0);
+        load_tile64<DH>(tv, v, L, l0);
+        if (ntiles == 1) load_tile64<DH>(tq, q, L, l0);
+        __syncthreads();
+        acc_rows<DH, RI>(acc, tv, tk, i0, j, nt);
+    }
+#pragma unroll
+    for (int r = 0; r < RI; r++) AT[j * LDM + i0 + r] = acc[r];
+
+    /* pass 2: y[i][l] = scale * sum_j A[i][j] q[j][l]; lane = token, warp = CB channels */
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int t = (warp & 1) * 32 + lane, c0 = (warp >> 1) * CB;
+    for (int tile = 0; tile < ntiles; tile++) {
+        const int l0 = tile * SSA_TL;
+        if (ntiles > 1) {
+            __syncthreads(); /* tq free (and AT complete) */
+            load_tile64<DH>(tq, q, L, l0);
+        }
+        __syncthreads();
+        if (l0 + t >= L) continue;
+        float s[CB];
+#pragma unroll
+        for (int r = 0; r < CB; r++) s[r] = 0.0f;
+#pragma unroll 4
+        for (int m = 0; m < DH; m++) {
+            const float qv = tq[m * SSA_TLP + t];
+#pragma unroll
+            for (int r = 0; r < CB; r += 4) {
+                const float4 a = *reinterpret_cast<const float4 *>(AT + m * LDM + c0 + r);
+                s[r] = fmaf(a.x, qv, s[r]);
+                s[r + 1] = fmaf(a.y, qv, s[r + 1]);
+                s[r + 2] = fmaf(a.z, qv, s[r + 2]);
+                s[r + 3] = fmaf(a.w, qv, s[r + 3]);
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < CB; r++) yo[(size_t)(c0 + r) * L + l0 + t] = s[r] * scale;
+    }
+}
+
+template <int DH>
+__global__ void __launch_bounds__(SSA_THREADS, 4)
+    ssa_bwd_fast(const float *__restrict__ qkv, const float *__restrict__ dy,
+                 float *__restrict__ dqkv, int D, int L, int heads, float scale) {
+    extern __shared__ float4 ssa_smem4[];
+    float *sm = reinterpret_cast<float *>(ssa_smem4);
+    constexpr int LDM = DH + 4, RI = DH * DH / (SSA_THREADS / 2), CB = DH / 4;
+    static_assert(RI >= 1 && DH * DH % (SSA_THREADS / 2) == 0 && CB % 4 == 0, "fast SSA shape");
+    const int bh = blockIdx.x, b = bh / heads, h = bh - b * heads;
+    const size_t DL = (size_t)D * L, off = (size_t)b * 3 * DL + (size_t)h * DH * L;
+    const float *q = qkv + off, *k = q + DL, *v = k + DL;
+    const float *g = dy + (size_t)b * DL + (size_t)h * DH * L;
+    float *dq = dqkv + off, *dk = dq + DL, *dv = dk + DL;
+    float *tk = sm, *tv = tk + DH * SSA_TLP, *tg = tv + DH * SSA_TLP, *tq = tg + DH * SSA_TLP;
+    float *A = tq + DH * SSA_TLP, *dA = A + DH * LDM, *dAT = dA + DH * LDM;
+    const int ntiles = (L + SSA_TL - 1) / SSA_TL;
+
+    /* pass 1: warps 0-3 A[i][j] = sum_l v[i][l] k[j][l], warps 4-7 dA[i][j] = scale *
+     * sum_l g[i][l] q[j][l]; rows i0..i0+RI-1 of column j per thread */
+    const int second = threadIdx.x >= SSA_THREADS / 2; /* warp-uniform */
+    const int u = threadIdx.x % (SSA_THREADS / 2), j = u % DH, i0 = u / DH * RI;
+    const float *X = second ? tg : tv, *Y = second ? tq : tk;
+    float acc[RI];
+#pragma unroll
+    for (int r = 0; r < RI; r++) acc[r] = 0.0f;
+    for (int tile = 0; tile < ntiles; tile++) {
+        const int l0 = tile * SSA_TL, nt = min(SSA_TL, L - l0);
+        if (tile) __syncthreads();
+        load_tile64<DH>(tk, k, L, l0);
+        load_tile64<DH>(tv, v, L, l0);
+        load_tile64<DH>(tg, g, L, l0);
+        load_tile64<DH>(tq, q, L, l0);
+        __syncthreads();
+        acc_rows<DH, RI>(acc, X, Y, i0, j, nt);
+    }
+    if (second) {
+#pragma unroll
+        for (int r = 0; r < RI; r++) {
+            const float s = acc[r] * scale;
+            dA[(i0 + r) * LDM + j] = s;
+            dAT[j * LDM + i0 + r] = s;
+        }
+    } else {
+#pragma unroll
+        for (int r = 0; r < RI; r++) A[(i0 + r) * LDM + j] = acc[r];
+    }
+
+    /* pass 2, lane = token, warp = CB channels c:
+     *   dq[c][l] = scale * sum_m A[m][c] g[m][l]
+     *   dv[c][l] = sum_m dA[c][m] k[m][l]   (dAT row m)
+     *   dk[c][l] = sum_m dA[m][c] v[m][l] */
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int t = (warp & 1) * 32 + lane, c0 = (warp >> 1) * CB;
+    for (int tile = 0; tile < ntiles; tile++) {
+        const int l0 = tile * SSA_TL;
+        if (ntiles > 1) { /* the last pass-1 tile is the first one needed here only when L fits */
+            __syncthreads();
+            load_tile64<DH>(tk, k, L, l0);
+            load_tile64<DH>(tv, v, L, l0);
+            load_tile64<DH>(tg, g, L, l0);
+        }
+        __syncthreads(); /* matrices complete; tiles loaded */
+        if (l0 + t >= L) continue;
+        float sq[CB], sv[CB], sk[CB];
+#pragma unroll
+        for (int r = 0; r < CB; r++) sq[r] = sv[r] = sk[r] = 0.0f;
+#pragma unroll 1
+        for (int m = 0; m < DH; m++) {
+            const float gm = tg[m * SSA_TLP + t], km = tk[m * SSA_TLP + t],
+                        vm = tv[m * SSA_TLP + t];
+            const float *Am = A + m * LDM + c0, *dATm = dAT + m * LDM + c0,
+                        *dAm = dA + m * LDM + c0;
+#pragma unroll
+            for (int r = 0; r < CB; r += 4) {
+                const float4 a = *reinterpret_cast<const float4 *>(Am + r);
+                const float4 e = *reinterpret_cast<const float4 *>(dATm + r);
+                const float4 f = *reinterpret_cast<const float4 *>(dAm + r);
+                sq[r] = fmaf(a.x, gm, sq[r]);
+                sq[r + 1] = fmaf(a.y, gm, sq[r + 1]);
+                sq[r + 2] = fmaf(a.z, gm, sq[r + 2]);
+                sq[r + 3] = fmaf(a.w, gm, sq[r + 3]);
+                sv[r] = fmaf(e.x, km, sv[r]);
+                sv[r + 1] = fmaf(e.y, km, sv[r + 1]);
+                sv[r + 2] = fmaf(e.z, km, sv[r + 2]);
+                sv[r + 3] = fmaf(e.w, km, sv[r + 3]);
+                sk[r] = fmaf(f.x, vm, sk[r]);
+                sk[r + 1] = fmaf(f.y, vm, sk[r + 1]);
+                sk[r + 2] = fmaf(f.z, vm, sk[r + 2]);
+                sk[r + 3] = fmaf(f.w, vm, sk[r + 3]);
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < CB; r++) {
+            const size_t o = (size_t)(c0 + r) * L + l0 + t;
+            dq[o] = sq[r] * scale;
+            dk[o] = sk[r];
+            dv[o] = sv[r];
+        }
+    }
+}
+
+template <int DH>
+static constexpr size_t ssa_fast_smem(int bwd) {
+    return ((size_t)(bwd ? 4 : 3) * DH * SSA_TLP + (size_t)(bwd ? 3 : 1) * DH * (DH + 4)) *
+           sizeof(float);
+}
+static_assert(ssa_fast_smem<32>(1) <= SSA_SMEM_MAX, "fast SSA backward exceeds 48 KiB");
+
 } // namespace
 
 extern "C" size_t snn_cuda_ssa_work_bytes(int B, int D, int L, int heads) {
@@ -269,6 +493,13 @@ extern "C" snn_status snn_cuda_ssa_forward(snn_cuda *c, const float *qkv, float 
                                            int L, int heads, float scale, void *work) {
     SNN_TRY(ssa_check("ssa_forward", c, qkv, y, B, D, L, heads));
     const int d = D / heads;
+    if (d == 32 || d == 16) {
+        auto kern = d == 32 ? ssa_fwd_fast<32> : ssa_fwd_fast<16>;
+        kern<<<B * heads, SSA_THREADS, d == 32 ? ssa_fast_smem<32>(0) : ssa_fast_smem<16>(0),
+               snn_cuda_stream_of(c)>>>(qkv, y, D, L, heads, scale);
+        SNN_CU_LAUNCHED("ssa_forward");
+        return SNN_OK;
+    }
     ssa_plan p = {32, 1, 0};
     SNN_TRY(ssa_prepare("ssa_forward", d, 1, 2, work, &p));
     ssa_fwd_kernel<<<B * heads, SSA_THREADS, p.smem, snn_cuda_stream_of(c)>>>(
@@ -283,6 +514,13 @@ extern "C" snn_status snn_cuda_ssa_backward(snn_cuda *c, const float *qkv, const
     SNN_TRY(ssa_check("ssa_backward", c, qkv, dy, B, D, L, heads));
     if (!dqkv) return snn_error(SNN_E_INVALID, "ssa_backward: dqkv is NULL");
     const int d = D / heads;
+    if (d == 32 || d == 16) {
+        auto kern = d == 32 ? ssa_bwd_fast<32> : ssa_bwd_fast<16>;
+        kern<<<B * heads, SSA_THREADS, d == 32 ? ssa_fast_smem<32>(1) : ssa_fast_smem<16>(1),
+               snn_cuda_stream_of(c)>>>(qkv, dy, dqkv, D, L, heads, scale);
+        SNN_CU_LAUNCHED("ssa_backward");
+        return SNN_OK;
+    }
     ssa_plan p = {32, 1, 0};
     SNN_TRY(ssa_prepare("ssa_backward", d, 2, 4, work, &p));
     ssa_bwd_kernel<<<B * heads, SSA_THREADS, p.smem, snn_cuda_stream_of(c)>>>(
