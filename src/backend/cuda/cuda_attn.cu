@@ -9,7 +9,9 @@
  * (a fixed summation order over tokens: deterministic); the second pass streams the tokens
  * again and writes the outputs. A and dA live in shared memory when they fit next to the
  * tiles (48 KiB of dynamic shared memory, no opt-in attribute needed), else in `work`.
- * Spike inputs give integer sums below 2^24, so the forward is exact in FP32. */
+ * Spike inputs give integer sums below 2^24, so the forward is exact in FP32.
+ * Head dimensions 16 and 32 take register-tiled kernels (ssa_fwd_fast / ssa_bwd_fast, below
+ * the generic ones) with the same per-element summation order. */
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cuda_layers.h"
 
@@ -247,15 +249,24 @@ __global__ void __launch_bounds__(SSA_THREADS)
 #define SSA_TLP (SSA_TL + 4)
 
 /* s[c][t] = src[c][l0 + t] for t < TL (0 past the end); lanes run along t: coalesced
- * global reads, conflict-free stores */
+ * global reads, conflict-free stores. Asynchronous 4-byte copies (cp.async, sm_80+) put
+ * all of a thread's loads in flight at once without holding registers; a zero source size
+ * fills the padding. Callers finish with ssa_async_wait() and __syncthreads(). */
 template <int DH>
 __device__ __forceinline__ void load_tile64(float *s, const float *__restrict__ src, int L,
                                             int l0) {
-#pragma unroll 2
+#pragma unroll 1 /* the copies do not block: unrolling would only hold addresses */
     for (int e = threadIdx.x; e < DH * SSA_TL; e += SSA_THREADS) {
         const int c = e / SSA_TL, t = e - c * SSA_TL, l = l0 + t;
-        s[c * SSA_TLP + t] = l < L ? src[(size_t)c * L + l] : 0.0f;
+        const float *p = l < L ? src + (size_t)c * L + l : src;
+        const unsigned dst = (unsigned)__cvta_generic_to_shared(s + c * SSA_TLP + t);
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(p),
+                     "r"(l < L ? 4 : 0)
+                     : "memory");
     }
+}
+__device__ __forceinline__ void ssa_async_wait() {
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
 
 /* acc[r] += sum over tokens t < nt (in order) of x[i0 + r][t] * y[j][t]; tiles zero-padded
@@ -306,6 +317,7 @@ __global__ void __launch_bounds__(SSA_THREADS, 4)
         load_tile64<DH>(tk, k, L, l0);
         load_tile64<DH>(tv, v, L, l0);
         if (ntiles == 1) load_tile64<DH>(tq, q, L, l0);
+        ssa_async_wait();
         __syncthreads();
         acc_rows<DH, RI>(acc, tv, tk, i0, j, nt);
     }
@@ -320,6 +332,7 @@ __global__ void __launch_bounds__(SSA_THREADS, 4)
         if (ntiles > 1) {
             __syncthreads(); /* tq free (and AT complete) */
             load_tile64<DH>(tq, q, L, l0);
+            ssa_async_wait();
         }
         __syncthreads();
         if (l0 + t >= L) continue;
@@ -375,6 +388,7 @@ __global__ void __launch_bounds__(SSA_THREADS, 4)
         load_tile64<DH>(tv, v, L, l0);
         load_tile64<DH>(tg, g, L, l0);
         load_tile64<DH>(tq, q, L, l0);
+        ssa_async_wait();
         __syncthreads();
         acc_rows<DH, RI>(acc, X, Y, i0, j, nt);
     }
@@ -403,6 +417,7 @@ __global__ void __launch_bounds__(SSA_THREADS, 4)
             load_tile64<DH>(tk, k, L, l0);
             load_tile64<DH>(tv, v, L, l0);
             load_tile64<DH>(tg, g, L, l0);
+            ssa_async_wait();
         }
         __syncthreads(); /* matrices complete; tiles loaded */
         if (l0 + t >= L) continue;
