@@ -6,6 +6,7 @@
 #                     3200, fp32 bf16 fp8 (baseline bf16), 3 trials
 #   fcsnn-W4096.json  snn bench fcsnn --device cuda, T 16, batch 256, width 4096, depth 20
 #   fcsnn-W8192.json  the same at width 8192, depth 10 (bf16 and fp8)
+#   fcsnn-W*-delayed.json  both FC-SNN runs again with --fp8-recipe delayed
 #   crossover.json, crossover.svg
 #                     snn bench crossover --device cuda over the same widths (fp8 vs bf16)
 #   summary.md        the table printed at the end: our FP8/BF16 ratios next to the guide's
@@ -45,6 +46,13 @@ run fcsnn-W4096 bench fcsnn --device cuda --time-steps 16 --batch-size 256 --inp
 run fcsnn-W8192 bench fcsnn --device cuda --time-steps 16 --batch-size 256 --input-dim 8192 --hidden-dim 8192 \
     --depth 10 --num-classes 10 --precisions bf16 fp8 --baseline-precision bf16 \
     --warmup 3 --training-steps 10 --inference-steps 20 --trials 3 --output "$OUTD/fcsnn-W8192.json"
+# delayed FP8 scaling (amax histories on the device) next to the current-scaling rows above
+run fcsnn-W4096-delayed bench fcsnn --device cuda --time-steps 16 --batch-size 256 --input-dim 4096 --hidden-dim 4096 \
+    --depth 20 --num-classes 10 --precisions bf16 fp8 --fp8-recipe delayed --baseline-precision bf16 \
+    --warmup 3 --training-steps 10 --inference-steps 20 --trials 3 --output "$OUTD/fcsnn-W4096-delayed.json"
+run fcsnn-W8192-delayed bench fcsnn --device cuda --time-steps 16 --batch-size 256 --input-dim 8192 --hidden-dim 8192 \
+    --depth 10 --num-classes 10 --precisions bf16 fp8 --fp8-recipe delayed --baseline-precision bf16 \
+    --warmup 3 --training-steps 10 --inference-steps 20 --trials 3 --output "$OUTD/fcsnn-W8192-delayed.json"
 run crossover bench crossover --device cuda --widths "${WIDTHS// /,}" --batch-sizes 4096 --depth 8 \
     --baseline-precision bf16 $STEPS --output "$OUTD/crossover.json" --svg "$OUTD/crossover.svg"
 
@@ -101,18 +109,19 @@ L += ['', '## FC-SNN (T 16, batch 256, classes 10, SGD momentum 0.9; medians of 
       '| width | depth | bf16 train | fp8 train | bf16 infer | fp8 infer | train FP8/BF16 | guide '
       '| infer FP8/BF16 | guide | train / infer MiB fp8 vs bf16 | checks |',
       '|---|---|---|---|---|---|---|---|---|---|---|---|']
-for w, dep in ((4096, 20), (8192, 10)):
-    d = load(f'fcsnn-W{w}.json')
+for w, dep, tag in ((4096, 20, ''), (8192, 10, ''), (4096, 20, '-delayed'), (8192, 10, '-delayed')):
+    d = load(f'fcsnn-W{w}{tag}.json')
     if not d:
-        L.append(f'| {w} | {dep} | (no result) ||||||||||')
+        L.append(f'| {w}{tag} | {dep} | (no result) ||||||||||')
         continue
     g = guide_fc[w]
     c = cmp(d)
     b, f = res(d, 'bf16'), res(d, 'fp8')
-    L.append(f"| {w} | {dep} | {b['training_samples_per_sec']:.0f} | {f['training_samples_per_sec']:.0f} | "
+    L.append(f"| {w} {c['fp8_recipe']} | {dep} | {b['training_samples_per_sec']:.0f} | {f['training_samples_per_sec']:.0f} | "
              f"{b['inference_samples_per_sec']:.0f} | {f['inference_samples_per_sec']:.0f} | "
              f"{c['training_speedup']:.3f}x | {g[0]:.3f}x | {c['inference_speedup']:.3f}x | {g[1]:.3f}x | "
-             f"{c['training_memory_ratio']:.2f}x / {c['inference_memory_ratio']:.2f}x | "
+             f"{c['training_memory_ratio']:.2f}x / {c['inference_memory_ratio']:.2f}x "
+             f"({f['training_peak_allocated_mb']:.1f} vs {b['training_peak_allocated_mb']:.1f} MiB) | "
              f"{'passed' if d['efficiency']['passed'] else 'FAILED'} |")
 d = load('crossover.json')
 L += ['', '## Crossover (fp8 vs bf16, batch 4096, depth 8)', '']

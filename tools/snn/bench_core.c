@@ -438,9 +438,25 @@ void bench_print_table(const bench_suite *s, const cJSON *eff) {
                cJSON_IsNumber(acc) ? acc->valuedouble : NAN, cJSON_IsNumber(st) ? st->valueint : 0,
                cJSON_IsNumber(sec) ? sec->valuedouble : NAN);
     }
+    /* delayed FP8 on the GPU: its final loss next to current scaling's (same seed and steps) */
+    for (int i = 0; i < s->P; i++) {
+        const cJSON *pol = cJSON_GetObjectItemCaseSensitive(s->res[i].report, "policy");
+        const cJSON *lc = cJSON_GetObjectItemCaseSensitive(pol, "delayed_loss_check");
+        if (!lc) continue;
+        printf("%s (delayed) final loss %.5f, current scaling %.5f (ratio %.3f, must be within 2x): %s\n",
+               s->res[i].name, cJSON_GetObjectItemCaseSensitive(lc, "delayed_final_loss")->valuedouble,
+               cJSON_GetObjectItemCaseSensitive(lc, "current_scaling_final_loss")->valuedouble,
+               cJSON_GetObjectItemCaseSensitive(lc, "ratio")->valuedouble,
+               cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(lc, "passed")) ? "passed" : "FAILED");
+    }
     const cJSON *cmp = cJSON_GetObjectItemCaseSensitive(eff, "comparisons"), *c;
     if (cJSON_GetArraySize(cmp)) printf("\n");
     cJSON_ArrayForEach(c, cmp) {
+        const bench_result *fr = find_mode(s, cJSON_GetObjectItemCaseSensitive(c, "precision")->valuestring);
+        const bench_result *br = find_mode(s, cJSON_GetObjectItemCaseSensitive(c, "baseline_precision")->valuestring);
+        if (fr && br)
+            printf("%s vs %s training memory (sum of allocations): %.1f vs %.1f MiB\n", fr->name, br->name,
+                   bench_median_of(fr, BM_TRAIN_ALLOC_MB), bench_median_of(br, BM_TRAIN_ALLOC_MB));
         printf("%s (%s) vs %s: training %.3fx (%s), inference %.3fx (%s); memory %.2fx / %.2fx\n",
                cJSON_GetObjectItemCaseSensitive(c, "precision")->valuestring,
                cJSON_GetObjectItemCaseSensitive(c, "fp8_recipe")->valuestring,

@@ -16,9 +16,9 @@ static snn_cuda *g_cuda;
 static int g_cuda_dev = -1;
 
 void bench_cuda_check_flags(const char *cmd, const bench_flags *f) {
-    if (f->recipe && strcmp(f->recipe, "auto") && strcmp(f->recipe, "current"))
-        die_usage("bench %s: --device cuda implements the fp8 recipe 'current' (per-tensor current scaling; "
-                  "'auto' selects it), not '%s'",
+    if (f->recipe && strcmp(f->recipe, "auto") && strcmp(f->recipe, "current") && strcmp(f->recipe, "delayed"))
+        die_usage("bench %s: --device cuda implements the fp8 recipes 'current' (per-tensor current scaling; "
+                  "'auto' selects it) and 'delayed' (per-tensor scales from amax histories), not '%s'",
                   cmd, f->recipe);
     if (f->storage || f->fwd || f->bwd)
         die_usage("bench %s: --neuron-storage/--neuron-fwd/--neuron-bwd are not implemented with --device cuda "
@@ -67,20 +67,33 @@ static snn_cuda_bench_precision gpu_precision(snn_precision_mode m) {
     }
 }
 
-static snn_cuda_bench_cfg gpu_cfg(const bench_workload *w) {
-    return (snn_cuda_bench_cfg){.kind = w->kind == BENCH_LINEAR ? SNN_CUDA_BENCH_LINEAR : SNN_CUDA_BENCH_FCSNN,
-                                .T = w->T, .N = w->N, .in = w->in, .width = w->width, .depth = w->depth,
-                                .classes = w->classes, .tau = w->tau, .lr = w->lr, .momentum = w->momentum,
-                                .warmup = w->warmup, .training_steps = w->training_steps,
-                                .inference_steps = w->inference_steps, .overlap_optimizer = 0, .autotune = 1};
+/* FP8 on the GPU: 'delayed' as asked, everything else ('auto', 'current') current scaling. */
+static int gpu_delayed(const snn_precision_config *pc) {
+    return pc->mode == SNN_PRECISION_FP8 && pc->fp8_recipe == SNN_FP8_RECIPE_DELAYED;
+}
+
+static snn_cuda_bench_cfg gpu_cfg(const bench_workload *w, const snn_precision_config *pc) {
+    snn_cuda_bench_cfg c = {.kind = w->kind == BENCH_LINEAR ? SNN_CUDA_BENCH_LINEAR : SNN_CUDA_BENCH_FCSNN,
+                            .T = w->T, .N = w->N, .in = w->in, .width = w->width, .depth = w->depth,
+                            .classes = w->classes, .tau = w->tau, .lr = w->lr, .momentum = w->momentum,
+                            .warmup = w->warmup, .training_steps = w->training_steps,
+                            .inference_steps = w->inference_steps, .overlap_optimizer = 0, .autotune = 1};
+    if (gpu_delayed(pc)) {
+        c.fp8_delayed = 1;
+        c.fp8_history_len = pc->amax_history_len ? pc->amax_history_len : SNN_FP8_DEFAULT_HISTORY_LEN;
+        c.fp8_margin = pc->margin;
+        c.fp8_most_recent = pc->amax_compute_algo == SNN_AMAX_COMPUTE_MOST_RECENT;
+    }
+    return c;
 }
 
 void bench_cuda_check_workload(const bench_suite *s) {
-    snn_cuda_bench_cfg cfg = gpu_cfg(&s->w);
-    for (int i = 0; i < s->P; i++)
+    for (int i = 0; i < s->P; i++) {
+        snn_cuda_bench_cfg cfg = gpu_cfg(&s->w, &s->res[i].cfg);
         if (snn_cuda_bench_check(&cfg, gpu_precision(s->res[i].cfg.mode)) != SNN_OK)
             die_usage("bench %s --device cuda (%s): %s", s->w.kind == BENCH_LINEAR ? "linear" : "fcsnn",
                       s->res[i].name, snn_last_error());
+    }
 }
 
 static cJSON *names(int from, int step, int count) {
@@ -95,9 +108,18 @@ static cJSON *names(int from, int step, int count) {
 
 /* The report snn_precision_describe gives on the CPU, for what the GPU workload does: module
  * names as in the CPU model (layers.<2i> the Linear layers, layers.<2i+1> GELU / LIF). */
-static cJSON *gpu_report(const bench_suite *s, const bench_result *r, const snn_cuda_bench_result *g) {
+/* Delayed FP8 only: final losses of this run and of the current-scaling reference run. */
+typedef struct loss_check {
+    int on;
+    double delayed, current, ratio;
+    int passed;
+} loss_check;
+
+static cJSON *gpu_report(const bench_suite *s, const bench_result *r, const snn_cuda_bench_result *g,
+                         const snn_cuda_bench_cfg *cfg, const loss_check *lc) {
     const bench_workload *w = &s->w;
     int fp8 = r->cfg.mode == SNN_PRECISION_FP8, D = w->depth, fcsnn = w->kind == BENCH_FCSNN;
+    const char *resolved = cfg->fp8_delayed ? "delayed" : "current";
     const char *mode = snn_precision_mode_name(r->cfg.mode);
     cJSON *top = cJSON_CreateObject();
     cJSON *pol = cJSON_AddObjectToObject(top, "policy");
@@ -114,9 +136,24 @@ static cJSON *gpu_report(const bench_suite *s, const bench_result *r, const snn_
     if (fp8) {
         cJSON_AddStringToObject(pol, "backend", "snn-cuda-cublaslt");
         cJSON_AddStringToObject(pol, "fp8_recipe", snn_fp8_recipe_name(r->cfg.fp8_recipe));
-        cJSON_AddStringToObject(pol, "resolved_fp8_recipe", "current");
+        cJSON_AddStringToObject(pol, "resolved_fp8_recipe", resolved);
         cJSON_AddStringToObject(pol, "forward_dtype", "f8e4m3");
         cJSON_AddStringToObject(pol, "backward_dtype", "f8e5m2");
+        if (cfg->fp8_delayed) {
+            cJSON_AddNumberToObject(pol, "amax_history_len", cfg->fp8_history_len);
+            cJSON_AddStringToObject(pol, "amax_compute_algo", cfg->fp8_most_recent ? "most_recent" : "max");
+            cJSON_AddNumberToObject(pol, "margin", cfg->fp8_margin);
+            cJSON_AddStringToObject(pol, "scaling_state", "device (amax histories and scales updated by a kernel at "
+                                                          "the start of each step, inside the CUDA graph)");
+        }
+        if (lc->on) {
+            cJSON *l = cJSON_AddObjectToObject(pol, "delayed_loss_check");
+            cJSON_AddNumberToObject(l, "delayed_final_loss", lc->delayed);
+            cJSON_AddNumberToObject(l, "current_scaling_final_loss", lc->current);
+            cJSON_AddNumberToObject(l, "ratio", lc->ratio);
+            cJSON_AddNumberToObject(l, "max_factor", 2.0);
+            cJSON_AddBoolToObject(l, "passed", lc->passed);
+        }
         /* hidden FC-SNN layers after the first take the previous LIF's spikes as E4M3, scale 1 */
         cJSON_AddItemToObject(pol, "spike_fp8_modules", names(2, 2, fcsnn && g->fp8_layers > 1 ? g->fp8_layers - 1 : 0));
     }
@@ -130,10 +167,18 @@ static cJSON *gpu_report(const bench_suite *s, const bench_result *r, const snn_
     cJSON_AddBoolToObject(cap, "can_execute", 1);
     if (fp8) {
         cJSON_AddStringToObject(cap, "fp8_recipe_requested", snn_fp8_recipe_name(r->cfg.fp8_recipe));
-        cJSON_AddStringToObject(cap, "fp8_recipe_resolved", "current");
+        cJSON_AddStringToObject(cap, "fp8_recipe_resolved", resolved);
     }
+    /* exact sums of the run's device allocations (all live for the whole run: sum = peak) */
+    cJSON_AddNumberToObject(cap, "training_alloc_bytes", (double)g->train_alloc_bytes);
+    cJSON_AddNumberToObject(cap, "inference_alloc_bytes", (double)g->infer_alloc_bytes);
+    cJSON_AddNumberToObject(cap, "device_used_bytes", (double)g->device_used_bytes);
     cJSON_AddStringToObject(cap, "execution_note",
-                            fp8 ? "CUDA: cuBLASLt FP8 GEMMs (E4M3 x E4M3 forward with fast accumulation, E5M2 "
+                            fp8 && cfg->fp8_delayed
+                                ? "CUDA: cuBLASLt FP8 GEMMs (E4M3 x E4M3 forward with fast accumulation, E5M2 "
+                                  "gradients), per-tensor delayed scaling (amax histories on the device), BF16 "
+                                  "between the GEMMs, FP32 master weights; whole steps replayed as CUDA graphs"
+                            : fp8 ? "CUDA: cuBLASLt FP8 GEMMs (E4M3 x E4M3 forward with fast accumulation, E5M2 "
                                   "gradients), per-tensor current scaling, BF16 between the GEMMs, FP32 master "
                                   "weights; whole steps replayed as CUDA graphs"
                             : r->cfg.mode == SNN_PRECISION_FP32
@@ -180,6 +225,13 @@ static cJSON *gpu_report(const bench_suite *s, const bench_result *r, const snn_
 
 static double mib(size_t b) { return (double)b / (1024.0 * 1024.0); }
 
+static int same_workload(const bench_workload *a, const bench_workload *b) {
+    return a->kind == b->kind && a->T == b->T && a->N == b->N && a->in == b->in && a->width == b->width &&
+           a->depth == b->depth && a->classes == b->classes && a->tau == b->tau && a->lr == b->lr &&
+           a->momentum == b->momentum && a->seed == b->seed && a->warmup == b->warmup &&
+           a->training_steps == b->training_steps;
+}
+
 void bench_cuda_run_one(bench_suite *s, bench_result *r, bench_trial *t) {
     const bench_workload *w = &s->w;
     int D = w->depth;
@@ -189,16 +241,50 @@ void bench_cuda_run_one(bench_suite *s, bench_result *r, bench_trial *t) {
         wt[l] = s->base_params + s->layer_w[l];
         bs[l] = s->base_params + s->layer_b[l];
     }
-    snn_cuda_bench_cfg cfg = gpu_cfg(w);
+    snn_cuda_bench_cfg cfg = gpu_cfg(w, &r->cfg);
     snn_cuda_bench_data d = {.weights = wt, .biases = bs, .x = s->x, .y = s->y};
     snn_cuda_bench_result g;
     snn_status st = snn_cuda_bench_run(g_cuda, &cfg, gpu_precision(r->cfg.mode), &d, &g);
+    /* Delayed scaling: the same seed and steps once with current scaling (untimed, not a
+     * trial; once per suite: every trial starts from the same base state) for the loss check. */
+    static bench_workload ref_w;
+    static int ref_have;
+    static double ref_loss = NAN;
+    loss_check lc = {0, NAN, NAN, NAN, 0};
+    if (st == SNN_OK && cfg.fp8_delayed) {
+        if (!ref_have || !same_workload(&ref_w, w)) {
+            snn_cuda_bench_cfg cc = cfg;
+            cc.fp8_delayed = cc.fp8_history_len = cc.fp8_margin = cc.fp8_most_recent = 0;
+            snn_cuda_bench_result gr;
+            st = snn_cuda_bench_run(g_cuda, &cc, SNN_CUDA_BENCH_FP8, &d, &gr);
+            ref_loss = gr.final_loss;
+            ref_w = *w;
+            ref_have = st == SNN_OK;
+        }
+        lc.on = 1;
+        lc.delayed = g.final_loss;
+        lc.current = ref_loss;
+        lc.ratio = g.final_loss / ref_loss;
+        lc.passed = isfinite(lc.ratio) && lc.ratio <= 2.0 && lc.ratio >= 0.5;
+    }
     free(wt);
     free(bs);
     if (st != SNN_OK) {
         char what[160];
         snprintf(what, sizeof what, "bench %s on the GPU (%s)", w->kind == BENCH_LINEAR ? "linear" : "fcsnn", r->name);
         die_status(st, what);
+    }
+    if (lc.on) {
+        if (!s->quiet)
+            fprintf(stderr, "%s (delayed) trial %d: final loss %.5f, current scaling %.5f (ratio %.3f)\n", r->name,
+                    t->trial, lc.delayed, lc.current, lc.ratio);
+        if (!lc.passed) {
+            char msg[200];
+            snprintf(msg, sizeof msg,
+                     "%s trial %d: delayed-scaling final loss %.5g is not within 2x of current scaling's %.5g", r->name,
+                     t->trial, lc.delayed, lc.current);
+            cJSON_AddItemToArray(s->failures, cJSON_CreateString(msg));
+        }
     }
     double *v = t->v;
     v[BM_PREP_MS] = g.prep_ms;
@@ -223,7 +309,7 @@ void bench_cuda_run_one(bench_suite *s, bench_result *r, bench_trial *t) {
     t->loss_finite = g.loss_finite;
     t->output_finite = g.output_finite;
     cJSON_Delete(r->report);
-    r->report = gpu_report(s, r, &g);
+    r->report = gpu_report(s, r, &g, &cfg, &lc);
 }
 
 #else /* no CUDA in this build: bench_check_device exits before any of these is reached */
