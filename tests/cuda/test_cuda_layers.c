@@ -209,6 +209,16 @@ static void test_im2col(const conv_case *cc) {
     fprintf(stderr, "  im2col/col2im B=%d C=%d %dx%d k=%d s=%d p=%d ld=%d: col2im max rel %.3g%s\n",
             B, C, H, W, k, cc->s, cc->p, ld, e, memcmp(dxg, dxc, nx * 4) ? "" : " (bitwise)");
     CHECK_MSG(!memcmp(dxg, dxc, nx * 4), "col2im differs from snn_col2im_f32 (max rel %g)", e);
+    {
+        /* dcol one float past a 16-byte boundary: the scalar staging paths */
+        float *dcm = dalloc(ncol * 4 + 16);
+        snn_cuda_upload(g, dcm + 1, g_col, ncol * 4);
+        poison(ddx, nx * 4);
+        OK(snn_cuda_col2im(g, ddx, dcm + 1, ld, B, C, H, W, k, cc->s, cc->p));
+        down(dxg, ddx, nx * 4);
+        CHECK_MSG(!memcmp(dxg, dxc, nx * 4), "col2im from a misaligned dcol differs");
+        snn_cuda_free(dcm);
+    }
     float *wr = xmalloc(nx * 4);
     for (int t = 0; t < 2; t++) {
         poison(ddx, nx * 4);
@@ -681,6 +691,10 @@ int main(void) {
          * along x) and a 5x5 stride-2 kernel */
         {2, 40, 6, 120, 3, 1, 1, 0}, {2, 384, 1, 64, 1, 1, 0, 0}, {2, 24, 1, 37, 1, 1, 0, 8},
         {4, 8, 5, 3, 3, 1, 1, 0},    {2, 6, 11, 9, 5, 2, 2, 2},
+        /* k3 s1 (col2im's band kernel): padding 0 and 2, bands cut short, one and several
+         * channel chunks, 4-float staging (ldcol, chunks multiples of 4) and scalar staging */
+        {3, 13, 37, 33, 3, 1, 0, 0}, {2, 12, 21, 70, 3, 1, 2, 4}, {2, 36, 18, 40, 3, 1, 1, 0},
+        {2, 64, 9, 64, 3, 1, 1, 0},
     };
     for (size_t i = 0; i < sizeof cc / sizeof cc[0]; i++) test_im2col(&cc[i]);
     for (size_t i = 0; i < sizeof cc / sizeof cc[0]; i++) test_conv(&cc[i], 3 + (int)i * 5);

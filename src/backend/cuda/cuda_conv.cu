@@ -318,10 +318,126 @@ __global__ void col2im_tile_kernel(float *__restrict__ dx, const float *__restri
     }
 }
 
+/* The band form for k = 3, stride 1 (the Spikformer convs): the tiled form stages, per input
+ * row, the third of the columns that row's taps read, so every dcol sector is fetched by 3
+ * blocks. Here a block owns a band of input rows [y0, y1) and a chunk of CC channels and
+ * streams the dcol pixel rows oy it needs, each staged whole (all 9 taps of its channels:
+ * S[ox][cc*9 + ky*3 + kx], rows RS apart, RS odd) once, from the highest oy down. Input row
+ * y gets tap row ky from oy = y + pad - ky, so in descending oy every row receives its taps
+ * in ascending ky, kx: the CPU order. Thread (cc, x) keeps the 3 rows in flight in
+ * registers (acc[j]: row oy - pad + j, which takes tap row j from this oy); after each oy
+ * row oy - pad + 2 is complete and stored. C2B_NP (cc, x) pairs per thread of 256. */
+#define C2B_NP 4
+#define C2B_THREADS 256
+template <typename R>
+__global__ void __launch_bounds__(C2B_THREADS)
+    col2im_band_kernel(float *__restrict__ dx, const float *__restrict__ dcol, int ldcol, int C,
+                       int H, int W, int pad, int Ho, int Wo, int CC, int nchunk, int BR, int nband,
+                       int RS, int vec, Div dW, Div dseg, Div dseg_last) {
+    extern __shared__ float S[]; /* Wo * RS floats */
+    const int chunk = (int)(blockIdx.x % (unsigned)nchunk), bb = (int)(blockIdx.x / (unsigned)nchunk);
+    const int band = bb % nband, b = bb / nband;
+    const int c0 = chunk * CC, cn = min(CC, C - c0), seg = cn * 9, npair = cn * W;
+    const Div ds = chunk == nchunk - 1 ? dseg_last : dseg;
+    const int y0 = band * BR, y1 = min(y0 + BR, H);
+    const float *db = dcol + (size_t)b * Ho * Wo * ldcol + (size_t)c0 * 9;
+    float *dxb = dx + ((size_t)b * C + c0) * H * W;
+    float acc[C2B_NP][3];
+    int sb[C2B_NP], xo[C2B_NP], xd[C2B_NP];
+#pragma unroll
+    for (int q = 0; q < C2B_NP; q++) {
+        const int e = threadIdx.x + q * C2B_THREADS, cc = dv(e, dW), x = e - cc * W;
+        xo[q] = e < npair ? x + pad : INT_MIN / 2; /* = ox of tap kx = 0; never valid past npair */
+        sb[q] = (x + pad) * RS + cc * 9;
+        xd[q] = cc * H * W + x;
+        acc[q][0] = acc[q][1] = acc[q][2] = 0.0f;
+    }
+    for (int oy = y1 - 1 + pad; oy >= y0 + pad - 2; oy--) {
+        if (oy >= 0 && oy < Ho) { /* uniform over the block */
+            __syncthreads(); /* the previous row's reads are done */
+            const float *src = db + (size_t)oy * Wo * ldcol;
+            if (vec) { /* ldcol, segment starts and lengths multiples of 4, dcol 16-byte aligned */
+                const int s4 = seg >> 2, tot = Wo * s4;
+                for (int e = threadIdx.x; e < tot; e += C2B_THREADS) {
+                    const int ox = dv(e, ds), j = (e - ox * s4) * 4;
+                    const float4 v = *(const float4 *)(src + (size_t)ox * ldcol + j);
+                    float *d = S + ox * RS + j;
+                    d[0] = v.x;
+                    d[1] = v.y;
+                    d[2] = v.z;
+                    d[3] = v.w;
+                }
+            } else {
+                const int tot = Wo * seg;
+                for (int e = threadIdx.x; e < tot; e += C2B_THREADS) {
+                    const int ox = dv(e, ds), j = e - ox * seg;
+                    S[ox * RS + j] = src[(size_t)ox * ldcol + j];
+                }
+            }
+            __syncthreads();
+#pragma unroll
+            for (int q = 0; q < C2B_NP; q++)
+#pragma unroll
+                for (int j = 0; j < 3; j++)
+#pragma unroll
+                    for (int kx = 0; kx < 3; kx++)
+                        if ((unsigned)(xo[q] - kx) < (unsigned)Wo)
+                            acc[q][j] += S[sb[q] - kx * RS + j * 3 + kx];
+        }
+        const int y = oy - pad + 2; /* its last tap row (ky = 2) was this oy: complete */
+        const bool emit = y >= y0 && y < y1;
+#pragma unroll
+        for (int q = 0; q < C2B_NP; q++) {
+            if (emit && threadIdx.x + q * C2B_THREADS < npair)
+                dxb[(size_t)xd[q] + (size_t)y * W] = round_as<R>(acc[q][2]);
+            acc[q][2] = acc[q][1];
+            acc[q][1] = acc[q][0];
+            acc[q][0] = 0.0f;
+        }
+    }
+}
+
+/* Launches the band form where it applies (k = 3, stride 1, a chunk of channels fits);
+ * returns 0 otherwise. */
+template <typename R>
+static int col2im_band_launch(snn_cuda *c, float *dx, const float *dcol, int ldcol, int B, int C,
+                              int H, int W, int pad, int Ho, int Wo) {
+    if (W > C2B_NP * C2B_THREADS) return 0;
+    int CC = C2B_NP * C2B_THREADS / W;
+    if (CC > C) CC = C;
+    while (CC > 0 && (long long)Wo * ((CC * 9) | 1) > COL2IM_SMEM_FLOATS) CC--;
+    if (CC == 0) return 0;
+    int nchunk = (C + CC - 1) / CC;
+    CC = (C + nchunk - 1) / nchunk; /* balanced chunks */
+    nchunk = (C + CC - 1) / CC;
+    /* bands of 16 rows (dcol rows re-read at band edges: (BR + 2) / BR), narrower while the
+     * grid is under ~3 waves of 6 resident blocks per SM */
+    const long long want = 3LL * 6 * snn_cuda_sm_count(c);
+    int BR = 16, nband = (H + BR - 1) / BR;
+    while (BR > 4 && (long long)B * nband * nchunk < want) {
+        BR /= 2;
+        nband = (H + BR - 1) / BR;
+    }
+    if (!fits_int((long long)B * nband * nchunk)) return 0;
+    const int RS = (CC * 9) | 1, cn_last = C - (nchunk - 1) * CC;
+    const int vec = ldcol % 4 == 0 && CC % 4 == 0 && cn_last % 4 == 0 &&
+                    ((uintptr_t)dcol & 15) == 0;
+    const int sd = vec ? 4 : 1; /* staging items are 4 or 1 floats */
+    const size_t smem = (size_t)Wo * RS * sizeof(float);
+    col2im_band_kernel<R><<<(unsigned)((long long)B * nband * nchunk), C2B_THREADS, smem,
+                            snn_cuda_stream_of(c)>>>(
+        dx, dcol, ldcol, C, H, W, pad, Ho, Wo, CC, nchunk, BR, nband, RS, vec, div_make(W),
+        div_make(CC * 9 / sd), div_make(cn_last * 9 / sd));
+    return 1;
+}
+
 template <typename R>
 static void col2im_launch(snn_cuda *c, float *dx, const float *dcol, int ldcol, int B, int C,
                           int H, int W, int k, int stride, int pad, int Ho, int Wo) {
     cudaStream_t st = snn_cuda_stream_of(c);
+    if (k == 3 && stride == 1 &&
+        col2im_band_launch<R>(c, dx, dcol, ldcol, B, C, H, W, pad, Ho, Wo))
+        return;
     const int nslot = (k + stride - 1) / stride; /* tap rows that read one input row */
     const long long per_ch = (long long)nslot * Wo * k; /* floats per channel, before padding */
     int CC = 0;
