@@ -349,6 +349,66 @@ static void test_conv(const conv_case *cc, int O) {
     host_free(&h);
 }
 
+/* ---- the layout changes alone: 16-byte and 4-byte kernels (O, P multiples of 4 or not, P
+ * under / over a tile, pointers one element off), every rounding type, bias or none ---- */
+static void test_layout(int B, int O, int P) {
+    const size_t n = (size_t)B * O * P;
+    float *yn = fvec(n, -2.0f, 2.0f), *bias = fvec((size_t)O, -1.0f, 1.0f);
+    for (size_t i = 0; i < n; i += 11) yn[i] = -0.0f;
+    float *tr = xmalloc(n * 4), *want = xmalloc(n * 4), *got = xmalloc(n * 4);
+    for (int b = 0; b < B; b++) /* tr = [B][O][P] */
+        for (int o = 0; o < O; o++)
+            for (int p = 0; p < P; p++)
+                tr[((size_t)b * O + o) * P + p] = yn[((size_t)b * P + p) * O + o];
+    float *d_src = dalloc(n * 4 + 16), *d_dst = dalloc(n * 4 + 16), *d_b = dcopy(bias, O * 4);
+    static const snn_dtype ts[3] = {SNN_F32, SNN_BF16, SNN_F16};
+    size_t fails = 0;
+    for (int off = 0; off < 2; off++) {
+        snn_cuda_upload(g, d_src + off, yn, n * 4);
+        for (int t = 0; t < 3; t++)
+            for (int wb = 0; wb < 2; wb++) {
+                for (int b = 0; b < B; b++)
+                    for (int o = 0; o < O; o++)
+                        for (int p = 0; p < P; p++) {
+                            const size_t i = ((size_t)b * O + o) * P + p;
+                            want[i] = wb ? tr[i] + bias[o] : tr[i];
+                        }
+                if (ts[t] != SNN_F32) round_trip(ts[t], want, want, n);
+                poison(d_dst, n * 4 + 16);
+                OK(snn_cuda_nhwc_to_nchw_round(g, d_dst + off, d_src + off, wb ? d_b : NULL, B, O,
+                                               P, ts[t]));
+                down(got, d_dst + off, n * 4);
+                if (memcmp(got, want, n * 4)) {
+                    fails++;
+                    CHECK_MSG(0, "nhwc_to_nchw_round B=%d O=%d P=%d %s bias=%d offset=%d differs", B,
+                              O, P, snn_dtype_name(ts[t]), wb, off);
+                }
+            }
+        /* the reverse: [B][O][P] FP32 -> [B][P][O] as each type */
+        snn_cuda_upload(g, d_src + off, tr, n * 4);
+        for (int t = 0; t < 3; t++) {
+            const size_t es = ts[t] == SNN_F32 ? 4 : 2;
+            uint8_t *w = xmalloc(n * es), *h = xmalloc(n * es);
+            if (ts[t] == SNN_F32) memcpy(w, yn, n * 4);
+            else snn_convert(ts[t], w, SNN_F32, yn, n, 0);
+            poison(d_dst, n * 4 + 16);
+            char *dd = (char *)d_dst + off * es;
+            OK(snn_cuda_nchw_to_nhwc(g, ts[t], dd, d_src + off, B, O, P));
+            down(h, dd, n * es);
+            if (memcmp(h, w, n * es)) {
+                fails++;
+                CHECK_MSG(0, "nchw_to_nhwc B=%d O=%d P=%d %s offset=%d differs", B, O, P,
+                          snn_dtype_name(ts[t]), off);
+            }
+            free(w);
+            free(h);
+        }
+    }
+    fprintf(stderr, "  layout B=%d O=%d P=%d: %s\n", B, O, P, fails ? "DIFFERS" : "bitwise");
+    snn_cuda_free(d_src); snn_cuda_free(d_dst); snn_cuda_free(d_b);
+    free(yn); free(bias); free(tr); free(want); free(got);
+}
+
 /* ---- MaxPool2d ---- */
 typedef struct {
     int B, C, H, W, k, s, p, nan;
@@ -698,6 +758,9 @@ int main(void) {
     };
     for (size_t i = 0; i < sizeof cc / sizeof cc[0]; i++) test_im2col(&cc[i]);
     for (size_t i = 0; i < sizeof cc / sizeof cc[0]; i++) test_conv(&cc[i], 3 + (int)i * 5);
+    static const int lt[][3] = {{3, 20, 132}, {2, 48, 260}, {2, 36, 40}, {1, 8, 4},
+                                {2, 7, 50},   {3, 52, 1028}, {2, 4, 32}};
+    for (size_t i = 0; i < sizeof lt / sizeof lt[0]; i++) test_layout(lt[i][0], lt[i][1], lt[i][2]);
     static const pool_case pc[] = {
         {2, 3, 8, 8, 2, 2, 0, 0},  {2, 3, 13, 7, 3, 2, 1, 0}, {1, 2, 5, 6, 3, 1, 1, 1},
         {3, 2, 9, 11, 3, 3, 0, 0}, {2, 2, 7, 7, 2, 1, 1, 0},  {2, 4, 16, 16, 3, 2, 1, 1},
