@@ -468,6 +468,20 @@ static void test_maxpool(const pool_case *pc) {
     CHECK_MSG(badarg == 0, "maxpool: %zu argmax entries differ from the first maximum", badarg);
     CHECK_MSG(!memcmp(dxg, dx, nx * 4), "maxpool dx differs from the CPU module (max rel %g)",
               rel(dxg, dx, nx));
+    {
+        /* x one float off 16-byte alignment, y and arg one element off: the general forward */
+        float *d_xm = dalloc(nx * 4 + 16), *d_ym = dalloc(ny * 4 + 16);
+        uint8_t *d_am = dalloc(ny + 16), *argm = xmalloc(ny);
+        snn_cuda_upload(g, d_xm + 1, x, nx * 4);
+        OK(snn_cuda_maxpool2d_forward(g, d_xm + 1, d_ym + 1, d_am + 1, B, C, H, W, k, s, p));
+        float *ym = xmalloc(ny * 4);
+        down(ym, d_ym + 1, ny * 4);
+        down(argm, d_am + 1, ny);
+        CHECK_MSG(!memcmp(ym, y, ny * 4) && !memcmp(argm, arg, ny),
+                  "maxpool forward on misaligned tensors differs");
+        snn_cuda_free(d_xm); snn_cuda_free(d_ym); snn_cuda_free(d_am);
+        free(argm); free(ym);
+    }
     fprintf(stderr, "  maxpool B=%d C=%d %dx%d k=%d s=%d p=%d%s: y %s, dx %s, %zu bad args\n", B, C,
             H, W, k, s, p, pc->nan ? " (NaN)" : "", memcmp(yg, y, ny * 4) ? "differs" : "bitwise",
             memcmp(dxg, dx, nx * 4) ? "differs" : "bitwise", badarg);
@@ -767,6 +781,9 @@ int main(void) {
         /* k3 s2 p1 (its own backward kernel): even/odd heights and widths, tiny planes */
         {2, 3, 8, 9, 3, 2, 1, 0},  {1, 2, 7, 10, 3, 2, 1, 1}, {3, 5, 2, 1, 3, 2, 1, 0},
         {2, 2, 1, 6, 3, 2, 1, 0},
+        /* k3 s2 p1 with W a multiple of 4 (the paired forward): odd/even H, H = 1, a NaN */
+        {2, 3, 7, 12, 3, 2, 1, 1}, {1, 2, 1, 4, 3, 2, 1, 0}, {2, 3, 10, 20, 3, 2, 1, 0},
+        {1, 2, 6, 64, 3, 2, 1, 1},
     };
     for (size_t i = 0; i < sizeof pc / sizeof pc[0]; i++) test_maxpool(&pc[i]);
     const bn_case bc[] = {

@@ -66,6 +66,62 @@ __global__ void maxpool_fwd_kernel(const float *__restrict__ x, float *__restric
     }
 }
 
+/* Forward of the k3 s2 p1 pool (the Spikformer SPS's) with W a multiple of 4: one thread per
+ * pair of outputs (oy, 2px), (oy, 2px + 1), whose windows span input columns 4px - 1 ..
+ * 4px + 3: per tap row one aligned float4 and one scalar (the previous float4's last, a
+ * cache hit) instead of 9 scalar loads per output; y and arg stored in pairs. The scan is
+ * the general kernel's (same taps, same order, same tie and NaN rules). */
+__device__ __forceinline__ void pool_scan9(const float (&v)[9], const bool (&in)[9], float &best,
+                                           int &a) {
+    best = -INFINITY;
+    a = -1;
+    bool stop = false;
+#pragma unroll
+    for (int tp = 0; tp < 9; tp++) {
+        if (!in[tp] || stop) continue;
+        if (a < 0) a = tp; /* the first in-image tap */
+        if (v[tp] > best || isnan(v[tp])) {
+            best = v[tp];
+            a = tp;
+            stop = isnan(v[tp]);
+        }
+    }
+}
+
+__global__ void maxpool_fwd_k3s2_pair_kernel(const float *__restrict__ x, float *__restrict__ y,
+                                             uint8_t *__restrict__ arg, int B, int C, int H,
+                                             int W, int Ho, int Wo, Div dWp, Div dHo) {
+    const int Wp = Wo >> 1, n = B * C * Ho * Wp;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        const int t = dv(i, dWp), px = i - t * Wp; /* t = plane*Ho + oy */
+        const int plane = dv(t, dHo), oy = t - plane * Ho;
+        const float *xp = x + (size_t)plane * H * W + 4 * px;
+        float va[9], vb[9];
+        bool ia[9], ib[9];
+#pragma unroll
+        for (int ky = 0; ky < 3; ky++) {
+            const int iy = 2 * oy - 1 + ky;
+            const bool row = (unsigned)iy < (unsigned)H, left = row && px > 0;
+            float4 f = make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
+            if (row) f = *(const float4 *)(xp + (size_t)iy * W);
+            va[ky * 3] = left ? xp[(size_t)iy * W - 1] : -INFINITY;
+            va[ky * 3 + 1] = f.x;
+            va[ky * 3 + 2] = vb[ky * 3] = f.y;
+            vb[ky * 3 + 1] = f.z;
+            vb[ky * 3 + 2] = f.w;
+            ia[ky * 3] = left;
+            ia[ky * 3 + 1] = ia[ky * 3 + 2] = ib[ky * 3] = ib[ky * 3 + 1] = ib[ky * 3 + 2] = row;
+        }
+        float ba, bb;
+        int aa, ab;
+        pool_scan9(va, ia, ba, aa);
+        pool_scan9(vb, ib, bb, ab);
+        const size_t o = (size_t)t * Wo + 2 * px;
+        *(float2 *)(y + o) = make_float2(ba, bb);
+        *(uchar2 *)(arg + o) = make_uchar2((unsigned char)aa, (unsigned char)ab);
+    }
+}
+
 /* Backward: one thread per input element sums dy over the windows that contain it and whose
  * argmax is it. Windows oy with oy*stride - pad <= y <= oy*stride - pad + k - 1, visited in
  * increasing output order: the order in which the CPU module scatters. NC: at most this many
@@ -181,6 +237,14 @@ extern "C" snn_status snn_cuda_maxpool2d_forward(snn_cuda *c, const float *x, fl
     const unsigned grid = capped_grid(c, n, 256, 32);
     const Div dWo = div_make(Wo), dHo = div_make(Ho);
     cudaStream_t st = snn_cuda_stream_of(c);
+    if (k == 3 && stride == 2 && pad == 1 && W % 4 == 0 && ((uintptr_t)x & 15) == 0 &&
+        ((uintptr_t)y & 7) == 0 && ((uintptr_t)arg & 1) == 0) { /* then Wo = W / 2, even */
+        const unsigned g2 = capped_grid(c, n / 2, 256, 32);
+        maxpool_fwd_k3s2_pair_kernel<<<g2, 256, 0, st>>>(x, y, arg, B, C, H, W, Ho, Wo,
+                                                         div_make(Wo / 2), dHo);
+        SNN_CU_LAUNCHED("maxpool2d_forward");
+        return SNN_OK;
+    }
 #define MPF(KT)                                                                                  \
     maxpool_fwd_kernel<KT><<<grid, 256, 0, st>>>(x, y, arg, B, C, H, W, k, stride, pad, Ho, Wo,   \
                                                  dWo, dHo)
