@@ -116,6 +116,9 @@ const char *bench_device_name(int cuda_device, char *buf, size_t cap);
 void bench_cuda_check_flags(const char *cmd, const bench_flags *f);
 /* Open the GPU (once per process); exit 2 naming the problem when there is none. */
 void bench_cuda_open(int device);
+/* The context bench_cuda_open made (NULL before). */
+struct snn_cuda;
+struct snn_cuda *bench_cuda_context(void);
 /* Exit 2 unless the GPU workloads implement s->w with every precision of s. */
 void bench_cuda_check_workload(const bench_suite *s);
 /* One (trial, precision) run on the GPU, filling t and r->report. */

@@ -15,6 +15,8 @@
 static snn_cuda *g_cuda;
 static int g_cuda_dev = -1;
 
+snn_cuda *bench_cuda_context(void) { return g_cuda; }
+
 void bench_cuda_check_flags(const char *cmd, const bench_flags *f) {
     if (f->recipe && strcmp(f->recipe, "auto") && strcmp(f->recipe, "current") && strcmp(f->recipe, "delayed"))
         die_usage("bench %s: --device cuda implements the fp8 recipes 'current' (per-tensor current scaling; "

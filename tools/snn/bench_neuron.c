@@ -18,6 +18,7 @@
 #include <omp.h>
 
 #include "bench.h"
+#include "bench_neuron_cuda.h"
 #include "cmds.h"
 
 typedef struct size_tn {
@@ -90,7 +91,7 @@ static void copy_bandwidth(size_t bytes, int repeats, double *single, double *pa
 
 int bench_neuron(int argc, char **argv) {
     str_list sizes_arg = {0};
-    const char *neuron = "lif", *output = NULL, *device = NULL;
+    const char *neuron = "lif", *output = NULL, *device = NULL, *storage = "f32";
     int warmup = 2, repeats = 10, copy_mib = 256, quiet = 0;
     float tau = 2.0f;
     uint64_t seed = 0;
@@ -103,7 +104,8 @@ int bench_neuron(int argc, char **argv) {
     t[n++] = (opt){"--repeats", OPT_INT, &repeats, "timed calls per kernel and size (default 10)", NULL, 0};
     t[n++] = (opt){"--copy-mib", OPT_INT, &copy_mib, "size of the memcpy bandwidth reference in MiB (default 256)", NULL, 0};
     t[n++] = (opt){"--seed", OPT_U64, &seed, "seed of x and gs, N(0, 1) (default 0)", NULL, 0};
-    t[n++] = (opt){"--device", OPT_STRING, &device, "cpu (default)", NULL, 0};
+    t[n++] = (opt){"--device", OPT_STRING, &device, "cpu (default) | cuda | cuda:N", NULL, 0};
+    t[n++] = (opt){"--storage", OPT_STRING, &storage, "cuda: f32 (default) | bf16 | f16 storage of x, s, h, gs, gx", NULL, 0};
     t[n++] = (opt){"--output", OPT_STRING, &output, "write the JSON report here ('-': stdout)", NULL, 0};
     t[n++] = (opt){"--quiet", OPT_FLAG, &quiet, "no progress lines", NULL, 0};
     if (args_wants_help(argc, argv, 3)) {
@@ -117,9 +119,19 @@ int bench_neuron(int argc, char **argv) {
     }
     args_parse("bench neuron", t, n, argc, argv, 3);
     cJSON *md = bench_metadata(argc, argv);
-    if (bench_check_device("neuron", device) >= 0)
-        die_usage("bench neuron: --device cuda is not supported (the GPU neuron kernels are measured by "
-                  "bench/cuda/neuron_bench.cu; use --device cpu)");
+    const int gpu = bench_check_device("neuron", device);
+    snn_dtype io = SNN_F32;
+    if (!strcasecmp(storage, "f32") || !strcasecmp(storage, "fp32")) io = SNN_F32;
+    else if (!strcasecmp(storage, "bf16")) io = SNN_BF16;
+    else if (!strcasecmp(storage, "f16") || !strcasecmp(storage, "fp16")) io = SNN_F16;
+    else die_usage("bench neuron: unknown --storage '%s' (choose f32, bf16 or f16)", storage);
+    if (gpu < 0 && io != SNN_F32)
+        die_usage("bench neuron: --storage %s needs --device cuda (the CPU kernels here are FP32)", storage);
+    if (gpu >= 0) {
+        bench_cuda_open(gpu);
+        bench_cuda_metadata(md, gpu);
+    }
+    const double es = (double)snn_dtype_size(io);
     static const char *def_sizes[] = {"16x65536,64x65536,64x262144"};
     if (!sizes_arg.n) sizes_arg = (str_list){def_sizes, 1};
     size_tn sizes[64];
@@ -139,9 +151,14 @@ int bench_neuron(int argc, char **argv) {
     float k = kind == SNN_NEURON_IF ? 1.0f : 1.0f / tau; /* LIF 1/tau; PLIF sigmoid(w0) = 1/tau */
 
     double bw1 = 0, bwp = 0;
-    copy_bandwidth((size_t)copy_mib << 20, repeats < 5 ? 5 : repeats, &bw1, &bwp);
+    if (gpu >= 0) {
+        bw1 = bwp = bench_neuron_cuda_copy_gbs((size_t)copy_mib << 20, repeats < 5 ? 5 : repeats);
+        if (!quiet) fprintf(stderr, "GPU copy bandwidth (cudaMemcpy device to device): %.2f GB/s\n", bw1);
+    } else {
+        copy_bandwidth((size_t)copy_mib << 20, repeats < 5 ? 5 : repeats, &bw1, &bwp);
+        if (!quiet) fprintf(stderr, "copy bandwidth: %.2f GB/s (1 thread), %.2f GB/s (%d threads)\n", bw1, bwp, omp_get_max_threads());
+    }
     double ref = bw1 > bwp ? bw1 : bwp;
-    if (!quiet) fprintf(stderr, "copy bandwidth: %.2f GB/s (1 thread), %.2f GB/s (%d threads)\n", bw1, bwp, omp_get_max_threads());
 
     cJSON *failures = cJSON_CreateArray();
     cJSON *rows = cJSON_CreateArray();
@@ -154,30 +171,44 @@ int bench_neuron(int argc, char **argv) {
     for (int si = 0; si < ns; si++) {
         int T = sizes[si].T;
         size_t N = (size_t)sizes[si].N, e = (size_t)T * N;
-        float *x = malloc(e * 4), *s = malloc(e * 4), *h = malloc(e * 4), *gs = malloc(e * 4), *gx = malloc(e * 4);
+        double *gtf = NULL, *gtb = NULL;
+        int gokf = 1, gokb = 1;
+        if (gpu >= 0) {
+            gtf = malloc(sizeof(double) * (size_t)repeats);
+            gtb = malloc(sizeof(double) * (size_t)repeats);
+            if (!gtf || !gtb) die_status(SNN_E_NOMEM, "bench neuron");
+            bench_neuron_cuda_run(&o, k, T, N, io, warmup, repeats, seed, gtf, gtb, &gokf, &gokb);
+        }
+        const size_t he = gpu >= 0 ? 1 : e; /* host tensors only for the CPU kernels */
+        float *x = malloc(he * 4), *s = malloc(he * 4), *h = malloc(he * 4), *gs = malloc(he * 4), *gx = malloc(he * 4);
         if (!x || !s || !h || !gs || !gx) die_status(SNN_E_NOMEM, "bench neuron: allocating the tensors");
         snn_rng rx = snn_rng_make(seed, 1), rg = snn_rng_make(seed, 2);
-        for (size_t i = 0; i < e; i++) {
+        for (size_t i = 0; i < he && gpu < 0; i++) {
             x[i] = snn_rng_next_normal(&rx);
             gs[i] = snn_rng_next_normal(&rg);
             gx[i] = NAN; /* poisoned: the check below sees what backward wrote */
         }
         for (int proc = 0; proc < 2; proc++) {
-            for (int r = -warmup; r < repeats; r++) {
-                double t0 = now_seconds();
-                if (proc == 0) snn_neuron_forward(&o, k, T, N, x, NULL, s, h, NULL, NULL);
-                else snn_neuron_backward(&o, k, T, N, h, NULL, gs, NULL, NULL, gx, NULL, NULL);
-                double dt = now_seconds() - t0;
-                if (r >= 0) times[r] = dt;
-            }
-            double med = bench_percentile(times, repeats, .5), bytes = 12.0 * (double)e;
-            double gbps = bytes / med / 1e9;
             int ok = 1;
-            if (proc == 0) {
-                for (size_t i = 0; i < e; i++) ok &= (s[i] == 0.0f || s[i] == 1.0f) && isfinite(h[i]);
+            if (gpu >= 0) {
+                memcpy(times, proc ? gtb : gtf, sizeof(double) * (size_t)repeats);
+                ok = proc ? gokb : gokf;
             } else {
-                for (size_t i = 0; i < e; i++) ok &= isfinite(gx[i]) != 0;
+                for (int r = -warmup; r < repeats; r++) {
+                    double t0 = now_seconds();
+                    if (proc == 0) snn_neuron_forward(&o, k, T, N, x, NULL, s, h, NULL, NULL);
+                    else snn_neuron_backward(&o, k, T, N, h, NULL, gs, NULL, NULL, gx, NULL, NULL);
+                    double dt = now_seconds() - t0;
+                    if (r >= 0) times[r] = dt;
+                }
+                if (proc == 0) {
+                    for (size_t i = 0; i < e; i++) ok &= (s[i] == 0.0f || s[i] == 1.0f) && isfinite(h[i]);
+                } else {
+                    for (size_t i = 0; i < e; i++) ok &= isfinite(gx[i]) != 0;
+                }
             }
+            double med = bench_percentile(times, repeats, .5), bytes = 3.0 * es * (double)e;
+            double gbps = bytes / med / 1e9;
             const char *pname = proc ? "backward" : "forward";
             if (!ok) {
                 char msg[160];
@@ -211,6 +242,8 @@ int bench_neuron(int argc, char **argv) {
         free(h);
         free(gs);
         free(gx);
+        free(gtf);
+        free(gtb);
     }
     free(times);
     bench_metadata_end(md);
@@ -233,15 +266,19 @@ int bench_neuron(int argc, char **argv) {
     cJSON_AddBoolToObject(c, "detach_reset", o.detach_reset);
     cJSON_AddNumberToObject(c, "warmup", warmup);
     cJSON_AddNumberToObject(c, "repeats", repeats);
-    cJSON_AddStringToObject(c, "bytes_forward", "12*T*N: reads x, writes s and h_seq (FP32)");
-    cJSON_AddStringToObject(c, "bytes_backward", "12*T*N: reads h_seq and gs, writes gx (FP32)");
+    char dn[32];
+    cJSON_AddStringToObject(c, "device", bench_device_name(gpu, dn, sizeof dn));
+    cJSON_AddStringToObject(c, "storage", snn_dtype_name(io));
+    cJSON_AddStringToObject(c, "bytes_forward", "3*e*T*N (e = storage bytes): reads x, writes s and h_seq");
+    cJSON_AddStringToObject(c, "bytes_backward", "3*e*T*N: reads h_seq and gs, writes gx");
     cJSON *mb = cJSON_AddObjectToObject(doc, "memory_bandwidth");
     cJSON_AddNumberToObject(mb, "copy_bytes", (double)((size_t)copy_mib << 20));
     cJSON_AddNumberToObject(mb, "single_thread_gb_s", bw1);
     cJSON_AddNumberToObject(mb, "all_threads_gb_s", bwp);
     cJSON_AddNumberToObject(mb, "threads", omp_get_max_threads());
     cJSON_AddNumberToObject(mb, "reference_gb_s", ref);
-    cJSON_AddStringToObject(mb, "formula", "2 * copy_bytes / median time of memcpy (read + write); reference = the larger");
+    cJSON_AddStringToObject(mb, "formula", gpu >= 0 ? "2 * copy_bytes / median time of cudaMemcpy device to device (read + write)"
+                                                     : "2 * copy_bytes / median time of memcpy (read + write); reference = the larger");
     cJSON_AddItemToObject(doc, "rows", rows);
     cJSON_AddItemToObject(doc, "failures", cJSON_Duplicate(failures, 1));
     cJSON_AddBoolToObject(doc, "passed", cJSON_GetArraySize(failures) == 0);
