@@ -145,8 +145,8 @@ void bench_flags_check(const char *cmd, bench_flags *f, bench_suite *s) {
     }
     s->failures = cJSON_CreateArray();
     if (s->cuda_device >= 0) { /* last: every flag was checked before the GPU is touched */
-        bench_cuda_check_flags(cmd, f);
         bench_cuda_open(s->cuda_device);
+        bench_cuda_check_flags(cmd, f);
     }
 }
 

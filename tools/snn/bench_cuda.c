@@ -18,6 +18,16 @@ static int g_cuda_dev = -1;
 snn_cuda *bench_cuda_context(void) { return g_cuda; }
 
 void bench_cuda_check_flags(const char *cmd, const bench_flags *f) {
+    snn_cuda_bench_device d;
+    if (f->recipe && !strcmp(f->recipe, "mxfp8") && g_cuda && snn_cuda_bench_device_info(g_cuda, &d) == SNN_OK &&
+        d.cc_major < 10)
+        die_usage("bench %s: --fp8-recipe mxfp8 needs native MXFP8 GEMMs (E8M0-scaled 32-element blocks), which "
+                  "cuBLASLt runs on compute capability 10.0 and newer; cuda:%d is %s (%d.%d). Use current or "
+                  "delayed here, or --device cpu (exact emulation)",
+                  cmd, g_cuda_dev, d.name, d.cc_major, d.cc_minor);
+    if (f->recipe && !strcmp(f->recipe, "block"))
+        die_usage("bench %s: --fp8-recipe block (1x128 / 128x128 scaling) is not implemented on the GPU yet; "
+                  "use current or delayed, or --device cpu (exact emulation)", cmd);
     if (f->recipe && strcmp(f->recipe, "auto") && strcmp(f->recipe, "current") && strcmp(f->recipe, "delayed"))
         die_usage("bench %s: --device cuda implements the fp8 recipes 'current' (per-tensor current scaling; "
                   "'auto' selects it) and 'delayed' (per-tensor scales from amax histories), not '%s'",
