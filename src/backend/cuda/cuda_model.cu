@@ -572,7 +572,7 @@ extern "C" void snn_cuda_model_destroy(snn_cuda_model *g) {
 }
 
 /* Everything of one step after the input and scalars are on the device. */
-static snn_status enqueue_step(snn_cuda_model *g, int x_has_time) {
+snn_status snn_gm_enqueue_step(snn_cuda_model *g, int x_has_time) {
     snn_cuda *c = g->c;
     cudaStream_t sm = snn_cuda_stream_of(c);
     if (!x_has_time) {
@@ -631,7 +631,7 @@ static snn_status enqueue_step(snn_cuda_model *g, int x_has_time) {
 /* Host -> device staging through two pinned buffers: the copies are asynchronous, so the host
  * assembles the next batch while the device still runs the previous step; a buffer is
  * reused only after the copy out of it has completed (its event). */
-static snn_status stage_step(snn_cuda_model *g, const float *x, int x_has_time,
+snn_status snn_gm_stage_step(snn_cuda_model *g, const float *x, int x_has_time,
                              const int32_t *labels, const snn_cuda_step_scalars *s) {
     const int k = g->pin_i;
     g->pin_i ^= 1;
@@ -665,20 +665,20 @@ extern "C" snn_status snn_cuda_model_train_step(snn_cuda_model *g, const float *
     s.bc2 = (float)(1.0 - pow((double)g->opt.beta2, (double)g->step));
     s.grad_scale = 1.0f;
     s.skip = 0;
-    SNN_TRY(stage_step(g, x, x_has_time, labels, &s));
+    SNN_TRY(snn_gm_stage_step(g, x, x_has_time, labels, &s));
     cudaStream_t sm = snn_cuda_stream_of(g->c);
     /* First step eagerly (cuBLASLt picks its algorithms then), then capture once per input
      * mode and replay. */
     if (g->o.no_graph || g->warm < 1) {
         g->warm++;
-        return enqueue_step(g, x_has_time);
+        return snn_gm_enqueue_step(g, x_has_time);
     }
     if (g->graph_mode != x_has_time) {
         if (g->graph) cudaGraphExecDestroy(g->graph);
         g->graph = NULL;
         cudaGraph_t graph;
         SNN_CU_TRY(cudaStreamBeginCapture(sm, cudaStreamCaptureModeThreadLocal));
-        snn_status st = enqueue_step(g, x_has_time);
+        snn_status st = snn_gm_enqueue_step(g, x_has_time);
         cudaError_t e = cudaStreamEndCapture(sm, &graph);
         if (st != SNN_OK) {
             if (e == cudaSuccess) cudaGraphDestroy(graph);
@@ -744,88 +744,6 @@ extern "C" snn_status snn_cuda_model_download_grads(snn_cuda_model *g) {
 }
 
 extern "C" size_t snn_cuda_model_device_bytes(const snn_cuda_model *g) { return g ? g->device_bytes : 0; }
-
-/* ---- profiling ---- */
-typedef struct {
-    char *buf;
-    size_t cap, len;
-    int steps;
-    double fwd, bwd;
-} prof_out;
-
-static void prof_line(prof_out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void prof_line(prof_out *o, const char *fmt, ...) {
-    if (o->len + 1 >= o->cap) return;
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(o->buf + o->len, o->cap - o->len, fmt, ap);
-    va_end(ap);
-    if (k > 0) o->len += (size_t)k < o->cap - o->len ? (size_t)k : o->cap - o->len - 1;
-}
-
-static void prof_walk(gnode *n, prof_out *o, int reset) {
-    if (reset) {
-        n->fwd_ms = n->bwd_ms = 0;
-    } else if (n->fwd_ms > 0 || n->bwd_ms > 0) {
-        double f = n->fwd_ms / o->steps, b = n->bwd_ms / o->steps;
-        o->fwd += f;
-        o->bwd += b;
-        prof_line(o, "%-44s %-26s %9.3f %9.3f\n", n->m->name[0] ? n->m->name : "(root)",
-                  snn_module_own_ops(n->m)->kind, f, b);
-    }
-    for (int i = 0; i < n->n_kids; i++) prof_walk(n->kids[i], o, reset);
-}
-
-extern "C" snn_status snn_cuda_model_profile(snn_cuda_model *g, const float *x, int x_has_time,
-                                             const int32_t *labels, int steps, char *report,
-                                             size_t cap) {
-    if (!g || !x || !labels || !report || cap == 0 || steps <= 0)
-        return snn_error(SNN_E_INVALID, "snn_cuda_model_profile: bad argument");
-    SNN_CU_TRY(cudaEventCreate(&g->ev[0]));
-    SNN_CU_TRY(cudaEventCreate(&g->ev[1]));
-    prof_out o = {report, cap, 0, steps, 0, 0};
-    report[0] = 0;
-    /* one untimed step first (cuBLASLt plans, caches), then `steps` timed ones */
-    snn_status st = SNN_OK;
-    cudaEvent_t a, b;
-    cudaEventCreate(&a);
-    cudaEventCreate(&b);
-    float whole = 0;
-    for (int i = 0; i <= steps && st == SNN_OK; i++) {
-        g->prof = i > 0;
-        if (i == 1) prof_walk(g->root, &o, 1);
-        snn_cuda_step_scalars sc;
-        memset(&sc, 0, sizeof sc);
-        sc.lr = 0.0f; /* profile without changing the model */
-        sc.bc1 = sc.bc2 = 1.0f;
-        sc.grad_scale = 1.0f;
-        sc.skip = 1;
-        st = stage_step(g, x, x_has_time, labels, &sc);
-        if (st == SNN_OK && i == steps) {
-            /* the last step once more without per-module synchronisation, for the total */
-            g->prof = 0;
-            cudaEventRecord(a, snn_cuda_stream_of(g->c));
-            st = enqueue_step(g, x_has_time);
-            cudaEventRecord(b, snn_cuda_stream_of(g->c));
-            cudaEventSynchronize(b);
-            cudaEventElapsedTime(&whole, a, b);
-            g->prof = 1;
-        }
-        if (st == SNN_OK) st = enqueue_step(g, x_has_time);
-        if (st == SNN_OK) st = snn_cuda_synchronize(g->c);
-    }
-    g->prof = 0;
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-    cudaEventDestroy(g->ev[0]);
-    cudaEventDestroy(g->ev[1]);
-    if (st != SNN_OK) return st;
-    prof_line(&o, "%-44s %-26s %9s %9s\n", "module", "kind", "fwd ms", "bwd ms");
-    prof_walk(g->root, &o, 0);
-    prof_line(&o, "modules: forward %.3f ms + backward %.3f ms; one eager step %.3f ms (the rest: input, "
-                  "loss, optimizer, weight copies, launch gaps)\n", o.fwd, o.bwd, (double)whole);
-    return SNN_OK;
-}
 
 extern "C" snn_status snn_cuda_model_loss_scale(snn_cuda_model *g, float *scale) {
     snn_gm_scaler sc;

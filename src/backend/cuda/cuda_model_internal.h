@@ -135,6 +135,11 @@ struct snn_cuda_model {
     cudaEvent_t ev[2];
 };
 
+/* cuda_model.cu: everything of one step after the input and scalars are staged; staging */
+snn_status snn_gm_enqueue_step(snn_cuda_model *g, int x_has_time);
+snn_status snn_gm_stage_step(snn_cuda_model *g, const float *x, int x_has_time,
+                             const int32_t *labels, const snn_cuda_step_scalars *s);
+
 /* cuda_model_exec.cu */
 snn_status snn_gm_forward(snn_cuda_model *g, gnode *n, int training);
 snn_status snn_gm_backward(snn_cuda_model *g, gnode *n);
