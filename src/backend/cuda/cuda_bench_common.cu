@@ -42,25 +42,6 @@ void snn_bench_alloc_free_all(snn_bench_alloc *a) {
     a->n = a->cap = 0;
 }
 
-snn_cuda_gemm_desc snn_bench_gd(int ta, int tb, int M, int N, int K, snn_dtype a, snn_dtype b, snn_dtype c,
-                                int lda, int ldb, int ldc, int fast) {
-    snn_cuda_gemm_desc d;
-    memset(&d, 0, sizeof d);
-    d.trans_a = ta;
-    d.trans_b = tb;
-    d.M = M;
-    d.N = N;
-    d.K = K;
-    d.a_type = a;
-    d.b_type = b;
-    d.c_type = c;
-    d.lda = lda;
-    d.ldb = ldb;
-    d.ldc = ldc;
-    d.fast_accum = fast;
-    return d;
-}
-
 __global__ void bench_absdiff_kernel(const float *__restrict__ a, const float *__restrict__ b, size_t n,
                                      float *out) {
     unsigned m = 0;

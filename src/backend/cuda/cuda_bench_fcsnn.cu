@@ -177,10 +177,10 @@ static snn_status forward(net *n, int train) {
         layer *L = &n->L[l];
         snn_dtype yt = fp8 ? SNN_BF16 : n->act;
         if (fp8) {
-            snn_cuda_gemm_desc d = snn_bench_gd(0, 1, M, W, L->in, xt, SNN_F8E4M3, yt, L->in, L->in, W, 1);
+            snn_cuda_gemm_desc d = snn_cuda_gd(0, 1, M, W, L->in, xt, SNN_F8E4M3, yt, L->in, L->in, W, 1);
             BT(snn_cuda_gemm(c, &d, 1.0f, X, L->w8, 0.0f, n->y, xs, n->sinv + 1 + l, NULL, NULL));
         } else {
-            snn_cuda_gemm_desc d = snn_bench_gd(0, 1, M, W, L->in, n->act, n->act, yt, L->in, L->in, W, 0);
+            snn_cuda_gemm_desc d = snn_cuda_gd(0, 1, M, W, L->in, n->act, n->act, yt, L->in, L->in, W, 0);
             BT(snn_cuda_gemm(c, &d, 1.0f, X, L->wk ? L->wk : L->w, 0.0f, n->y, NULL, NULL, NULL, NULL));
         }
         BT(snn_cuda_neuron_forward(c, &n->lif, n->k, n->T, (size_t)n->B * W, yt, L->s_type, n->y, L->b, (size_t)W,
@@ -190,7 +190,7 @@ static snn_status forward(net *n, int train) {
         xs = NULL; /* spikes: exact in E4M3 with scale 1 */
     }
     layer *H = &n->L[D];
-    snn_cuda_gemm_desc d = snn_bench_gd(0, 1, M, n->C, W, xt, xt, SNN_F32, W, W, n->C, 0);
+    snn_cuda_gemm_desc d = snn_cuda_gd(0, 1, M, n->C, W, xt, xt, SNN_F32, W, W, n->C, 0);
     BT(snn_cuda_gemm(c, &d, 1.0f, X, H->wk ? H->wk : H->w, 0.0f, n->logits, NULL, NULL, NULL, NULL));
     if (!train) BT(snn_cuda_bias_add(c, SNN_F32, n->logits, H->b, M, n->C));
     return SNN_OK;
@@ -235,10 +235,10 @@ static snn_status train_backward(void *p) {
     layer *H = &n->L[D];
     snn_dtype dlt = fp8 ? SNN_BF16 : n->act;
     layer *Ls = &n->L[D - 1];
-    snn_cuda_gemm_desc d = snn_bench_gd(1, 0, n->C, W, M, dlt, dlt, SNN_F32, n->C, W, W, 0);
+    snn_cuda_gemm_desc d = snn_cuda_gd(1, 0, n->C, W, M, dlt, dlt, SNN_F32, n->C, W, W, 0);
     BT(snn_cuda_gemm(c, &d, 1.0f, n->dlogits, Ls->s, 0.0f, H->gw, NULL, NULL, NULL, NULL));
     BT(snn_cuda_colsum(c, dlt, n->dlogits, M, n->C, 0.0f, H->gb));
-    d = snn_bench_gd(0, 0, M, W, n->C, dlt, dlt, dlt, n->C, W, W, 0);
+    d = snn_cuda_gd(0, 0, M, W, n->C, dlt, dlt, dlt, n->C, W, W, 0);
     BT(snn_cuda_gemm(c, &d, 1.0f, n->dlogits, H->wk ? H->wk : H->w, 0.0f, n->gs, NULL, NULL, NULL, NULL));
     BT(update(n, D));
     for (int l = D - 1; l >= 0; l--) {
@@ -255,18 +255,18 @@ static snn_status train_backward(void *p) {
             uint8_t *xT = l == 0 && n->x8t ? n->x8t : n->xt_buf;
             BT(snn_cuda_transpose_u8(c, xT, l == 0 ? (const void *)n->x8 : n->L[l - 1].s, M, L->in));
             const float *xsc = l == 0 ? n->sinv : NULL;
-            d = snn_bench_gd(0, 1, W, L->in, M, SNN_F8E5M2, SNN_F8E4M3, SNN_F32, M, M, L->in, 0);
+            d = snn_cuda_gd(0, 1, W, L->in, M, SNN_F8E5M2, SNN_F8E4M3, SNN_F32, M, M, L->in, 0);
             BT(snn_cuda_gemm(c, &d, 1.0f, n->gy8t, xT, 0.0f, L->gw, gsi, xsc, NULL, NULL));
             if (l > 0) {
-                d = snn_bench_gd(0, 1, M, L->in, W, SNN_F8E5M2, SNN_F8E4M3, SNN_BF16, W, W, L->in, 0);
+                d = snn_cuda_gd(0, 1, M, L->in, W, SNN_F8E5M2, SNN_F8E4M3, SNN_BF16, W, W, L->in, 0);
                 BT(snn_cuda_gemm(c, &d, 1.0f, n->gy8, L->w8t, 0.0f, n->gs, gsi, n->sinv + 1 + l, NULL, NULL));
             }
         } else {
             const void *Xin = l == 0 ? (n->act == SNN_F32 ? (const void *)n->x32 : n->xa) : n->L[l - 1].s;
-            d = snn_bench_gd(1, 0, W, L->in, M, n->act, n->act, SNN_F32, W, L->in, L->in, 0);
+            d = snn_cuda_gd(1, 0, W, L->in, M, n->act, n->act, SNN_F32, W, L->in, L->in, 0);
             BT(snn_cuda_gemm(c, &d, 1.0f, n->gy, Xin, 0.0f, L->gw, NULL, NULL, NULL, NULL));
             if (l > 0) {
-                d = snn_bench_gd(0, 0, M, L->in, W, n->act, n->act, n->act, W, L->in, L->in, 0);
+                d = snn_cuda_gd(0, 0, M, L->in, W, n->act, n->act, n->act, W, L->in, L->in, 0);
                 BT(snn_cuda_gemm(c, &d, 1.0f, n->gy, L->wk ? L->wk : L->w, 0.0f, n->gs, NULL, NULL, NULL, NULL));
             }
         }

@@ -36,10 +36,6 @@ void snn_bench_alloc_free_all(snn_bench_alloc *a);
  * and infinity as an unsigned bit pattern). out: one device float, zero it first. */
 snn_status snn_bench_absdiff_max(snn_cuda *c, const float *a, const float *b, size_t n, float *out);
 
-/* A GEMM descriptor (TF32 off). */
-snn_cuda_gemm_desc snn_bench_gd(int ta, int tb, int M, int N, int K, snn_dtype a, snn_dtype b, snn_dtype c,
-                                int lda, int ldb, int ldc, int fast);
-
 /* What a workload hands the protocol runner. Every step function only enqueues work on the
  * context's stream (it is captured into a graph); load runs eagerly. */
 typedef struct snn_bench_ops {

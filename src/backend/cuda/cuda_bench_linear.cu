@@ -267,10 +267,10 @@ static snn_status forward(net *n, int train) {
         void *C = head ? (void *)n->logits : L->z;
         if (fp8) {
             snn_cuda_gemm_desc d =
-                snn_bench_gd(0, 1, B, L->out, L->in, SNN_F8E4M3, SNN_F8E4M3, ct, L->in, L->in, L->out, 1);
+                snn_cuda_gd(0, 1, B, L->out, L->in, SNN_F8E4M3, SNN_F8E4M3, ct, L->in, L->in, L->out, 1);
             BT(snn_cuda_gemm(c, &d, 1.0f, X, L->w8, 0.0f, C, xs, n->sinv + 1 + D + l, NULL, NULL));
         } else {
-            snn_cuda_gemm_desc d = snn_bench_gd(0, 1, B, L->out, L->in, n->act, n->act, ct, L->in, L->in, L->out, 0);
+            snn_cuda_gemm_desc d = snn_cuda_gd(0, 1, B, L->out, L->in, n->act, n->act, ct, L->in, L->in, L->out, 0);
             BT(snn_cuda_gemm(c, &d, 1.0f, X, L->wk ? L->wk : L->w, 0.0f, C, NULL, NULL, NULL, NULL));
         }
         if (head) break;
@@ -325,18 +325,18 @@ static snn_status train_backward(void *p) {
             const uint8_t *XT = l == 0 ? n->x8t : n->L[l - 1].a8t;
             const float *xsc = n->sinv + (l == 0 ? 0 : l); /* slot of layer l's input */
             snn_cuda_gemm_desc d =
-                snn_bench_gd(0, 1, L->out, L->in, B, SNN_F8E5M2, SNN_F8E4M3, SNN_F32, B, B, L->in, 0);
+                snn_cuda_gd(0, 1, L->out, L->in, B, SNN_F8E5M2, SNN_F8E4M3, SNN_F32, B, B, L->in, 0);
             BT(snn_cuda_gemm(c, &d, 1.0f, n->g8t, XT, 0.0f, L->gw, gsi, xsc, NULL, NULL));
             if (l > 0) {
-                d = snn_bench_gd(0, 1, B, L->in, L->out, SNN_F8E5M2, SNN_F8E4M3, at, L->out, L->out, L->in, 0);
+                d = snn_cuda_gd(0, 1, B, L->in, L->out, SNN_F8E5M2, SNN_F8E4M3, at, L->out, L->out, L->in, 0);
                 BT(snn_cuda_gemm(c, &d, 1.0f, n->g8, L->w8t, 0.0f, dA, gsi, n->sinv + 1 + D + l, NULL, NULL));
             }
         } else {
             const void *Xin = l == 0 ? (n->xa ? n->xa : (const void *)n->x32) : n->L[l - 1].a;
-            snn_cuda_gemm_desc d = snn_bench_gd(1, 0, L->out, L->in, B, at, at, SNN_F32, L->out, L->in, L->in, 0);
+            snn_cuda_gemm_desc d = snn_cuda_gd(1, 0, L->out, L->in, B, at, at, SNN_F32, L->out, L->in, L->in, 0);
             BT(snn_cuda_gemm(c, &d, 1.0f, G, Xin, 0.0f, L->gw, NULL, NULL, NULL, NULL));
             if (l > 0) {
-                d = snn_bench_gd(0, 0, B, L->in, L->out, at, at, at, L->out, L->in, L->in, 0);
+                d = snn_cuda_gd(0, 0, B, L->in, L->out, at, at, at, L->out, L->in, L->in, 0);
                 BT(snn_cuda_gemm(c, &d, 1.0f, G, L->wk ? L->wk : L->w, 0.0f, dA, NULL, NULL, NULL, NULL));
             }
         }

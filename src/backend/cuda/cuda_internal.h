@@ -102,6 +102,27 @@ template <typename T, int V> SNN_HD void pack_st(T *p, const Pack<T, V> &x) {
 
 static inline int snn_aligned(const void *p, size_t a) { return ((uintptr_t)p % a) == 0; }
 
+/* A GEMM descriptor (TF32 off; set allow_tf32 afterwards to change that). */
+static inline snn_cuda_gemm_desc snn_cuda_gd(int ta, int tb, int M, int N, int K, snn_dtype a,
+                                             snn_dtype b, snn_dtype c, int lda, int ldb, int ldc,
+                                             int fast_accum) {
+    snn_cuda_gemm_desc d;
+    memset(&d, 0, sizeof d);
+    d.trans_a = ta;
+    d.trans_b = tb;
+    d.M = M;
+    d.N = N;
+    d.K = K;
+    d.a_type = a;
+    d.b_type = b;
+    d.c_type = c;
+    d.lda = lda;
+    d.ldb = ldb;
+    d.ldc = ldc;
+    d.fast_accum = fast_accum;
+    return d;
+}
+
 /* max over non-negative floats through their bit patterns (IEEE order equals unsigned order
  * for x >= 0); NaN partials must be dropped before (fmaxf does that). */
 #ifdef __CUDACC__

@@ -45,18 +45,7 @@ static snn_status round_out(snn_cuda_model *g, float *y, const float *bias, size
 snn_status snn_gm_gemm(snn_cuda_model *g, int ta, int tb, int M, int N, int K, snn_dtype ab,
                        const void *A, int lda, const void *Bm, int ldb, float beta, float *C,
                        int ldc) {
-    snn_cuda_gemm_desc d;
-    memset(&d, 0, sizeof d);
-    d.trans_a = ta;
-    d.trans_b = tb;
-    d.M = M;
-    d.N = N;
-    d.K = K;
-    d.a_type = d.b_type = ab;
-    d.c_type = SNN_F32;
-    d.lda = lda;
-    d.ldb = ldb;
-    d.ldc = ldc;
+    snn_cuda_gemm_desc d = snn_cuda_gd(ta, tb, M, N, K, ab, ab, SNN_F32, lda, ldb, ldc, 0);
     d.allow_tf32 = g->o.allow_tf32;
     return snn_cuda_gemm(g->c, &d, 1.0f, A, Bm, beta, C, NULL, NULL, NULL, NULL);
 }
