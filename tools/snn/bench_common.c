@@ -61,18 +61,9 @@ int bench_flags_options(bench_flags *f, opt *t, int neuron) {
 }
 
 int bench_check_device(const char *cmd, const char *dev) {
-    if (!dev || !strcmp(dev, "cpu")) return -1;
-    if (strncmp(dev, "cuda", 4)) die_usage("bench %s: unknown device '%s' (use --device cpu or cuda)", cmd, dev);
-#ifndef SNN_HAVE_CUDA
-    die_usage("this snn was built without CUDA (configure with -DSNN_CUDA=ON)");
-#else
-    if (!dev[4]) return 0;
-    char *end = NULL;
-    long n = dev[4] == ':' ? strtol(dev + 5, &end, 10) : -1;
-    if (n < 0 || n > 1024 || !end || end == dev + 5 || *end)
-        die_usage("bench %s: device '%s' is not cpu, cuda or cuda:N", cmd, dev);
-    return (int)n;
-#endif
+    char what[64];
+    snprintf(what, sizeof what, "bench %s", cmd);
+    return device_parse(what, dev);
 }
 
 const char *bench_device_name(int cuda_device, char *buf, size_t cap) {

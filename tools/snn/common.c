@@ -206,3 +206,20 @@ void load_checkpoint(const char *path, uint64_t seed, const precision_flags *pf,
     st = snn_training_checkpoint_restore(*m, *prec, NULL, *ck);
     if (st != SNN_OK) die_status(st, "restoring the precision state");
 }
+
+int device_parse(const char *what, const char *dev) {
+    if (!dev || !strcmp(dev, "cpu")) return -1;
+    if (strncmp(dev, "cuda", 4))
+        die_usage("%s%s--device must be cpu, cuda or cuda:N (got '%s')", what ? what : "", what ? ": " : "", dev);
+#ifndef SNN_HAVE_CUDA
+    die_usage("this snn was built without CUDA (configure with -DSNN_CUDA=ON)");
+    return -1;
+#else
+    if (!dev[4]) return 0;
+    char *end = NULL;
+    long n = dev[4] == ':' ? strtol(dev + 5, &end, 10) : -1;
+    if (n < 0 || n > 1024 || !end || end == dev + 5 || *end)
+        die_usage("%s%s--device must be cpu, cuda or cuda:N (got '%s')", what ? what : "", what ? ": " : "", dev);
+    return (int)n;
+#endif
+}

@@ -46,6 +46,10 @@ void score_batch(const float *y, int T, int N, int C, const int32_t *yb, int val
 
 double now_seconds(void);
 
+/* --device: -1 for NULL or "cpu", N for "cuda" / "cuda:N". Anything else exits 2, and so does
+ * cuda in a build without CUDA; `what` (may be NULL) prefixes the message ("bench linear"). */
+int device_parse(const char *what, const char *dev);
+
 #endif
 
 /* --precision, --fp8-recipe, --neuron-storage/fwd/bwd (and the --triton-* aliases). */

@@ -16,20 +16,15 @@ int device_is_cuda(const char *device) { return device && !strncmp(device, "cuda
 
 #ifndef SNN_HAVE_CUDA
 
-static void no_cuda(void) {
-    die_usage("this snn was built without CUDA (configure with -DSNN_CUDA=ON on a machine with "
-              "nvcc), so --device cuda is not available");
-}
-
+/* device_parse exits 2 with "built without CUDA" before any of these could run */
 int train_cuda(const train_cuda_args *a) {
-    (void)a;
-    no_cuda();
+    device_parse(NULL, a->device);
     return 2;
 }
 
 gpu_infer *gpu_infer_open(snn_model *m, int T, int N, const char *device, snn_precision_config pcfg) {
-    (void)m; (void)T; (void)N; (void)device; (void)pcfg;
-    no_cuda();
+    (void)m; (void)T; (void)N; (void)pcfg;
+    device_parse(NULL, device);
     return NULL;
 }
 snn_status gpu_infer_forward(gpu_infer *s, const float *xb, int valid, float *y) {
@@ -40,24 +35,14 @@ void gpu_infer_close(gpu_infer *s) { (void)s; }
 
 snn_status eval_cuda(snn_model *m, const snn_dataset *ds, int T, int N, snn_encoding enc, uint64_t seed,
                      const char *device, snn_precision_config pcfg, double *acc, double *loss) {
-    (void)m; (void)ds; (void)T; (void)N; (void)enc; (void)seed; (void)device; (void)pcfg; (void)acc; (void)loss;
-    no_cuda();
+    (void)m; (void)ds; (void)T; (void)N; (void)enc; (void)seed; (void)pcfg; (void)acc; (void)loss;
+    device_parse(NULL, device);
     return SNN_E_UNSUPPORTED;
 }
 
 #else
 
 #include "snn/cuda.h"
-
-/* "cuda" -> 0, "cuda:N" -> N; anything else exits 2. */
-static int device_index(const char *device) {
-    if (!strcmp(device, "cuda")) return 0;
-    char *end = NULL;
-    long v = device[4] == ':' ? strtol(device + 5, &end, 10) : -1;
-    if (device[4] != ':' || !end || *end || end == device + 5 || v < 0 || v > 1024)
-        die_usage("--device must be cpu, cuda or cuda:N (got '%s')", device);
-    return (int)v;
-}
 
 static snn_dtype compute_type(const snn_precision_config *p) {
     if (p->neuron_storage != SNN_NEURON_STORAGE_UNSET)
@@ -76,7 +61,7 @@ static snn_dtype compute_type(const snn_precision_config *p) {
 }
 
 static snn_status snn_cuda_open_for_tool(const char *device, snn_cuda **out) {
-    return snn_cuda_create(device_index(device), 0, out);
+    return snn_cuda_create(device_parse(NULL, device), 0, out);
 }
 
 static snn_status evaluate_gpu(snn_cuda_model *g, const snn_dataset *ds, int T, int N, int C,
