@@ -21,6 +21,16 @@ __global__ void gm_broadcast_kernel(float *dst, const float *src, size_t n, int 
         dst[i] = src[i % n];
 }
 
+/* x [T][N][F] = x1 [N][F] repeated over T (direct encoding) */
+static snn_status broadcast_input(snn_cuda_model *g) {
+    size_t n = (size_t)g->B * g->in_feat;
+    unsigned blocks = snn_grid(n, 256);
+    gm_broadcast_kernel<<<blocks < 4096u ? blocks : 4096u, 256, 0, snn_cuda_stream_of(g->c)>>>(
+        g->x, g->x1, (size_t)g->N * g->in_feat, g->T);
+    SNN_CU_LAUNCHED("broadcast input");
+    return SNN_OK;
+}
+
 /* correct += [argmax_c mean_t out[t][b][c] == label[b]] (first maximum), one thread a sample */
 __global__ void gm_correct_kernel(const float *out, const int32_t *labels, int T, int B, int C,
                                   int *correct) {
@@ -39,11 +49,10 @@ __global__ void gm_correct_kernel(const float *out, const int32_t *labels, int T
     if (best == labels[b]) atomicAdd(correct, 1);
 }
 
-__global__ void gm_accumulate_kernel(const float *loss, const int *correct, double *acc_loss,
-                                     long long *acc_correct, long long *acc_steps) {
-    *acc_loss += (double)*loss;
-    *acc_correct += *correct;
-    *acc_steps += 1;
+__global__ void gm_accumulate_kernel(const float *loss, const int *correct, snn_gm_stats *acc) {
+    acc->loss += (double)*loss;
+    acc->correct += *correct;
+    acc->steps += 1;
 }
 
 __global__ void gm_sumsq_kernel(const float *x, size_t n, double *out) {
@@ -374,9 +383,7 @@ static snn_status plan_all(snn_cuda_model *g) {
     g->dout = takef(g, out);
     g->loss = takef(g, 1);
     g->correct = (int *)g->act.take(sizeof(int));
-    g->acc_loss = (double *)g->act.take(sizeof(double));
-    g->acc_correct = (long long *)g->act.take(sizeof(long long));
-    g->acc_steps = (long long *)g->act.take(sizeof(long long));
+    g->acc = (snn_gm_stats *)g->act.take(sizeof(snn_gm_stats));
     g->ce_work = takef(g, (size_t)g->N);
     g->norm2 = (double *)g->act.take(sizeof(double));
     g->scal = (snn_cuda_step_scalars *)g->act.take(sizeof(snn_cuda_step_scalars));
@@ -575,11 +582,7 @@ extern "C" void snn_cuda_model_destroy(snn_cuda_model *g) {
 snn_status snn_gm_enqueue_step(snn_cuda_model *g, int x_has_time) {
     snn_cuda *c = g->c;
     cudaStream_t sm = snn_cuda_stream_of(c);
-    if (!x_has_time) {
-        gm_broadcast_kernel<<<snn_grid((size_t)g->B * g->in_feat, 256) < 4096u ? snn_grid((size_t)g->B * g->in_feat, 256) : 4096u, 256, 0, sm>>>(
-            g->x, g->x1, (size_t)g->N * g->in_feat, g->T);
-        SNN_CU_LAUNCHED("broadcast input");
-    }
+    if (!x_has_time) SNN_TRY(broadcast_input(g));
     SNN_CU_TRY(cudaMemsetAsync(g->grads, 0, g->n_dev * sizeof(float), sm));
     const int scaled = g->o.compute == SNN_F16;
     const unsigned eb = (unsigned)snn_cuda_sm_count(c) * 8u;
@@ -600,8 +603,7 @@ snn_status snn_gm_enqueue_step(snn_cuda_model *g, int x_has_time) {
         SNN_TRY(snn_cuda_mse_rate(c, g->T, g->N, (int)g->classes, y, g->labels, g->loss, g->dout,
                                   1.0f, g->correct));
     }
-    gm_accumulate_kernel<<<1, 1, 0, sm>>>(g->loss, g->correct, g->acc_loss, g->acc_correct,
-                                          g->acc_steps);
+    gm_accumulate_kernel<<<1, 1, 0, sm>>>(g->loss, g->correct, g->acc);
     SNN_CU_LAUNCHED("accumulate");
     if (scaled) {
         gm_scale_kernel<<<eb, 256, 0, sm>>>(g->dout, (size_t)g->B * g->classes, g->scaler);
@@ -696,18 +698,12 @@ extern "C" snn_status snn_cuda_model_train_step(snn_cuda_model *g, const float *
 
 extern "C" snn_status snn_cuda_model_take_stats(snn_cuda_model *g, double *loss_sum, long *correct,
                                                 long *steps) {
-    double l = 0;
-    long long cc = 0, ss = 0;
-    SNN_TRY(snn_cuda_download(g->c, &l, g->acc_loss, sizeof l));
-    SNN_TRY(snn_cuda_download(g->c, &cc, g->acc_correct, sizeof cc));
-    SNN_TRY(snn_cuda_download(g->c, &ss, g->acc_steps, sizeof ss));
-    cudaStream_t sm = snn_cuda_stream_of(g->c);
-    SNN_CU_TRY(cudaMemsetAsync(g->acc_loss, 0, sizeof(double), sm));
-    SNN_CU_TRY(cudaMemsetAsync(g->acc_correct, 0, sizeof(long long), sm));
-    SNN_CU_TRY(cudaMemsetAsync(g->acc_steps, 0, sizeof(long long), sm));
-    if (loss_sum) *loss_sum = l;
-    if (correct) *correct = (long)cc;
-    if (steps) *steps = (long)ss;
+    snn_gm_stats a;
+    SNN_TRY(snn_cuda_download(g->c, &a, g->acc, sizeof a));
+    SNN_CU_TRY(cudaMemsetAsync(g->acc, 0, sizeof a, snn_cuda_stream_of(g->c)));
+    if (loss_sum) *loss_sum = a.loss;
+    if (correct) *correct = (long)a.correct;
+    if (steps) *steps = (long)a.steps;
     return SNN_OK;
 }
 
@@ -724,9 +720,7 @@ extern "C" snn_status snn_cuda_model_forward(snn_cuda_model *g, const float *x, 
                                     (size_t)n * F * sizeof(float)));
     } else {
         SNN_TRY(snn_cuda_upload(g->c, g->x1, x, (size_t)n * F * sizeof(float)));
-        cudaStream_t sm = snn_cuda_stream_of(g->c);
-        gm_broadcast_kernel<<<1024, 256, 0, sm>>>(g->x, g->x1, (size_t)g->N * F, g->T);
-        SNN_CU_LAUNCHED("broadcast input");
+        SNN_TRY(broadcast_input(g));
     }
     SNN_TRY(snn_gm_forward(g, g->root, 0));
     SNN_TRY(snn_cuda_download(g->c, out, g->root->y, (size_t)g->B * g->classes * sizeof(float)));

@@ -82,6 +82,12 @@ struct garena {
     }
 };
 
+/* Per-step loss and accuracy summed on the device */
+struct snn_gm_stats {
+    double loss;
+    long long correct, steps;
+};
+
 /* FP16 loss scaler state (device) */
 struct snn_gm_scaler {
     float scale;
@@ -110,8 +116,7 @@ struct snn_cuda_model {
     float *dout;                   /* dL/d(output) [T][N][C] */
     float *loss;                   /* this step's loss */
     int *correct;                  /* this step's correct count */
-    double *acc_loss;
-    long long *acc_correct, *acc_steps;
+    snn_gm_stats *acc;             /* sums since the last snn_cuda_model_take_stats */
     float *ce_work;
     void *scratch_a, *scratch_b, *scratch_c; /* shared GEMM scratch (conv, linear) */
     size_t scratch_a_bytes, scratch_b_bytes, scratch_c_bytes;
