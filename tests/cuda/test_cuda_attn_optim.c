@@ -17,30 +17,8 @@
 #include "snn/loss.h"
 #include "snn/optim.h"
 
-static snn_cuda *g;
-static uint64_t rng;
+#include "cuda_test_util.h"
 
-static void *xmalloc(size_t n) {
-    void *p = malloc(n ? n : 1);
-    if (!p) exit(2);
-    return p;
-}
-/* device buffer filled with 0xFF bytes (NaN as FP32) */
-static void *dalloc(size_t bytes) {
-    void *p = NULL;
-    if (snn_cuda_alloc(g, bytes ? bytes : 4, &p) != SNN_OK) {
-        fprintf(stderr, "device allocation failed: %s\n", snn_last_error());
-        exit(2);
-    }
-    snn_cuda_memset(g, p, 0xFF, bytes ? bytes : 4);
-    return p;
-}
-static void *dcopy(const void *h, size_t bytes) {
-    void *p = dalloc(bytes);
-    snn_cuda_upload(g, p, h, bytes);
-    return p;
-}
-#define OK(x) CHECK_MSG((x) == SNN_OK, "%s: %s", #x, snn_last_error())
 
 static double maxabs(const float *x, size_t n) {
     double m = 0;

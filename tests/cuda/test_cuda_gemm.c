@@ -10,8 +10,7 @@
 #include "snn/cuda.h"
 #include "snn/dtype.h"
 
-static snn_cuda *g;
-static uint64_t rng;
+#include "cuda_test_util.h"
 
 typedef struct {
     snn_cuda_gemm_desc d;
@@ -22,11 +21,6 @@ typedef struct {
     const char *name;
 } gcase;
 
-static void *xmalloc(size_t n) {
-    void *p = malloc(n ? n : 1);
-    if (!p) exit(2);
-    return p;
-}
 
 /* Random values rounded to type t: raw bytes in *bytes, values in *vals. */
 static void make_operand(snn_dtype t, size_t n, float lo, float hi, void **bytes, float **vals) {

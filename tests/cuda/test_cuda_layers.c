@@ -30,34 +30,13 @@
 #include "nn/layers.h"
 #include "snn/dtype.h"
 
-static snn_cuda *g;
-static uint64_t rng;
+#include "cuda_test_util.h"
 
-static void *xmalloc(size_t n) {
-    void *p = malloc(n ? n : 1);
-    if (!p) exit(2);
-    return p;
-}
-static void *dalloc(size_t bytes) {
-    void *p = NULL;
-    if (snn_cuda_alloc(g, bytes ? bytes : 1, &p) != SNN_OK) {
-        fprintf(stderr, "device allocation failed: %s\n", snn_last_error());
-        exit(2);
-    }
-    snn_cuda_memset(g, p, 0xFF, bytes);
-    return p;
-}
-static void *dcopy(const void *h, size_t bytes) {
-    void *p = dalloc(bytes);
-    snn_cuda_upload(g, p, h, bytes);
-    return p;
-}
 static void poison(void *d, size_t bytes) { snn_cuda_memset(g, d, 0xFF, bytes); }
 static void down(void *h, const void *d, size_t bytes) {
     snn_cuda_synchronize(g);
     snn_cuda_download(g, h, d, bytes);
 }
-#define OK(x) CHECK_MSG((x) == SNN_OK, "%s: %s", #x, snn_last_error())
 
 static float *fvec(size_t n, float lo, float hi) {
     float *p = xmalloc(n * sizeof(float));
