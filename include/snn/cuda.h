@@ -84,7 +84,24 @@ snn_status snn_cuda_neuron_backward(snn_cuda *c, const snn_neuron_opts *o, float
  * only this "TN" layout), K, lda, ldb multiples of 16 and 16-byte aligned pointers.
  * a_scale/b_scale: device FP32 dequantisation factors (NULL = 1). d_scale: device FP32 factor
  * applied to FP8 outputs (NULL = 1). d_amax: device FP32 receiving max|result| before
- * d_scale (FP8 outputs). fast_accum: FP8 accumulation without periodic FP32 promotion. */
+ * d_scale (FP8 outputs). fast_accum: FP8 accumulation without periodic FP32 promotion.
+ *
+ * Block scaling (Transformer Engine's Float8BlockScaling, reference fp8.md §3.3): with
+ * a_scale_mode/b_scale_mode not SNN_CUDA_SCALE_TENSOR, a_scale/b_scale point to arrays of
+ * FP32 dequantisation factors in cuBLASLt's layouts, which snn_cuda_quantize_fp8_block
+ * writes: for an operand stored [R][K] (K the reduction dimension),
+ *   VEC128 (one factor per 128 consecutive elements along K): s[(k/128)·R + r];
+ *   BLK128 (one per 128x128 tile): s[(r/128)·pad4(K/128) + k/128], pad4 = round up to 4.
+ * Both operands must be block-scaled, not both BLK128 (cuBLASLt has no 2D x 2D kernel),
+ * M, N and K multiples of 128, fast_accum 0 (block scaling always promotes to FP32),
+ * C F32/BF16/F16, scale arrays 16-byte aligned. cuBLASLt 12.9+ on compute capability 9.x;
+ * other devices refuse the call with the library's status. */
+typedef enum snn_cuda_scale_mode {
+    SNN_CUDA_SCALE_TENSOR = 0, /* one FP32 factor for the whole operand (or NULL = 1) */
+    SNN_CUDA_SCALE_VEC128 = 1, /* 1x128 blocks along K */
+    SNN_CUDA_SCALE_BLK128 = 2  /* 128x128 tiles */
+} snn_cuda_scale_mode;
+
 typedef struct snn_cuda_gemm_desc {
     int trans_a, trans_b;
     int M, N, K;
@@ -92,6 +109,7 @@ typedef struct snn_cuda_gemm_desc {
     int lda, ldb, ldc;
     int allow_tf32;
     int fast_accum;
+    snn_cuda_scale_mode a_scale_mode, b_scale_mode; /* 0 (TENSOR) unless block-scaled FP8 */
 } snn_cuda_gemm_desc;
 
 snn_status snn_cuda_gemm(snn_cuda *c, const snn_cuda_gemm_desc *d, float alpha, const void *A,
@@ -112,6 +130,24 @@ snn_status snn_cuda_amax(snn_cuda *c, snn_dtype type, const void *x, size_t n, f
 snn_status snn_cuda_quantize_fp8(snn_cuda *c, snn_dtype q_type, void *q, void *qt,
                                  snn_dtype src_type, const void *src, int rows, int cols,
                                  const float *amax, float *scale_inv);
+/* FP8 block scaling (Float8BlockScaling, fp8.md §3.3) of a row-major [rows][cols] source
+ * (F32, BF16 or F16; rows and cols multiples of 128) into the operands of block-scaled GEMMs
+ * (layouts: snn_cuda_gemm_desc). Per block: amax (NaN ignored), s = fp8_max / amax (1 when
+ * amax is 0 or not finite; the source type's largest finite value when the quotient
+ * overflows), with pow2 s rounded down to a power of two (TE's default), q = sat(x·s),
+ * scale_inv = 1/s — the rule of the CPU's snn_fp8_prepare_operand, bit for bit.
+ * tiles 0 (1x128 vectors: inputs and gradients):
+ *   q  [rows][cols], blocks of 128 along a row,  q_sinv  VEC128 [cols/128][rows];
+ *   qt [cols][rows] (the transpose), blocks of 128 source rows in one column (the operand
+ *      of a GEMM that reduces over rows), qt_sinv VEC128 [rows/128][cols].
+ * tiles 1 (128x128 tiles: weights): q and its transpose qt share each tile's scale;
+ *   q_sinv BLK128 [rows/128][pad4(cols/128)], qt_sinv BLK128 [cols/128][pad4(rows/128)].
+ * Either (q, q_sinv) or (qt, qt_sinv) may be NULL. q and qt 16-byte aligned. */
+snn_status snn_cuda_quantize_fp8_block(snn_cuda *c, snn_dtype q_type, int tiles, int pow2,
+                                       snn_dtype src_type, const void *src, int rows, int cols,
+                                       void *q, float *q_sinv, void *qt, float *qt_sinv);
+/* Number of FP32 factors of q_sinv for a [rows][cols] source (for qt_sinv: swap them). */
+size_t snn_cuda_fp8_block_scale_count(int tiles, int rows, int cols);
 /* Byte transpose [rows][cols] -> [cols][rows] for 1-byte types (FP8 spikes). */
 snn_status snn_cuda_transpose_u8(snn_cuda *c, void *dst, const void *src, int rows, int cols);
 /* x[r][j] += bias[j] for a [rows][cols] tensor of type F32, BF16 or F16. */
