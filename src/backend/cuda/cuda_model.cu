@@ -55,6 +55,15 @@ __global__ void gm_accumulate_kernel(const float *loss, const int *correct, snn_
     acc->steps += 1;
 }
 
+/* The model's forward counter (snn_model_forward's step): one per forward, training or not */
+__global__ void gm_count_forward_kernel(unsigned long long *count) { *count += 1; }
+
+static snn_status count_forward(snn_cuda_model *g) {
+    gm_count_forward_kernel<<<1, 1, 0, snn_cuda_stream_of(g->c)>>>(g->fwd_count);
+    SNN_CU_LAUNCHED("forward counter");
+    return SNN_OK;
+}
+
 __global__ void gm_sumsq_kernel(const float *x, size_t n, double *out) {
     double s = 0.0;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
@@ -388,6 +397,8 @@ static snn_status plan_all(snn_cuda_model *g) {
     g->norm2 = (double *)g->act.take(sizeof(double));
     g->scal = (snn_cuda_step_scalars *)g->act.take(sizeof(snn_cuda_step_scalars));
     g->scaler = (snn_gm_scaler *)g->act.take(sizeof(snn_gm_scaler));
+    g->opt_steps = (long long *)g->act.take(sizeof(long long));
+    g->fwd_count = (unsigned long long *)g->act.take(sizeof(unsigned long long));
     plan_fwd(g, g->root, g->x);
     plan_bwd(g, g->root, g->dout, 0);
     g->scratch_a = g->act.take(g->scratch_a_bytes);
@@ -515,6 +526,10 @@ extern "C" snn_status snn_cuda_model_create(snn_cuda *c, snn_model *m, const snn
         st = snn_cuda_upload(c, g->scaler, &sc0, sizeof sc0);
     }
     if (st == SNN_OK) {
+        unsigned long long fc = (unsigned long long)snn_model_step_count(m);
+        st = snn_cuda_upload(c, g->fwd_count, &fc, sizeof fc);
+    }
+    if (st == SNN_OK) {
         uint8_t *mask = (uint8_t *)calloc(g->n_dev, 1);
         if (!mask) st = snn_error(SNN_E_NOMEM, "out of memory");
         for (size_t i = 0; mask && i < m->n_tensors; i++) {
@@ -591,6 +606,7 @@ snn_status snn_gm_enqueue_step(snn_cuda_model *g, int x_has_time) {
         SNN_CU_LAUNCHED("loss scaler");
     }
     SNN_TRY(snn_gm_forward(g, g->root, 1));
+    SNN_TRY(count_forward(g));
     const float *y = g->root->y;
     SNN_CU_TRY(cudaMemsetAsync(g->correct, 0, sizeof(int), sm));
     if (g->o.loss == SNN_CUDA_LOSS_CE) {
@@ -621,8 +637,9 @@ snn_status snn_gm_enqueue_step(snn_cuda_model *g, int x_has_time) {
         gm_clip_finalize_kernel<<<1, 1, 0, sm>>>(g->norm2, g->o.clip, g->scal);
         SNN_CU_LAUNCHED("clip");
     }
-    SNN_TRY(snn_cuda_opt_update(c, &g->dopt, g->scal, g->n_dev, g->params, g->grads, g->state,
-                                g->decay));
+    if (g->no_update) return SNN_OK; /* profiling */
+    SNN_TRY(snn_gm_opt_update(c, &g->dopt, g->scal, g->n_dev, g->params, g->grads, g->state,
+                              g->decay, g->opt_steps));
     if (scaled) {
         gm_scaler_update_kernel<<<1, 1, 0, sm>>>(g->scaler, g->scal);
         SNN_CU_LAUNCHED("loss scaler update");
@@ -659,12 +676,12 @@ extern "C" snn_status snn_cuda_model_train_step(snn_cuda_model *g, const float *
         if (labels[i] < 0 || (size_t)labels[i] >= g->classes)
             return snn_error(SNN_E_INVALID, "label %d of sample %d is outside [0, %zu)", (int)labels[i],
                              i, g->classes);
-    g->step++;
     snn_cuda_step_scalars s;
     memset(&s, 0, sizeof s);
     s.lr = lr < 0 ? g->opt.lr : lr;
-    s.bc1 = (float)(1.0 - pow((double)g->opt.beta1, (double)g->step));
-    s.bc2 = (float)(1.0 - pow((double)g->opt.beta2, (double)g->step));
+    /* Adam's bias corrections come from the step count on the device (a skipped FP16 step
+     * does not advance it, and the host cannot know without synchronising) */
+    s.bc1 = s.bc2 = 1.0f;
     s.grad_scale = 1.0f;
     s.skip = 0;
     SNN_TRY(snn_gm_stage_step(g, x, x_has_time, labels, &s));
@@ -723,12 +740,16 @@ extern "C" snn_status snn_cuda_model_forward(snn_cuda_model *g, const float *x, 
         SNN_TRY(broadcast_input(g));
     }
     SNN_TRY(snn_gm_forward(g, g->root, 0));
+    SNN_TRY(count_forward(g));
     SNN_TRY(snn_cuda_download(g->c, out, g->root->y, (size_t)g->B * g->classes * sizeof(float)));
     return SNN_OK;
 }
 
 extern "C" snn_status snn_cuda_model_download(snn_cuda_model *g) {
     SNN_TRY(snn_cuda_synchronize(g->c));
+    unsigned long long fc = 0;
+    SNN_TRY(snn_cuda_download(g->c, &fc, g->fwd_count, sizeof fc));
+    snn_model_set_step_count(g->host, (uint64_t)fc);
     return copy_params(g, 0, 0);
 }
 

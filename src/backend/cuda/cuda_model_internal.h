@@ -126,7 +126,10 @@ struct snn_cuda_model {
     snn_cuda_step_scalars *scal;   /* device */
     snn_gm_scaler *scaler;         /* device, FP16 only */
     snn_cuda_opt dopt;
-    long step;                     /* optimizer steps taken */
+    long long *opt_steps;          /* device: completed (not skipped) optimizer steps */
+    unsigned long long *fwd_count; /* device: the model's forward counter (snn_model's step:
+                                      dropout masks are drawn from it) */
+    int no_update;                 /* profiling: no optimizer or scaler update */
     /* graph */
     cudaGraphExec_t graph;
     int graph_mode;                /* x_has_time of the captured graph, -1 none */
@@ -144,6 +147,12 @@ struct snn_cuda_model {
 snn_status snn_gm_enqueue_step(snn_cuda_model *g, int x_has_time);
 snn_status snn_gm_stage_step(snn_cuda_model *g, const float *x, int x_has_time,
                              const int32_t *labels, const snn_cuda_step_scalars *s);
+
+/* cuda_optim.cu: the optimizer update with t = *steps + 1 read on the device; *steps is
+ * incremented afterwards unless s_dev->skip */
+snn_status snn_gm_opt_update(snn_cuda *c, const snn_cuda_opt *o, const snn_cuda_step_scalars *s_dev,
+                             size_t n, float *w, const float *grad, float *state,
+                             const uint8_t *decay_mask, long long *steps);
 
 /* cuda_model_exec.cu */
 snn_status snn_gm_forward(snn_cuda_model *g, gnode *n, int training);

@@ -52,6 +52,11 @@ extern "C" snn_status snn_cuda_model_profile(snn_cuda_model *g, const float *x, 
     cudaEventCreate(&a);
     cudaEventCreate(&b);
     float whole = 0;
+    /* no optimizer or loss-scaler update (the FP16 scaler would clear a skip flag), and the
+     * forward counter (dropout masks) is put back afterwards */
+    unsigned long long fc = 0;
+    st = snn_cuda_download(g->c, &fc, g->fwd_count, sizeof fc);
+    g->no_update = 1;
     for (int i = 0; i <= steps && st == SNN_OK; i++) {
         g->prof = i > 0;
         if (i == 1) prof_walk(g->root, &o, 1);
@@ -76,6 +81,8 @@ extern "C" snn_status snn_cuda_model_profile(snn_cuda_model *g, const float *x, 
         if (st == SNN_OK) st = snn_cuda_synchronize(g->c);
     }
     g->prof = 0;
+    g->no_update = 0;
+    if (st == SNN_OK) st = snn_cuda_upload(g->c, g->fwd_count, &fc, sizeof fc);
     cudaEventDestroy(a);
     cudaEventDestroy(b);
     cudaEventDestroy(g->ev[0]);

@@ -8,12 +8,16 @@
  * before the launch. Differences from the CPU optimizer:
  *  - The SGD momentum buffer starts at zero instead of being set to the first gradient: with
  *    dampening 0 (the only SGD form here) momentum*0 + d = d exactly, so it is the same.
- *  - Adam's bc1 and bc2 arrive as FP32 (the CPU keeps them in double), which can move
- *    lr/bc1 and sqrt(bc2) by one FP32 ulp. */
+ *  - Through snn_cuda_opt_update, Adam's bc1 and bc2 arrive as FP32 (the CPU keeps them in
+ *    double), which can move lr/bc1 and sqrt(bc2) by one FP32 ulp. The model runner instead
+ *    passes its completed-step count in device memory (snn_gm_opt_update): the kernel
+ *    computes the corrections in double from it, and the count advances only when the step
+ *    is not skipped, so a skipped FP16 step does not advance Adam's t (GradScaler's rule). */
 #include <math.h>
 
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cuda_layers.h"
+#include "backend/cuda/cuda_model_internal.h"
 
 namespace {
 
@@ -25,7 +29,7 @@ struct opt_k {
 __global__ void __launch_bounds__(256)
     opt_kernel(opt_k k, const snn_cuda_step_scalars *__restrict__ s, size_t n, float *w,
                const float *__restrict__ grad, float *st0, float *st1,
-               const uint8_t *__restrict__ mask) {
+               const uint8_t *__restrict__ mask, const long long *__restrict__ steps) {
     if (s->skip) return; /* e.g. an FP16 overflow: nothing changes */
     const float lr = s->lr, gs = s->grad_scale;
     const size_t stride = (size_t)gridDim.x * blockDim.x;
@@ -45,9 +49,16 @@ __global__ void __launch_bounds__(256)
         }
         return;
     }
-    /* Adam / AdamW coefficients, in double like the CPU code (and Python) */
-    const float neg_step = (float)(-((double)lr / (double)s->bc1));
-    const float bc2_sqrt = (float)sqrt((double)s->bc2);
+    /* Adam / AdamW coefficients, in double like the CPU code (and Python); t = completed
+     * steps + 1 when the count lives on the device */
+    double bc1 = s->bc1, bc2 = s->bc2;
+    if (steps) {
+        const double t = (double)(*steps + 1);
+        bc1 = 1.0 - pow((double)k.fb1, t);
+        bc2 = 1.0 - pow((double)k.fb2, t);
+    }
+    const float neg_step = (float)(-((double)lr / bc1));
+    const float bc2_sqrt = (float)sqrt(bc2);
     const float shrink = (float)(1.0 - (double)lr * (double)k.wd);
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += stride) {
         float p = w[i];
@@ -64,12 +75,16 @@ __global__ void __launch_bounds__(256)
     }
 }
 
+/* One thread, after the update: a step that was not skipped is complete. */
+__global__ void opt_count_kernel(const snn_cuda_step_scalars *s, long long *steps) {
+    if (!s->skip) *steps += 1;
+}
+
 } // namespace
 
-extern "C" snn_status snn_cuda_opt_update(snn_cuda *c, const snn_cuda_opt *o,
-                                          const snn_cuda_step_scalars *s_dev, size_t n, float *w,
-                                          const float *grad, float *state,
-                                          const uint8_t *decay_mask) {
+static snn_status opt_update(snn_cuda *c, const snn_cuda_opt *o, const snn_cuda_step_scalars *s_dev,
+                             size_t n, float *w, const float *grad, float *state,
+                             const uint8_t *decay_mask, long long *steps) {
     if (!c || !o || !s_dev || !w || !grad)
         return snn_error(SNN_E_INVALID, "opt_update: NULL context, options, scalars, weights or "
                                         "gradients");
@@ -114,11 +129,30 @@ extern "C" snn_status snn_cuda_opt_update(snn_cuda *c, const snn_cuda_opt *o,
         k.l2 = o->kind == 1 && o->weight_decay != 0;
         k.decoupled = o->kind == 2 && o->weight_decay != 0;
     }
-    if (n == 0) return SNN_OK;
+    if (n == 0) return SNN_OK; /* the runner always has n > 0 (padded layout) */
     unsigned g = snn_grid(n, 256), cap = (unsigned)snn_cuda_sm_count(c) * 8u;
     if (g > cap) g = cap;
     float *st1 = o->kind == 0 ? nullptr : state + n;
-    opt_kernel<<<g, 256, 0, snn_cuda_stream_of(c)>>>(k, s_dev, n, w, grad, state, st1, decay_mask);
+    opt_kernel<<<g, 256, 0, snn_cuda_stream_of(c)>>>(k, s_dev, n, w, grad, state, st1, decay_mask,
+                                                     steps);
     SNN_CU_LAUNCHED("opt_update");
+    if (steps) {
+        opt_count_kernel<<<1, 1, 0, snn_cuda_stream_of(c)>>>(s_dev, steps);
+        SNN_CU_LAUNCHED("optimizer step count");
+    }
     return SNN_OK;
+}
+
+extern "C" snn_status snn_cuda_opt_update(snn_cuda *c, const snn_cuda_opt *o,
+                                          const snn_cuda_step_scalars *s_dev, size_t n, float *w,
+                                          const float *grad, float *state,
+                                          const uint8_t *decay_mask) {
+    return opt_update(c, o, s_dev, n, w, grad, state, decay_mask, NULL);
+}
+
+snn_status snn_gm_opt_update(snn_cuda *c, const snn_cuda_opt *o, const snn_cuda_step_scalars *s_dev,
+                             size_t n, float *w, const float *grad, float *state,
+                             const uint8_t *decay_mask, long long *steps) {
+    if (!steps) return snn_error(SNN_E_INVALID, "opt_update: the model's step counter is NULL");
+    return opt_update(c, o, s_dev, n, w, grad, state, decay_mask, steps);
 }
