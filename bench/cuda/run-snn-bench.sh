@@ -7,6 +7,7 @@
 #   fcsnn-W4096.json  snn bench fcsnn --device cuda, T 16, batch 256, width 4096, depth 20
 #   fcsnn-W8192.json  the same at width 8192, depth 10 (bf16 and fp8)
 #   fcsnn-W*-delayed.json  both FC-SNN runs again with --fp8-recipe delayed
+#   fcsnn-W*-block.json, linear-W*-block.json  --fp8-recipe block (1x128 / 128x128 scaling)
 #   crossover.json, crossover.svg
 #                     snn bench crossover --device cuda over the same widths (fp8 vs bf16)
 #   summary.md        the table printed at the end: our FP8/BF16 ratios next to the guide's
@@ -53,6 +54,17 @@ run fcsnn-W4096-delayed bench fcsnn --device cuda --time-steps 16 --batch-size 2
 run fcsnn-W8192-delayed bench fcsnn --device cuda --time-steps 16 --batch-size 256 --input-dim 8192 --hidden-dim 8192 \
     --depth 10 --num-classes 10 --precisions bf16 fp8 --fp8-recipe delayed --baseline-precision bf16 \
     --warmup 3 --training-steps 10 --inference-steps 20 --trials 3 --output "$OUTD/fcsnn-W8192-delayed.json"
+# block scaling (Float8BlockScaling through cuBLASLt's block-scale modes)
+for W in 3072 3200; do
+  run "linear-W$W-block" bench linear --device cuda --batch-size 4096 --width "$W" --depth 8 --num-classes "$W" \
+      --precisions bf16 fp8 --fp8-recipe block --baseline-precision bf16 $STEPS --output "$OUTD/linear-W$W-block.json"
+done
+run fcsnn-W4096-block bench fcsnn --device cuda --time-steps 16 --batch-size 256 --input-dim 4096 --hidden-dim 4096 \
+    --depth 20 --num-classes 10 --precisions bf16 fp8 --fp8-recipe block --baseline-precision bf16 \
+    --warmup 3 --training-steps 10 --inference-steps 20 --trials 3 --output "$OUTD/fcsnn-W4096-block.json"
+run fcsnn-W8192-block bench fcsnn --device cuda --time-steps 16 --batch-size 256 --input-dim 8192 --hidden-dim 8192 \
+    --depth 10 --num-classes 10 --precisions bf16 fp8 --fp8-recipe block --baseline-precision bf16 \
+    --warmup 3 --training-steps 10 --inference-steps 20 --trials 3 --output "$OUTD/fcsnn-W8192-block.json"
 run crossover bench crossover --device cuda --widths "${WIDTHS// /,}" --batch-sizes 4096 --depth 8 \
     --baseline-precision bf16 $STEPS --output "$OUTD/crossover.json" --svg "$OUTD/crossover.svg"
 
@@ -91,15 +103,15 @@ L += ['## Linear (batch 4096, depth 8, classes = width; medians of 3 trials, sam
       '| width | fp32 train | bf16 train | fp8 train | fp32 infer | bf16 infer | fp8 infer '
       '| train FP8/BF16 | guide | infer FP8/BF16 | guide | verdict (train / infer) | checks |',
       '|---|---|---|---|---|---|---|---|---|---|---|---|---|']
-for w in sorted(guide_lin):
-    d = load(f'linear-W{w}.json')
+for w, tag in [(w, '') for w in sorted(guide_lin)] + [(3072, '-block'), (3200, '-block')]:
+    d = load(f'linear-W{w}{tag}.json')
     if not d:
-        L.append(f'| {w} | (no result) |||||||||||')
+        L.append(f'| {w}{tag} | (no result) |||||||||||')
         continue
     g = guide_lin[w]
     c = cmp(d)
     sp = lambda p, k: f"{res(d, p)[k]:.0f}" if res(d, p) else '-'
-    L.append(f"| {w} | {sp('fp32','training_samples_per_sec')} | {sp('bf16','training_samples_per_sec')} | "
+    L.append(f"| {w}{' block' if tag else ''} | {sp('fp32','training_samples_per_sec')} | {sp('bf16','training_samples_per_sec')} | "
              f"{sp('fp8','training_samples_per_sec')} | {sp('fp32','inference_samples_per_sec')} | "
              f"{sp('bf16','inference_samples_per_sec')} | {sp('fp8','inference_samples_per_sec')} | "
              f"{c['training_speedup']:.3f}x | {g[0]:.3f}x | {c['inference_speedup']:.3f}x | {g[1]:.3f}x | "
@@ -109,7 +121,8 @@ L += ['', '## FC-SNN (T 16, batch 256, classes 10, SGD momentum 0.9; medians of 
       '| width | depth | bf16 train | fp8 train | bf16 infer | fp8 infer | train FP8/BF16 | guide '
       '| infer FP8/BF16 | guide | train / infer MiB fp8 vs bf16 | checks |',
       '|---|---|---|---|---|---|---|---|---|---|---|---|']
-for w, dep, tag in ((4096, 20, ''), (8192, 10, ''), (4096, 20, '-delayed'), (8192, 10, '-delayed')):
+for w, dep, tag in ((4096, 20, ''), (8192, 10, ''), (4096, 20, '-delayed'), (8192, 10, '-delayed'),
+                    (4096, 20, '-block'), (8192, 10, '-block')):
     d = load(f'fcsnn-W{w}{tag}.json')
     if not d:
         L.append(f'| {w}{tag} | {dep} | (no result) ||||||||||')

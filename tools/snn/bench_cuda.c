@@ -25,12 +25,17 @@ void bench_cuda_check_flags(const char *cmd, const bench_flags *f) {
                   "cuBLASLt runs on compute capability 10.0 and newer; cuda:%d is %s (%d.%d). Use current or "
                   "delayed here, or --device cpu (exact emulation)",
                   cmd, g_cuda_dev, d.name, d.cc_major, d.cc_minor);
-    if (f->recipe && !strcmp(f->recipe, "block"))
-        die_usage("bench %s: --fp8-recipe block (1x128 / 128x128 scaling) is not implemented on the GPU yet; "
-                  "use current or delayed, or --device cpu (exact emulation)", cmd);
-    if (f->recipe && strcmp(f->recipe, "auto") && strcmp(f->recipe, "current") && strcmp(f->recipe, "delayed"))
+    if (f->recipe && !strcmp(f->recipe, "block") && g_cuda && snn_cuda_bench_device_info(g_cuda, &d) == SNN_OK &&
+        d.cc_major != 9)
+        die_usage("bench %s: --fp8-recipe block runs on cuBLASLt's 1x128 / 128x128 block-scale modes, which exist "
+                  "for compute capability 9.x; cuda:%d is %s (%d.%d). Use current or delayed here, or --device cpu "
+                  "(exact emulation)",
+                  cmd, g_cuda_dev, d.name, d.cc_major, d.cc_minor);
+    if (f->recipe && strcmp(f->recipe, "auto") && strcmp(f->recipe, "current") && strcmp(f->recipe, "delayed") &&
+        strcmp(f->recipe, "block"))
         die_usage("bench %s: --device cuda implements the fp8 recipes 'current' (per-tensor current scaling; "
-                  "'auto' selects it) and 'delayed' (per-tensor scales from amax histories), not '%s'",
+                  "'auto' selects it), 'delayed' (per-tensor scales from amax histories) and 'block' (1x128 / "
+                  "128x128 block scaling), not '%s'",
                   cmd, f->recipe);
     if (f->storage || f->fwd || f->bwd)
         die_usage("bench %s: --neuron-storage/--neuron-fwd/--neuron-bwd are not implemented with --device cuda "
@@ -79,9 +84,13 @@ static snn_cuda_bench_precision gpu_precision(snn_precision_mode m) {
     }
 }
 
-/* FP8 on the GPU: 'delayed' as asked, everything else ('auto', 'current') current scaling. */
+/* FP8 on the GPU: 'delayed' and 'block' as asked, everything else ('auto', 'current')
+ * current scaling. */
 static int gpu_delayed(const snn_precision_config *pc) {
     return pc->mode == SNN_PRECISION_FP8 && pc->fp8_recipe == SNN_FP8_RECIPE_DELAYED;
+}
+static int gpu_block(const snn_precision_config *pc) {
+    return pc->mode == SNN_PRECISION_FP8 && pc->fp8_recipe == SNN_FP8_RECIPE_BLOCK;
 }
 
 static snn_cuda_bench_cfg gpu_cfg(const bench_workload *w, const snn_precision_config *pc) {
@@ -95,6 +104,10 @@ static snn_cuda_bench_cfg gpu_cfg(const bench_workload *w, const snn_precision_c
         c.fp8_history_len = pc->amax_history_len ? pc->amax_history_len : SNN_FP8_DEFAULT_HISTORY_LEN;
         c.fp8_margin = pc->margin;
         c.fp8_most_recent = pc->amax_compute_algo == SNN_AMAX_COMPUTE_MOST_RECENT;
+    }
+    if (gpu_block(pc)) {
+        c.fp8_block = 1;
+        c.fp8_block_fp32_scales = pc->block_fp32_scales;
     }
     return c;
 }
@@ -131,7 +144,7 @@ static cJSON *gpu_report(const bench_suite *s, const bench_result *r, const snn_
                          const snn_cuda_bench_cfg *cfg, const loss_check *lc) {
     const bench_workload *w = &s->w;
     int fp8 = r->cfg.mode == SNN_PRECISION_FP8, D = w->depth, fcsnn = w->kind == BENCH_FCSNN;
-    const char *resolved = cfg->fp8_delayed ? "delayed" : "current";
+    const char *resolved = cfg->fp8_delayed ? "delayed" : cfg->fp8_block ? "block" : "current";
     const char *mode = snn_precision_mode_name(r->cfg.mode);
     cJSON *top = cJSON_CreateObject();
     cJSON *pol = cJSON_AddObjectToObject(top, "policy");
@@ -150,7 +163,12 @@ static cJSON *gpu_report(const bench_suite *s, const bench_result *r, const snn_
         cJSON_AddStringToObject(pol, "fp8_recipe", snn_fp8_recipe_name(r->cfg.fp8_recipe));
         cJSON_AddStringToObject(pol, "resolved_fp8_recipe", resolved);
         cJSON_AddStringToObject(pol, "forward_dtype", "f8e4m3");
-        cJSON_AddStringToObject(pol, "backward_dtype", "f8e5m2");
+        cJSON_AddStringToObject(pol, "backward_dtype", cfg->fp8_block ? "f8e4m3" : "f8e5m2");
+        if (cfg->fp8_block) {
+            cJSON_AddStringToObject(pol, "block_scaling", "1x128 vectors (inputs, gradients), 128x128 tiles "
+                                                          "(weights), FP32 factors");
+            cJSON_AddBoolToObject(pol, "power_of_two_scales", !cfg->fp8_block_fp32_scales);
+        }
         if (cfg->fp8_delayed) {
             cJSON_AddNumberToObject(pol, "amax_history_len", cfg->fp8_history_len);
             cJSON_AddStringToObject(pol, "amax_compute_algo", cfg->fp8_most_recent ? "most_recent" : "max");
@@ -190,6 +208,10 @@ static cJSON *gpu_report(const bench_suite *s, const bench_result *r, const snn_
                                 ? "CUDA: cuBLASLt FP8 GEMMs (E4M3 x E4M3 forward with fast accumulation, E5M2 "
                                   "gradients), per-tensor delayed scaling (amax histories on the device), BF16 "
                                   "between the GEMMs, FP32 master weights; whole steps replayed as CUDA graphs"
+                            : fp8 && cfg->fp8_block
+                                ? "CUDA: cuBLASLt block-scaled FP8 GEMMs (E4M3 everywhere, 1x128 / 128x128 FP32 "
+                                  "scale factors, FP32 promotion), BF16 between the GEMMs, FP32 master weights; "
+                                  "whole steps replayed as CUDA graphs"
                             : fp8 ? "CUDA: cuBLASLt FP8 GEMMs (E4M3 x E4M3 forward with fast accumulation, E5M2 "
                                   "gradients), per-tensor current scaling, BF16 between the GEMMs, FP32 master "
                                   "weights; whole steps replayed as CUDA graphs"

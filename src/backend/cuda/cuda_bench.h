@@ -21,7 +21,8 @@ typedef enum {
     SNN_CUDA_BENCH_FP16 = 1, /* FP16 operands/activations, FP32 master weights, loss scale 1024 */
     SNN_CUDA_BENCH_BF16 = 2, /* BF16 operands/activations, FP32 master weights */
     SNN_CUDA_BENCH_FP8 = 3   /* E4M3 forward / E5M2 gradient GEMMs, per-tensor scaling
-                                (current, or delayed with cfg.fp8_delayed) */
+                                (current, or delayed with cfg.fp8_delayed), or block scaling
+                                with cfg.fp8_block */
 } snn_cuda_bench_precision;
 
 typedef enum { SNN_CUDA_BENCH_LINEAR = 0, SNN_CUDA_BENCH_FCSNN = 1 } snn_cuda_bench_kind;
@@ -41,6 +42,10 @@ typedef struct snn_cuda_bench_cfg {
      * (0 = 1024), scale target fp8_max·2^-fp8_margin, fp8_most_recent 1: the window is this
      * step's amax only ("most_recent"; default "max"). */
     int fp8_delayed, fp8_history_len, fp8_margin, fp8_most_recent;
+    /* fp8_block 1: Float8BlockScaling instead (E4M3 everywhere, 1x128 vectors for inputs and
+     * gradients, 128x128 tiles for weights, cuBLASLt's block-scale modes; every GEMM
+     * dimension a multiple of 128); scales powers of two unless fp8_block_fp32_scales. */
+    int fp8_block, fp8_block_fp32_scales;
 } snn_cuda_bench_cfg;
 
 /* Host data of one run. weights[l] is Linear l's [out][in] FP32 weight, biases[l] its [out]

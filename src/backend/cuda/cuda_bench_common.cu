@@ -401,6 +401,8 @@ extern "C" snn_status snn_cuda_bench_check(const snn_cuda_bench_cfg *cfg, snn_cu
     if (p == SNN_CUDA_BENCH_FP8 && cfg->fp8_delayed &&
         (cfg->fp8_history_len < 0 || cfg->fp8_margin < 0 || cfg->fp8_margin > 126))
         return snn_error(SNN_E_INVALID, "cuda bench: fp8 delayed scaling needs amax_history_len >= 1 and margin in [0, 126]");
+    if (p == SNN_CUDA_BENCH_FP8 && cfg->fp8_block && cfg->fp8_delayed)
+        return snn_error(SNN_E_INVALID, "cuda bench: choose one FP8 recipe (block or delayed)");
     if (cfg->kind == SNN_CUDA_BENCH_LINEAR) {
         if (cfg->T != 1) return snn_error(SNN_E_INVALID, "cuda bench linear: T must be 1");
         if (cfg->depth < 2)
@@ -411,11 +413,18 @@ extern "C" snn_status snn_cuda_bench_check(const snn_cuda_bench_cfg *cfg, snn_cu
             return snn_error(SNN_E_INVALID, "the CUDA linear workload runs plain SGD: --momentum must be 0 with --device cuda");
         if (p == SNN_CUDA_BENCH_FP8 && (cfg->N % 16 || cfg->width % 16 || cfg->classes % 16))
             return snn_error(SNN_E_INVALID, "fp8 needs batch, width and classes divisible by 16");
+        if (p == SNN_CUDA_BENCH_FP8 && cfg->fp8_block && (cfg->N % 128 || cfg->width % 128 || cfg->classes % 128))
+            return snn_error(SNN_E_INVALID, "the fp8 block recipe needs batch, width and classes divisible by 128 "
+                                            "(got %d, %d, %d)", cfg->N, cfg->width, cfg->classes);
     } else if (cfg->kind == SNN_CUDA_BENCH_FCSNN) {
         if (cfg->depth < 2) return snn_error(SNN_E_INVALID, "cuda bench fcsnn: depth must be at least 2");
         if (!(cfg->tau > 1.0f)) return snn_error(SNN_E_INVALID, "cuda bench fcsnn: tau must be greater than 1");
         if (p == SNN_CUDA_BENCH_FP8 && (cfg->width % 16 || cfg->in % 16 || ((long)cfg->T * cfg->N) % 16))
             return snn_error(SNN_E_INVALID, "fp8 needs hidden width, input dim and T*batch divisible by 16");
+        if (p == SNN_CUDA_BENCH_FP8 && cfg->fp8_block &&
+            (cfg->width % 128 || cfg->in % 128 || ((long)cfg->T * cfg->N) % 128))
+            return snn_error(SNN_E_INVALID, "the fp8 block recipe needs hidden width, input dim and T*batch divisible "
+                                            "by 128 (got %d, %d, %ld)", cfg->width, cfg->in, (long)cfg->T * cfg->N);
     } else {
         return snn_error(SNN_E_INVALID, "cuda bench: unknown workload %d", (int)cfg->kind);
     }

@@ -10,6 +10,13 @@
  * stay BF16, so the head runs BF16 GEMMs). Optionally each layer's SGD update runs on a second
  * stream as soon as its gradients are ready (overlap_optimizer).
  *
+ * Block scaling (cfg.fp8_block, Float8BlockScaling): E4M3 everywhere; the input and the
+ * gradients are quantised into 1x128 vectors (row-wise for the forward / dgrad GEMM, and a
+ * column-wise transposed copy for wgrad, both from the high-precision source), weights into
+ * 128x128 tiles with their transpose. Spikes are written as E4M3 1.0 with every block factor
+ * 1 (one shared array of ones): with power-of-two scales TE would store 256 and 1/256, the
+ * same products exactly. The GEMMs use cuBLASLt's block-scale modes.
+ *
  * FP8 memory (training, per step live at once; M = T·B): the FP8 gradient copies gy8 [M][W]
  * and gy8t [W][M] live in the forward's GEMM-output scratch y (2·M·W bytes as BF16, dead
  * during the backward), and the transposed FP8 layer inputs a wgrad GEMM needs (x8t, the
@@ -27,6 +34,7 @@ typedef struct {
     float *w, *b, *gw, *gb, *mw, *mb; /* FP32 master, grads, momentum */
     void *wk;                         /* 16-bit working copy (NULL: GEMMs read w or w8) */
     uint8_t *w8, *w8t;                /* FP8 weight [out][in] and its transpose [in][out] */
+    float *sw, *swt;                  /* block scaling: their 128x128 tile factors */
     void *h, *s;                      /* saved membrane, spikes [M][out] */
     snn_dtype s_type;
 } layer;
@@ -34,7 +42,7 @@ typedef struct {
 typedef struct {
     snn_cuda *c;
     const snn_cuda_bench_data *d;
-    int fp8, delayed, T, B, M, W, D, I, C, overlap;
+    int fp8, delayed, block, pow2, T, B, M, W, D, I, C, overlap;
     snn_dtype act;
     float lr, momentum, loss_scale, k;
     layer *L; /* D hidden layers, then the head at L[D] */
@@ -44,6 +52,8 @@ typedef struct {
     void *y, *gs, *gy;
     uint8_t *gy8, *gy8t; /* FP8: inside y */
     uint8_t *xt_buf;     /* FP8 backward: the transposed input of the layer (inside gy, or own) */
+    float *sx, *sxt, *sg, *sgt, *ones; /* block scaling: factors of x8, its column-wise copy,
+                                          gy8, gy8t; 1.0 for every spike block */
     float *tsum, *logits, *loss, *ce_work, *col;
     void *dlogits;
     int32_t *labels;
@@ -78,6 +88,10 @@ static snn_status build(net *n, snn_bench_alloc *a) {
         if (fp8 && l < D) {
             BT(bench_alloc(a, nw, 1, &L->w8));
             BT(bench_alloc(a, nw, 0, &L->w8t));
+            if (n->block) {
+                BT(bench_alloc(a, snn_cuda_fp8_block_scale_count(1, L->out, L->in) * 4, 1, &L->sw));
+                BT(bench_alloc(a, snn_cuda_fp8_block_scale_count(1, L->in, L->out) * 4, 0, &L->swt));
+            }
         }
         if (l < D) {
             L->s_type = fp8 ? (l == D - 1 ? SNN_BF16 : SNN_F8E4M3) : n->act;
@@ -108,7 +122,21 @@ static snn_status build(net *n, snn_bench_alloc *a) {
     BT(bench_alloc(a, (size_t)n->B * 4, 0, &n->ce_work));
     BT(bench_alloc(a, (size_t)n->B * 4, 0, &n->labels));
     BT(snn_cuda_upload(n->c, n->labels, n->d->y, (size_t)n->B * 4));
-    if (fp8) { /* scaling state only where something is quantised */
+    if (n->block) {
+        size_t sxn = snn_cuda_fp8_block_scale_count(0, M, n->I), sgn = snn_cuda_fp8_block_scale_count(0, M, W);
+        BT(bench_alloc(a, sxn * 4, 1, &n->sx));
+        BT(bench_alloc(a, sxn * 4, 0, &n->sxt));
+        BT(bench_alloc(a, sgn * 4, 0, &n->sg));
+        BT(bench_alloc(a, sgn * 4, 0, &n->sgt));
+        BT(bench_alloc(a, sgn * 4, 1, &n->ones));
+        float *h = (float *)malloc(sgn * 4);
+        if (!h) return snn_error(SNN_E_NOMEM, "out of host memory");
+        for (size_t i = 0; i < sgn; i++) h[i] = 1.0f;
+        snn_status st = snn_cuda_upload(n->c, n->ones, h, sgn * 4);
+        free(h);
+        BT(st);
+    }
+    if (fp8 && !n->block) { /* per-tensor scaling state only where something is quantised */
         BT(bench_alloc(a, NSLOTS(n) * 4, 1, &n->amax));
         BT(bench_alloc(a, NSLOTS(n) * 4, 1, &n->sinv));
     }
@@ -126,7 +154,7 @@ static snn_status build(net *n, snn_bench_alloc *a) {
 /* The base state: weights from the host, momentum 0, working copies, FP8 quantisation. */
 static snn_status load(void *p) {
     net *n = (net *)p;
-    if (n->fp8) BT(snn_cuda_memset(n->c, n->amax, 0, NSLOTS(n) * 4));
+    if (n->fp8 && !n->block) BT(snn_cuda_memset(n->c, n->amax, 0, NSLOTS(n) * 4));
     if (n->delayed) BT(snn_bench_delayed_reset(n->c, &n->dl));
     for (int l = 0; l <= n->D; l++) {
         layer *L = &n->L[l];
@@ -136,7 +164,10 @@ static snn_status load(void *p) {
         BT(snn_cuda_memset(n->c, L->mw, 0, nw * 4));
         BT(snn_cuda_memset(n->c, L->mb, 0, (size_t)L->out * 4));
         if (L->wk) BT(snn_cuda_convert(n->c, n->act, L->wk, SNN_F32, L->w, nw, NULL, 0));
-        if (L->w8) { /* delayed: scale 1 now, this amax gives the first step's update its scale */
+        if (L->w8 && n->block) {
+            BT(snn_cuda_quantize_fp8_block(n->c, SNN_F8E4M3, 1, n->pow2, SNN_F32, L->w, L->out, L->in, L->w8, L->sw,
+                                           L->w8t, L->swt));
+        } else if (L->w8) { /* delayed: scale 1 now, this amax gives the first step's update its scale */
             BT(snn_cuda_amax(n->c, SNN_F32, L->w, nw, n->amax + 1 + l));
             BT(snn_cuda_quantize_fp8(n->c, SNN_F8E4M3, L->w8, L->w8t, SNN_F32, L->w, L->out, L->in,
                                      n->delayed ? n->dl.qamax + 1 + l : n->amax + 1 + l, n->sinv + 1 + l));
@@ -151,7 +182,13 @@ static snn_status forward(net *n, int train) {
     const void *X;
     snn_dtype xt = n->act;
     const float *xs = NULL;
-    if (n->delayed) {
+    if (n->block) {
+        BT(snn_cuda_quantize_fp8_block(c, SNN_F8E4M3, 0, n->pow2, SNN_F32, n->x32, M, n->I, n->x8, n->sx, NULL,
+                                       NULL));
+        X = n->x8;
+        xt = SNN_F8E4M3;
+        xs = n->sx;
+    } else if (n->delayed) {
         /* scales from the histories (this step's quantisations use them), then the input
          * quantised with its scale while its amax is recorded: one pass over x */
         BT(snn_bench_delayed_update(c, &n->dl, n->amax));
@@ -176,7 +213,12 @@ static snn_status forward(net *n, int train) {
     for (int l = 0; l < D; l++) {
         layer *L = &n->L[l];
         snn_dtype yt = fp8 ? SNN_BF16 : n->act;
-        if (fp8) {
+        if (n->block) {
+            snn_cuda_gemm_desc d = snn_cuda_gd(0, 1, M, W, L->in, xt, SNN_F8E4M3, yt, L->in, L->in, W, 0);
+            d.a_scale_mode = SNN_CUDA_SCALE_VEC128;
+            d.b_scale_mode = SNN_CUDA_SCALE_BLK128;
+            BT(snn_cuda_gemm(c, &d, 1.0f, X, L->w8, 0.0f, n->y, l == 0 ? xs : n->ones, L->sw, NULL, NULL));
+        } else if (fp8) {
             snn_cuda_gemm_desc d = snn_cuda_gd(0, 1, M, W, L->in, xt, SNN_F8E4M3, yt, L->in, L->in, W, 1);
             BT(snn_cuda_gemm(c, &d, 1.0f, X, L->w8, 0.0f, n->y, xs, n->sinv + 1 + l, NULL, NULL));
         } else {
@@ -209,11 +251,14 @@ static snn_status sgd_layer(net *n, int l, snn_cuda *c, float lr, int requant) {
     layer *L = &n->L[l];
     snn_cuda_sgd h = {lr, n->momentum, 0.0f, 1.0f / n->loss_scale, 0};
     BT(snn_cuda_sgd_update(c, &h, (size_t)L->in * L->out, L->w, L->gw, L->mw, n->act == SNN_F16 ? SNN_F16 : SNN_BF16,
-                           L->wk, L->w8 ? n->amax + 1 + l : NULL, NULL));
+                           L->wk, L->w8 && !n->block ? n->amax + 1 + l : NULL, NULL));
     BT(snn_cuda_sgd_update(c, &h, (size_t)L->out, L->b, L->gb, L->mb, SNN_BF16, NULL, NULL, NULL));
     /* current: the scale from this update's amax; delayed: from the history (the amax
      * just recorded joins it at the next step's update) */
-    if (L->w8 && requant)
+    if (L->w8 && requant && n->block)
+        BT(snn_cuda_quantize_fp8_block(c, SNN_F8E4M3, 1, n->pow2, SNN_F32, L->w, L->out, L->in, L->w8, L->sw, L->w8t,
+                                       L->swt));
+    else if (L->w8 && requant)
         BT(snn_cuda_quantize_fp8(c, SNN_F8E4M3, L->w8, L->w8t, SNN_F32, L->w, L->out, L->in,
                                  n->delayed ? n->dl.qamax + 1 + l : n->amax + 1 + l, n->sinv + 1 + l));
     return SNN_OK;
@@ -246,9 +291,28 @@ static snn_status train_backward(void *p) {
         snn_dtype gt = fp8 ? SNN_BF16 : n->act;
         float *gam = n->amax + 1 + D + l, *gsi = n->sinv + 1 + D + l;
         BT(snn_cuda_neuron_backward(c, &n->lif, n->k, n->T, (size_t)n->B * W, gt, L->h, NULL, n->gs, NULL, NULL,
-                                    n->gy, NULL, NULL, n->tsum, fp8 ? gam : NULL));
+                                    n->gy, NULL, NULL, n->tsum, fp8 && !n->block ? gam : NULL));
         BT(snn_cuda_colsum(c, SNN_F32, n->tsum, n->B, W, 0.0f, L->gb));
-        if (fp8) {
+        if (n->block) {
+            BT(snn_cuda_quantize_fp8_block(c, SNN_F8E4M3, 0, n->pow2, SNN_BF16, n->gy, M, W, n->gy8, n->sg, n->gy8t,
+                                           n->sgt));
+            /* the layer input's column-wise copy [in][M]: quantised from x, or the spikes transposed */
+            uint8_t *xT = l == 0 && n->x8t ? n->x8t : n->xt_buf;
+            if (l == 0)
+                BT(snn_cuda_quantize_fp8_block(c, SNN_F8E4M3, 0, n->pow2, SNN_F32, n->x32, M, n->I, NULL, NULL, xT,
+                                               n->sxt));
+            else
+                BT(snn_cuda_transpose_u8(c, xT, n->L[l - 1].s, M, L->in));
+            d = snn_cuda_gd(0, 1, W, L->in, M, SNN_F8E4M3, SNN_F8E4M3, SNN_F32, M, M, L->in, 0);
+            d.a_scale_mode = d.b_scale_mode = SNN_CUDA_SCALE_VEC128;
+            BT(snn_cuda_gemm(c, &d, 1.0f, n->gy8t, xT, 0.0f, L->gw, n->sgt, l == 0 ? n->sxt : n->ones, NULL, NULL));
+            if (l > 0) {
+                d = snn_cuda_gd(0, 1, M, L->in, W, SNN_F8E4M3, SNN_F8E4M3, SNN_BF16, W, W, L->in, 0);
+                d.a_scale_mode = SNN_CUDA_SCALE_VEC128;
+                d.b_scale_mode = SNN_CUDA_SCALE_BLK128;
+                BT(snn_cuda_gemm(c, &d, 1.0f, n->gy8, L->w8t, 0.0f, n->gs, n->sg, L->swt, NULL, NULL));
+            }
+        } else if (fp8) {
             BT(snn_cuda_quantize_fp8(c, SNN_F8E5M2, n->gy8, n->gy8t, SNN_BF16, n->gy, M, W,
                                      n->delayed ? n->dl.qamax + 1 + D + l : gam, gsi));
             /* the layer input transposed [in][M] for the wgrad GEMM, in gy (quantised, dead) */
@@ -327,7 +391,9 @@ extern "C" snn_status snn_cuda_bench_run_fcsnn(snn_cuda *c, const snn_cuda_bench
     n.c = c;
     n.d = d;
     n.fp8 = p == SNN_CUDA_BENCH_FP8;
-    n.delayed = n.fp8 && cfg->fp8_delayed;
+    n.block = n.fp8 && cfg->fp8_block;
+    n.pow2 = !cfg->fp8_block_fp32_scales;
+    n.delayed = n.fp8 && !n.block && cfg->fp8_delayed;
     n.dl.hlen = cfg->fp8_history_len ? cfg->fp8_history_len : 1024;
     n.dl.margin = cfg->fp8_margin;
     n.dl.most_recent = cfg->fp8_most_recent;

@@ -9,7 +9,10 @@
  * kernel also gives their amax), or delayed scaling (scales from device amax histories,
  * updated by one small kernel at the start of a step; every amax above is then recorded
  * into the history instead of feeding this step's scale, and the input is quantised and its
- * amax recorded in one pass). Bias + GELU forward and GELU backward are fused elementwise
+ * amax recorded in one pass), or block scaling (cfg.fp8_block: E4M3 everywhere, every
+ * activation and gradient quantised into a 1x128-vector copy and a transposed column-wise
+ * copy, weights into 128x128 tiles with their transpose, no amax slots; the GEMMs use
+ * cuBLASLt's block-scale modes). Bias + GELU forward and GELU backward are fused elementwise
  * kernels here (they also produce the amax the next FP8 quantisation needs). */
 #include <math.h>
 #include <stdlib.h>
@@ -129,12 +132,13 @@ typedef struct {
     uint8_t *w8, *w8t;      /* FP8 weight [out][in] and transpose [in][out] */
     void *z, *a;            /* hidden layers: pre-activation (saved) and GELU output [B][out] */
     uint8_t *a8, *a8t;      /* FP8 GELU output and its transpose (next layer's input) */
+    float *sw, *swt, *sa, *sat; /* block scaling: factors of w8, w8t, a8, a8t */
 } layer;
 
 typedef struct {
     snn_cuda *c;
     const snn_cuda_bench_data *d;
-    int fp8, delayed, B, W, D, C;
+    int fp8, delayed, block, pow2, B, W, D, C;
     snn_dtype act; /* storage of activations and gradients outside the GEMMs */
     float lr, loss_scale;
     layer *L; /* D layers: 0..D-2 hidden (GELU), D-1 the head */
@@ -144,6 +148,7 @@ typedef struct {
     float *logits, *loss, *ce_work;
     void *g[2]; /* gradient ping-pong [B][max(W, C)] */
     uint8_t *g8, *g8t;
+    float *sx, *sxt, *sg, *sgt; /* block scaling: factors of x8, x8t, g8, g8t */
     int32_t *labels;
     /* amax/scale slots: [0] input, [1+l] GELU output of layer l, [1+D+l] weight l,
      * [1+2D+l] gradient at the output of layer l */
@@ -174,6 +179,10 @@ static snn_status build(net *n, snn_bench_alloc *a) {
         if (fp8) {
             BT(bench_alloc(a, nw, 1, &L->w8));
             BT(bench_alloc(a, nw, 0, &L->w8t));
+            if (n->block) {
+                BT(bench_alloc(a, snn_cuda_fp8_block_scale_count(1, L->out, L->in) * 4, 1, &L->sw));
+                BT(bench_alloc(a, snn_cuda_fp8_block_scale_count(1, L->in, L->out) * 4, 0, &L->swt));
+            }
         } else if (n->act != SNN_F32) {
             BT(bench_alloc(a, nw * es, 1, &L->wk));
         }
@@ -183,6 +192,10 @@ static snn_status build(net *n, snn_bench_alloc *a) {
             if (fp8) {
                 BT(bench_alloc(a, act_n, 1, &L->a8));
                 BT(bench_alloc(a, act_n, 0, &L->a8t));
+                if (n->block) {
+                    BT(bench_alloc(a, snn_cuda_fp8_block_scale_count(0, B, W) * 4, 1, &L->sa));
+                    BT(bench_alloc(a, snn_cuda_fp8_block_scale_count(0, W, B) * 4, 0, &L->sat));
+                }
             }
         }
     }
@@ -194,6 +207,13 @@ static snn_status build(net *n, snn_bench_alloc *a) {
         BT(bench_alloc(a, act_n, 0, &n->x8t));
         BT(bench_alloc(a, gmax, 0, &n->g8));
         BT(bench_alloc(a, gmax, 0, &n->g8t));
+        if (n->block) {
+            size_t gs = (size_t)B * (W > n->C ? W : n->C) / 128;
+            BT(bench_alloc(a, snn_cuda_fp8_block_scale_count(0, B, W) * 4, 1, &n->sx));
+            BT(bench_alloc(a, snn_cuda_fp8_block_scale_count(0, W, B) * 4, 0, &n->sxt));
+            BT(bench_alloc(a, gs * 4, 0, &n->sg));
+            BT(bench_alloc(a, gs * 4, 0, &n->sgt));
+        }
     } else if (n->act != SNN_F32) {
         BT(bench_alloc(a, act_n * es, 1, &n->xa));
     }
@@ -204,7 +224,7 @@ static snn_status build(net *n, snn_bench_alloc *a) {
     BT(bench_alloc(a, (size_t)B * 4, 0, &n->ce_work));
     BT(bench_alloc(a, (size_t)B * 4, 0, &n->labels));
     BT(snn_cuda_upload(n->c, n->labels, n->d->y, (size_t)B * 4));
-    if (fp8) { /* scaling state only where something is quantised */
+    if (fp8 && !n->block) { /* per-tensor scaling state only where something is quantised */
         BT(bench_alloc(a, NSLOTS(n) * 4, 1, &n->amax));
         BT(bench_alloc(a, NSLOTS(n) * 4, 1, &n->sinv));
     }
@@ -216,7 +236,7 @@ static snn_status build(net *n, snn_bench_alloc *a) {
 /* The base state: weights from the host, working copies, first FP8 quantisation. */
 static snn_status load(void *p) {
     net *n = (net *)p;
-    if (n->fp8) BT(snn_cuda_memset(n->c, n->amax, 0, NSLOTS(n) * 4));
+    if (n->fp8 && !n->block) BT(snn_cuda_memset(n->c, n->amax, 0, NSLOTS(n) * 4));
     if (n->delayed) BT(snn_bench_delayed_reset(n->c, &n->dl));
     for (int l = 0; l < n->D; l++) {
         layer *L = &n->L[l];
@@ -224,7 +244,10 @@ static snn_status load(void *p) {
         BT(snn_cuda_upload(n->c, L->w, n->d->weights[l], nw * 4));
         BT(snn_cuda_upload(n->c, L->b, n->d->biases[l], (size_t)L->out * 4));
         if (L->wk) BT(snn_cuda_convert(n->c, n->act, L->wk, SNN_F32, L->w, nw, NULL, 0));
-        if (n->fp8) {
+        if (n->block) {
+            BT(snn_cuda_quantize_fp8_block(n->c, SNN_F8E4M3, 1, n->pow2, SNN_F32, L->w, L->out, L->in, L->w8, L->sw,
+                                           L->w8t, L->swt));
+        } else if (n->fp8) {
             float *am = n->amax + 1 + n->D + l;
             BT(snn_cuda_amax(n->c, SNN_F32, L->w, nw, am));
             BT(snn_cuda_quantize_fp8(n->c, SNN_F8E4M3, L->w8, L->w8t, SNN_F32, L->w, L->out, L->in,
@@ -240,7 +263,12 @@ static snn_status forward(net *n, int train) {
     const size_t act_n = (size_t)B * W;
     const void *X;
     const float *xs = NULL;
-    if (n->delayed) { /* scales from the histories; the input quantised, its amax recorded, in one pass */
+    if (n->block) { /* 1x128 vectors along W for this GEMM, along B (transposed) for wgrad */
+        BT(snn_cuda_quantize_fp8_block(c, SNN_F8E4M3, 0, n->pow2, SNN_F32, n->x32, B, W, n->x8, n->sx,
+                                       train ? n->x8t : NULL, train ? n->sxt : NULL));
+        X = n->x8;
+        xs = n->sx;
+    } else if (n->delayed) { /* scales from the histories; the input quantised, its amax recorded, in one pass */
         BT(snn_bench_delayed_update(c, &n->dl, n->amax));
         BT(snn_bench_quantize_scaled(c, SNN_F8E4M3, n->x8, SNN_F32, n->x32, act_n, n->dl.scale, n->sinv, n->amax));
         if (train) BT(snn_cuda_transpose_u8(c, n->x8t, n->x8, B, W));
@@ -265,7 +293,13 @@ static snn_status forward(net *n, int train) {
         const int head = l == D - 1;
         snn_dtype ct = head ? SNN_F32 : n->act;
         void *C = head ? (void *)n->logits : L->z;
-        if (fp8) {
+        if (n->block) {
+            snn_cuda_gemm_desc d =
+                snn_cuda_gd(0, 1, B, L->out, L->in, SNN_F8E4M3, SNN_F8E4M3, ct, L->in, L->in, L->out, 0);
+            d.a_scale_mode = SNN_CUDA_SCALE_VEC128;
+            d.b_scale_mode = SNN_CUDA_SCALE_BLK128;
+            BT(snn_cuda_gemm(c, &d, 1.0f, X, L->w8, 0.0f, C, xs, L->sw, NULL, NULL));
+        } else if (fp8) {
             snn_cuda_gemm_desc d =
                 snn_cuda_gd(0, 1, B, L->out, L->in, SNN_F8E4M3, SNN_F8E4M3, ct, L->in, L->in, L->out, 1);
             BT(snn_cuda_gemm(c, &d, 1.0f, X, L->w8, 0.0f, C, xs, n->sinv + 1 + D + l, NULL, NULL));
@@ -275,8 +309,14 @@ static snn_status forward(net *n, int train) {
         }
         if (head) break;
         /* bias + GELU in one pass; z overwrites the GEMM output in place */
-        BT(gelu_fwd(c, n->act, L->z, L->b, B, L->out, train ? L->z : NULL, L->a, fp8 ? n->amax + 1 + l : NULL));
-        if (fp8) {
+        BT(gelu_fwd(c, n->act, L->z, L->b, B, L->out, train ? L->z : NULL, L->a,
+                    fp8 && !n->block ? n->amax + 1 + l : NULL));
+        if (n->block) {
+            BT(snn_cuda_quantize_fp8_block(c, SNN_F8E4M3, 0, n->pow2, n->act, L->a, B, L->out, L->a8, L->sa,
+                                           train ? L->a8t : NULL, train ? L->sat : NULL));
+            X = L->a8;
+            xs = L->sa;
+        } else if (fp8) {
             BT(snn_cuda_quantize_fp8(c, SNN_F8E4M3, L->a8, train ? L->a8t : NULL, n->act, L->a, B, L->out,
                                      qscale_src(n, 1 + l), n->sinv + 1 + l));
             X = L->a8;
@@ -303,7 +343,7 @@ static snn_status sgd(net *n, layer *L, int l, float lr) {
     snn_cuda_sgd h = {lr, 0.0f, 0.0f, 1.0f / n->loss_scale, 0};
     snn_dtype wt = n->act == SNN_F16 ? SNN_F16 : SNN_BF16;
     BT(snn_cuda_sgd_update(n->c, &h, (size_t)L->in * L->out, L->w, L->gw, NULL, wt, L->wk,
-                           n->fp8 ? n->amax + 1 + n->D + l : NULL, NULL));
+                           n->fp8 && !n->block ? n->amax + 1 + n->D + l : NULL, NULL));
     return snn_cuda_sgd_update(n->c, &h, (size_t)L->out, L->b, L->gb, NULL, wt, NULL, NULL, NULL);
 }
 
@@ -318,7 +358,22 @@ static snn_status train_backward(void *p) {
         void *G = n->g[cur], *dA = n->g[cur ^ 1];
         float *gam = n->amax + 1 + 2 * D + l, *gsi = n->sinv + 1 + 2 * D + l;
         BT(snn_cuda_colsum(c, at, G, B, L->out, 0.0f, L->gb));
-        if (fp8) {
+        if (n->block) { /* dY: 1x128 along out (dgrad) and, transposed, along B (wgrad) */
+            BT(snn_cuda_quantize_fp8_block(c, SNN_F8E4M3, 0, n->pow2, at, G, B, L->out, n->g8, n->sg, n->g8t,
+                                           n->sgt));
+            const uint8_t *XT = l == 0 ? n->x8t : n->L[l - 1].a8t;
+            const float *xst = l == 0 ? n->sxt : n->L[l - 1].sat;
+            snn_cuda_gemm_desc d =
+                snn_cuda_gd(0, 1, L->out, L->in, B, SNN_F8E4M3, SNN_F8E4M3, SNN_F32, B, B, L->in, 0);
+            d.a_scale_mode = d.b_scale_mode = SNN_CUDA_SCALE_VEC128;
+            BT(snn_cuda_gemm(c, &d, 1.0f, n->g8t, XT, 0.0f, L->gw, n->sgt, xst, NULL, NULL));
+            if (l > 0) {
+                d = snn_cuda_gd(0, 1, B, L->in, L->out, SNN_F8E4M3, SNN_F8E4M3, at, L->out, L->out, L->in, 0);
+                d.a_scale_mode = SNN_CUDA_SCALE_VEC128;
+                d.b_scale_mode = SNN_CUDA_SCALE_BLK128;
+                BT(snn_cuda_gemm(c, &d, 1.0f, n->g8, L->w8t, 0.0f, dA, n->sg, L->swt, NULL, NULL));
+            }
+        } else if (fp8) {
             if (l == D - 1) BT(snn_cuda_amax(c, at, G, (size_t)B * L->out, gam));
             BT(snn_cuda_quantize_fp8(c, SNN_F8E5M2, n->g8, n->g8t, at, G, B, L->out,
                                      qscale_src(n, 1 + 2 * D + l), gsi));
@@ -342,12 +397,15 @@ static snn_status train_backward(void *p) {
         }
         if (l > 0) { /* dL/dz of layer l-1, in place over dL/da */
             BT(gelu_bwd(c, at, dA, n->L[l - 1].z, dA, L->in, (size_t)B * L->in,
-                        fp8 ? n->amax + 1 + 2 * D + (l - 1) : NULL));
+                        fp8 && !n->block ? n->amax + 1 + 2 * D + (l - 1) : NULL));
             cur ^= 1;
         }
         /* the SGD update after the layer's last reader of its weights (the dgrad GEMM) */
         BT(sgd(n, L, l, n->lr));
-        if (fp8)
+        if (n->block)
+            BT(snn_cuda_quantize_fp8_block(c, SNN_F8E4M3, 1, n->pow2, SNN_F32, L->w, L->out, L->in, L->w8, L->sw,
+                                           L->w8t, L->swt));
+        else if (fp8)
             BT(snn_cuda_quantize_fp8(c, SNN_F8E4M3, L->w8, L->w8t, SNN_F32, L->w, L->out, L->in,
                                      qscale_src(n, 1 + D + l), n->sinv + 1 + D + l));
     }
@@ -384,7 +442,9 @@ extern "C" snn_status snn_cuda_bench_run_linear(snn_cuda *c, const snn_cuda_benc
     n.c = c;
     n.d = d;
     n.fp8 = p == SNN_CUDA_BENCH_FP8;
-    n.delayed = n.fp8 && cfg->fp8_delayed;
+    n.block = n.fp8 && cfg->fp8_block;
+    n.pow2 = !cfg->fp8_block_fp32_scales;
+    n.delayed = n.fp8 && !n.block && cfg->fp8_delayed;
     n.dl.hlen = cfg->fp8_history_len ? cfg->fp8_history_len : 1024;
     n.dl.margin = cfg->fp8_margin;
     n.dl.most_recent = cfg->fp8_most_recent;

@@ -11,12 +11,13 @@
 #include "backend/cuda/cuda_internal.h"
 
 #define PLAN_CAP 128
-#define TUNE_CANDIDATES 8
+#define TUNE_CANDIDATES 24 /* heuristic candidates timed by autotune (the first call of a shape) */
 
 typedef struct {
     int trans_a, trans_b, M, N, K, a_type, b_type, c_type, lda, ldb, ldc, tf32, fast;
     int align_a, align_b, align_c; /* pointer alignment (bytes, capped at 256) */
     int has_ascale, has_bscale, has_dscale, has_amax, beta_zero;
+    int a_mode, b_mode; /* snn_cuda_scale_mode of our A and B */
 } plan_key;
 
 typedef struct {
@@ -124,6 +125,33 @@ static int ptr_align(const void *p) {
     return a;
 }
 
+/* Block-scaled FP8 (fp8.md §3.3, §5.1): what cuBLASLt's VEC128 / BLK128x128 modes accept. */
+static snn_status check_block(const snn_cuda_gemm_desc *d, const float *as, const float *bs,
+                              const float *ds, const float *amax) {
+    int ma = (int)d->a_scale_mode, mb = (int)d->b_scale_mode;
+    if (ma < SNN_CUDA_SCALE_VEC128 || ma > SNN_CUDA_SCALE_BLK128 || mb < SNN_CUDA_SCALE_VEC128 ||
+        mb > SNN_CUDA_SCALE_BLK128)
+        return snn_error(SNN_E_INVALID,
+                         "block-scaled FP8 GEMM needs both operands block-scaled (scale modes %d, %d; "
+                         "1 = 1x128 vectors, 2 = 128x128 tiles)", ma, mb);
+    if (ma == SNN_CUDA_SCALE_BLK128 && mb == SNN_CUDA_SCALE_BLK128)
+        return snn_error(SNN_E_UNSUPPORTED, "block-scaled FP8 GEMM: at most one operand may use 128x128 "
+                                            "tiles (cuBLASLt has no 2D x 2D kernel); quantise the other as "
+                                            "1x128 vectors");
+    if (d->M % 128 || d->N % 128 || d->K % 128)
+        return snn_error(SNN_E_SHAPE, "block-scaled FP8 GEMM needs M, N and K multiples of 128 (M=%d N=%d K=%d): "
+                                      "pad the tensors", d->M, d->N, d->K);
+    if (d->fast_accum)
+        return snn_error(SNN_E_UNSUPPORTED, "block-scaled FP8 GEMM always promotes partial sums to FP32: "
+                                            "fast_accum must be 0");
+    if (snn_cuda_is_fp8(d->c_type) || ds || amax)
+        return snn_error(SNN_E_UNSUPPORTED, "block-scaled FP8 GEMM writes F32, BF16 or F16 (no FP8 output, "
+                                            "d_scale or amax)");
+    if (!as || !bs || !snn_aligned(as, 16) || !snn_aligned(bs, 16))
+        return snn_error(SNN_E_INVALID, "block-scaled FP8 GEMM needs both scale arrays, 16-byte aligned");
+    return SNN_OK;
+}
+
 static snn_status check_desc(const snn_cuda_gemm_desc *d, float beta, const float *as,
                              const float *bs, const float *ds, const float *amax) {
     if (d->M <= 0 || d->N <= 0 || d->K <= 0)
@@ -168,6 +196,8 @@ static snn_status check_desc(const snn_cuda_gemm_desc *d, float beta, const floa
         return snn_error(SNN_E_SHAPE, "FP8 GEMM needs K, lda and ldb multiples of 16 (K=%d lda=%d "
                                       "ldb=%d): pad the tensors",
                          d->K, d->lda, d->ldb);
+    if (d->a_scale_mode != SNN_CUDA_SCALE_TENSOR || d->b_scale_mode != SNN_CUDA_SCALE_TENSOR)
+        SNN_TRY(check_block(d, as, bs, ds, amax));
     if (snn_cuda_is_fp8(c) && beta != 0.0f)
         return snn_error(SNN_E_UNSUPPORTED, "an FP8 GEMM output cannot accumulate (beta must be 0)");
     if (!snn_cuda_is_fp8(c) && c != SNN_F32 && !snn_cuda_is_16(c))
@@ -193,6 +223,14 @@ static snn_status plan_build(snn_cuda_gemm_state *g, const plan_key *k, plan *p)
         int8_t fast = (int8_t)(k->fast ? 1 : 0);
         LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast,
                                               sizeof fast));
+    }
+    if (k->a_mode || k->b_mode) { /* our A is cuBLAS's B and vice versa */
+        static const int32_t lt_mode[3] = {CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F,
+                                           CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F,
+                                           CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F};
+        int32_t ma = lt_mode[k->b_mode], mb = lt_mode[k->a_mode];
+        LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &ma, sizeof ma));
+        LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mb, sizeof mb));
     }
     /* cuBLAS m = N, n = M, k = K. Stored shapes (column-major rows x cols, ld): */
     uint64_t a_rows = k->trans_b ? (uint64_t)k->K : (uint64_t)k->N;
@@ -323,6 +361,8 @@ extern "C" snn_status snn_cuda_gemm(snn_cuda *c, const snn_cuda_gemm_desc *d, fl
     k.has_dscale = d_scale != NULL;
     k.has_amax = d_amax != NULL;
     k.beta_zero = beta == 0.0f;
+    k.a_mode = (int)d->a_scale_mode;
+    k.b_mode = (int)d->b_scale_mode;
     plan *p = NULL;
     for (int i = 0; i < g->n_plans; i++)
         if (!memcmp(&g->plans[i].key, &k, sizeof k)) {
