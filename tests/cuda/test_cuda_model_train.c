@@ -57,7 +57,7 @@ static double worst_param(snn_model *m, const float *a, const float *b, const ch
     return worst;
 }
 
-static inline snn_status build_seq(snn_module **kids, int n, const char *kind, snn_shape in, uint64_t seed,
+static snn_status build_seq(snn_module **kids, int n, const char *kind, snn_shape in, uint64_t seed,
                             snn_model **m) {
     snn_module *root = snn_sequential_new();
     snn_status st = root ? SNN_OK : SNN_E_NOMEM;
@@ -72,7 +72,7 @@ static inline snn_status build_seq(snn_module **kids, int n, const char *kind, s
     return snn_model_build(root, kind, "{}", in, seed, m);
 }
 
-static inline snn_module *neuron(snn_neuron_kind kind, float tau) {
+static snn_module *neuron(snn_neuron_kind kind, float tau) {
     snn_neuron_opts o = snn_neuron_defaults(kind);
     o.tau = tau;
     return snn_neuron_module_new(&o);
@@ -81,6 +81,34 @@ static inline snn_module *neuron(snn_neuron_kind kind, float tau) {
 static snn_status make_fcsnn(uint64_t seed, snn_model **m) {
     snn_fcsnn_opts o = {.in_features = 48, .hidden = 96, .depth = 2, .classes = 10, .tau = 2.0f};
     return snn_fcsnn_create(&o, seed, m);
+}
+
+/* Linear -> PLIF -> Linear -> PLIF (two learnable decays) */
+static snn_status make_plif(uint64_t seed, snn_model **m) {
+    snn_module *k[4] = {snn_linear_new(40, 64, 1), neuron(SNN_NEURON_PLIF, 2.0f), snn_linear_new(64, 10, 1),
+                        neuron(SNN_NEURON_PLIF, 3.0f)};
+    return build_seq(k, 4, "plif-mlp", snn_shape1(40), seed, m);
+}
+/* Linear -> LIF -> Dropout(0.3) -> Linear -> LIF */
+static snn_status make_dropout(uint64_t seed, snn_model **m) {
+    snn_module *k[5] = {snn_linear_new(40, 64, 1), neuron(SNN_NEURON_LIF, 2.0f), snn_dropout_new(0.3f),
+                        snn_linear_new(64, 10, 1), neuron(SNN_NEURON_LIF, 2.0f)};
+    return build_seq(k, 5, "dropout-mlp", snn_shape1(40), seed, m);
+}
+/* [2, 11, 9] -> Conv 3x3 pad 1 -> LIF -> AvgPool(3, 2, 1) [6, 6, 5] -> AvgPool(2) [6, 3, 2]
+ * -> Flatten -> Linear -> LIF: odd sizes, padded and clipped windows, overlapping windows */
+static snn_status make_avgpool(uint64_t seed, snn_model **m) {
+    snn_module *k[7] = {snn_conv2d_new(2, 6, 3, 1, 1, 1), neuron(SNN_NEURON_LIF, 2.0f), snn_avgpool2d_new(3, 2, 1),
+                        snn_avgpool2d_new(2, 0, 0), snn_flatten_new(), snn_linear_new(36, 10, 1),
+                        neuron(SNN_NEURON_LIF, 2.0f)};
+    return build_seq(k, 7, "avgpool-cnn", snn_shape3(2, 11, 9), seed, m);
+}
+/* everything at once: Conv -> PLIF -> AvgPool -> Flatten -> Dropout -> Linear -> PLIF */
+static snn_status make_all(uint64_t seed, snn_model **m) {
+    snn_module *k[7] = {snn_conv2d_new(2, 8, 3, 1, 1, 1), neuron(SNN_NEURON_PLIF, 2.0f), snn_avgpool2d_new(2, 0, 0),
+                        snn_flatten_new(), snn_dropout_new(0.25f), snn_linear_new(8 * 5 * 4, 10, 1),
+                        neuron(SNN_NEURON_PLIF, 2.0f)};
+    return build_seq(k, 7, "plif-avgpool-dropout", snn_shape3(2, 11, 9), seed, m);
 }
 
 /* One CPU model and its GPU twin, trained side by side. */
@@ -236,15 +264,65 @@ static void test_adam_skip(int with_gpu) {
     pair_close(&p);
 }
 
+/* ---- 2-4. PLIF, Dropout, AvgPool2d: three steps (eager, captured, replayed: the PLIF
+ * decay and the dropout mask must follow each step inside the graph), SGD with momentum
+ * (an update proportional to the gradient), an evaluation forward in between (it advances
+ * the forward counter the dropout mask is drawn from, on both sides) ---- */
+static void test_layers(const char *label, make_fn make, int T, int N, snn_dtype ct, int with_gpu) {
+    snn_optim_opts oo = snn_optim_defaults(SNN_OPTIM_SGD);
+    oo.lr = 0.05f;
+    oo.momentum = 0.9f;
+    oo.weight_decay = 1e-3f;
+    pair p;
+    if (!pair_open(&p, label, make, T, N, ct, &oo, with_gpu)) {
+        pair_close(&p);
+        return;
+    }
+    float *x = malloc(sizeof(float) * p.F * (size_t)(p.T * p.N));
+    float *out = malloc(sizeof(float) * p.C * (size_t)(p.T * p.N));
+    int32_t *lab = malloc(sizeof(int32_t) * (size_t)p.N);
+    for (int s = 0; s < 3; s++) {
+        fill_batch(&p, x, lab);
+        CHECK_MSG(!pair_step(&p, x, lab, -1.0f), "%s: CPU step %d skipped", label, s);
+        if (s == 1) {
+            const float *y = NULL;
+            CHECK(snn_model_forward(p.mc, x, 0, &y) == SNN_OK);
+            if (p.gm) CHECK(snn_cuda_model_forward(p.gm, x, 1, p.N, out) == SNN_OK);
+        }
+    }
+    if (p.gm) pair_compare(&p, x, 1.0f, 2e-2);
+    /* PLIF: the decay parameters moved, and by the CPU's amount (their own tensors are in the
+     * comparison above; this says the update was not zero) */
+    for (size_t i = 0; i < p.mc->n_tensors; i++) {
+        const snn_param *q = p.mc->tensors[i].param;
+        if (strcmp(q->name, "w")) continue;
+        size_t off = (size_t)(q->data - snn_model_params(p.mc));
+        printf("  %s: w %.6f -> cpu %.6f gpu %.6f\n", p.mc->tensors[i].name, (double)p.p0[off],
+               (double)snn_model_params(p.mc)[off], p.gm ? (double)snn_model_params(p.mg)[off] : NAN);
+        CHECK_MSG(snn_model_params(p.mc)[off] != p.p0[off], "%s: PLIF w did not move on the CPU", label);
+    }
+    free(x);
+    free(out);
+    free(lab);
+    pair_close(&p);
+}
+
 int main(void) {
     rng = snn_test_seed();
     if (snn_cuda_create(0, 0, &g) != SNN_OK) {
         printf("no usable GPU (%s): CPU side only, then skipped\n", snn_last_error());
         test_adam_skip(0);
+        test_layers("plif+avgpool+dropout cnn", make_all, 4, 8, SNN_F32, 0);
+        test_layers("plif+avgpool+dropout cnn", make_all, 4, 8, SNN_BF16, 0);
         int rc = snn_test_finish("test_cuda_model_train (CPU side)");
         return rc ? rc : 77;
     }
     test_adam_skip(1);
+    test_layers("plif mlp", make_plif, 4, 16, SNN_F32, 1);
+    test_layers("dropout mlp", make_dropout, 4, 16, SNN_F32, 1);
+    test_layers("avgpool cnn", make_avgpool, 4, 8, SNN_F32, 1);
+    test_layers("plif+avgpool+dropout cnn", make_all, 4, 8, SNN_F32, 1);
+    test_layers("plif+avgpool+dropout cnn", make_all, 4, 8, SNN_BF16, 1);
     snn_cuda_destroy(g);
     return snn_test_finish("test_cuda_model_train");
 }

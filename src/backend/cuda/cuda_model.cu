@@ -164,11 +164,8 @@ static snn_status gnode_build(snn_module *m, gnode **out) {
         return SNN_OK;
     }
     if (!strcmp(k, "Dropout")) {
-        if (n->d.p > 0.0f)
-            return snn_error(SNN_E_UNSUPPORTED,
-                             "Dropout %s (p = %g) is not implemented on the GPU yet; train this "
-                             "model on the CPU or set p = 0", nm, (double)n->d.p);
-        n->kind = GK_ALIAS;
+        /* p > 0: the CPU's Philox mask, drawn on the device (cuda_model_layers.cu) */
+        n->kind = n->d.p > 0.0f ? GK_DROPOUT : GK_ALIAS;
         return SNN_OK;
     }
     if (!strcmp(k, "Linear")) {
@@ -216,8 +213,10 @@ static snn_status gnode_build(snn_module *m, gnode **out) {
         n->kind = GK_LN;
         return SNN_OK;
     }
-    if (!strcmp(k, "MaxPool2d")) {
-        n->kind = GK_MAXPOOL;
+    if (!strcmp(k, "MaxPool2d") || !strcmp(k, "AvgPool2d")) {
+        n->kind = !strcmp(k, "MaxPool2d") ? GK_MAXPOOL : GK_AVGPOOL;
+        n->Ho = m->out.d[1];
+        n->Wo = m->out.d[2];
         n->C = m->in.d[0];
         n->H = m->in.d[1];
         n->W = m->in.d[2];
@@ -229,10 +228,8 @@ static snn_status gnode_build(snn_module *m, gnode **out) {
     if (snn_module_is_neuron(m)) {
         n->kind = GK_NEURON;
         n->nopt = *snn_neuron_module_opts(m);
-        if (n->nopt.kind == SNN_NEURON_PLIF)
-            return snn_error(SNN_E_UNSUPPORTED,
-                             "%s is a ParametricLIF: its learnable decay is not implemented on the "
-                             "GPU runner yet; use LIF or train on the CPU", nm);
+        /* PLIF: k = sigmoid(w) is read from the parameter buffer on the device */
+        n->plif = n->nopt.kind == SNN_NEURON_PLIF;
         n->nk = snn_neuron_module_decay(m);
         return SNN_OK;
     }
@@ -281,6 +278,9 @@ static void bind_params(snn_cuda_model *g, gnode *n) {
         } else if (!strcmp(p->name, "bias")) {
             n->b = g->params + off;
             n->gb = g->grads + off;
+        } else if (n->plif && !strcmp(p->name, "w")) {
+            n->w = g->params + off;
+            n->gw = g->grads + off;
         }
     }
     for (int i = 0; i < n->n_kids; i++) bind_params(g, n->kids[i]);
@@ -347,7 +347,13 @@ static void plan_fwd(snn_cuda_model *g, gnode *n, const float *x) {
     case GK_NEURON:
         n->y = takef(g, B * n->out_numel);
         n->h = takef(g, B * n->in_numel);
+        if (n->plif) n->gk = takef(g, 1);
         return;
+    case GK_DROPOUT:
+        n->y = takef(g, B * n->out_numel);
+        n->mask = takef(g, (size_t)g->N * n->in_numel);
+        return;
+    case GK_AVGPOOL:
     case GK_GELU:
     case GK_TMEAN: n->y = takef(g, B * n->out_numel); return;
     case GK_SSA:

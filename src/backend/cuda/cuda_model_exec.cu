@@ -116,12 +116,14 @@ static snn_status conv_bwd(snn_cuda_model *g, gnode *n) {
 
 /* ---- neurons ---- */
 static snn_status neuron_fwd(snn_cuda_model *g, gnode *n, int training) {
+    if (n->plif) return snn_gm_plif_forward(g, n, training);
     size_t cnt = (size_t)g->N * n->in_numel;
     return snn_cuda_neuron_forward(g->c, &n->nopt, n->nk, g->T, cnt, SNN_F32, SNN_F32, n->x, NULL,
                                    0, NULL, n->y, training ? n->h : NULL, NULL, NULL);
 }
 
 static snn_status neuron_bwd(snn_cuda_model *g, gnode *n) {
+    if (n->plif) return snn_gm_plif_backward(g, n);
     size_t cnt = (size_t)g->N * n->in_numel;
     return snn_cuda_neuron_backward(g->c, &n->nopt, n->nk, g->T, cnt, SNN_F32, n->h, NULL, n->gy,
                                     NULL, NULL, n->gin, NULL, NULL, NULL, NULL);
@@ -148,6 +150,8 @@ static snn_status fwd_impl(snn_cuda_model *g, gnode *n, int training) {
         return snn_cuda_maxpool2d_forward(c, n->x, n->y, n->arg, g->B, n->C, n->H, n->W, n->k,
                                           n->s, n->p);
     case GK_NEURON: return neuron_fwd(g, n, training);
+    case GK_DROPOUT: return snn_gm_dropout_forward(g, n, training);
+    case GK_AVGPOOL: return snn_gm_avgpool_forward(g, n);
     case GK_GELU: return snn_cuda_gelu_forward(c, n->x, n->y, (size_t)g->B * n->in_numel);
     case GK_TMEAN: return snn_cuda_token_mean_forward(c, n->x, n->y, g->B, n->C, n->L);
     case GK_LN:
@@ -181,6 +185,8 @@ static snn_status bwd_impl(snn_cuda_model *g, gnode *n) {
         return snn_cuda_maxpool2d_backward(c, n->gy, n->arg, n->gin, g->B, n->C, n->H, n->W, n->k,
                                            n->s, n->p);
     case GK_NEURON: return neuron_bwd(g, n);
+    case GK_DROPOUT: return snn_gm_dropout_backward(g, n);
+    case GK_AVGPOOL: return snn_gm_avgpool_backward(g, n);
     case GK_GELU: return snn_cuda_gelu_backward(c, n->x, n->gy, n->gin, (size_t)g->B * n->in_numel);
     case GK_TMEAN: return snn_cuda_token_mean_backward(c, n->gy, n->gin, g->B, n->C, n->L);
     case GK_LN:

@@ -29,7 +29,9 @@ enum gkind {
     GK_GELU,
     GK_TMEAN,
     GK_SSA,
-    GK_LN        /* LayerNorm over the last dimension */
+    GK_LN,       /* LayerNorm over the last dimension */
+    GK_DROPOUT,  /* Dropout with p > 0 (in eval a copy) */
+    GK_AVGPOOL
 };
 
 struct gnode {
@@ -65,6 +67,10 @@ struct gnode {
     snn_neuron_opts nopt;
     float nk;
     float *h;            /* pre-reset membrane [T][n] saved by the training forward */
+    int plif;            /* ParametricLIF: k = sigmoid(*w) on the device, dL/dw into *gw */
+    float *gk;           /* PLIF: device dL/dk of the step */
+    /* Dropout */
+    float *mask;         /* [N][per-sample]: 0 or 1/(1-p) */
     /* SSA / token mean */
     int L, heads;
     /* profiling */
@@ -153,6 +159,14 @@ snn_status snn_gm_stage_step(snn_cuda_model *g, const float *x, int x_has_time,
 snn_status snn_gm_opt_update(snn_cuda *c, const snn_cuda_opt *o, const snn_cuda_step_scalars *s_dev,
                              size_t n, float *w, const float *grad, float *state,
                              const uint8_t *decay_mask, long long *steps);
+
+/* cuda_model_layers.cu: ParametricLIF, Dropout (training), AvgPool2d */
+snn_status snn_gm_plif_forward(snn_cuda_model *g, gnode *n, int training);
+snn_status snn_gm_plif_backward(snn_cuda_model *g, gnode *n);
+snn_status snn_gm_dropout_forward(snn_cuda_model *g, gnode *n, int training);
+snn_status snn_gm_dropout_backward(snn_cuda_model *g, gnode *n);
+snn_status snn_gm_avgpool_forward(snn_cuda_model *g, gnode *n);
+snn_status snn_gm_avgpool_backward(snn_cuda_model *g, gnode *n);
 
 /* cuda_model_exec.cu */
 snn_status snn_gm_forward(snn_cuda_model *g, gnode *n, int training);
