@@ -193,10 +193,18 @@ snn_status snn_cuda_fill_random(snn_cuda *c, float *x, size_t n, uint64_t seed, 
  * after that: no allocation and no host synchronisation inside a step.
  *
  * Supported modules: Sequential, Residual, Linear, Conv2d, pointwise Conv1d, BatchNorm
- * (1d/2d), LayerNorm, MaxPool2d, Flatten, Reshape, TokenMean, GELU, IF/LIF neurons (any
- * surrogate, reset and detach setting), the spiking self-attention core, Dropout in eval.
- * Anything else (PLIF's learnable decay, AvgPool2d, Dropout in training) is refused by create
- * with a message naming the module. */
+ * (1d/2d), LayerNorm, MaxPool2d, AvgPool2d, Flatten, Reshape, TokenMean, GELU, IF/LIF neurons
+ * and ParametricLIF with its learnable decay (any surrogate, reset and detach setting), the
+ * spiking self-attention core, Dropout (in training the CPU's mask: the same Philox draw from
+ * the model seed and the model's forward counter, which lives on the device and advances with
+ * every forward, training or evaluation, as snn_model_forward's does). Anything else (a
+ * general Conv1d, a module carrying a CPU precision wrapper) is refused by create with a
+ * message naming the module.
+ *
+ * Per-step values that change inside the graph live on the device: the learning rate and
+ * scalars staged with each step, Adam's completed-step count (advanced only by steps that are
+ * not skipped, so after an FP16 overflow the bias correction matches torch's GradScaler +
+ * Adam), the loss scaler, the forward counter, PLIF's decay. */
 typedef struct snn_cuda_model snn_cuda_model;
 
 typedef enum { SNN_CUDA_LOSS_CE = 0, SNN_CUDA_LOSS_MSE_RATE = 1 } snn_cuda_loss;
@@ -243,6 +251,21 @@ snn_status snn_cuda_model_download_grads(snn_cuda_model *g);
  * kind, forward and backward ms per step) into report. For finding where a step's time goes. */
 snn_status snn_cuda_model_profile(snn_cuda_model *g, const float *x, int x_has_time,
                                   const int32_t *labels, int steps, char *report, size_t cap);
+/* Training state besides parameters and buffers, for checkpoints and resuming; both
+ * synchronize. opt (may be NULL): a host optimizer of the same kind over the host model
+ * (snn_optimizer_create_for_model), whose state tensors (SGD momentum buffer; Adam/AdamW
+ * exp_avg, exp_avg_sq) and step count are in the CPU optimizer's flat layout: save_state
+ * copies the device's into it, load_state copies it to the device. The loss scaler (FP16:
+ * scale and growth tracker; save gives 65536 and 0 for other compute types) goes through
+ * loss_scale / growth_tracker (either may be NULL in save_state). load_state also takes the
+ * host model's forward counter (snn_model_step_count); snn_cuda_model_download writes it back.
+ * Parameters and buffers are taken at create and copied back by snn_cuda_model_download, so
+ * a resume is: restore the host model and optimizer (snn_training_checkpoint_restore_cfg),
+ * create, load_state. */
+snn_status snn_cuda_model_save_state(snn_cuda_model *g, snn_optimizer *opt, float *loss_scale,
+                                     int *growth_tracker);
+snn_status snn_cuda_model_load_state(snn_cuda_model *g, snn_optimizer *opt, float loss_scale,
+                                     int growth_tracker);
 /* The current FP16 loss scale (1 for other compute types); synchronizes. */
 snn_status snn_cuda_model_loss_scale(snn_cuda_model *g, float *scale);
 /* Bytes of device memory the model holds (parameters, state, activations, workspaces). */

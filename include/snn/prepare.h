@@ -84,6 +84,17 @@ snn_status snn_training_checkpoint_save(snn_model *m, snn_precision *p, snn_opti
  * bit-identically. p and opt may be NULL (then their state is not restored). */
 snn_status snn_training_checkpoint_restore(snn_model *m, snn_precision *p, snn_optimizer *opt,
                                            const struct snn_ckpt *c);
+/* The same for a trainer that keeps the precision state itself (the GPU runner): cfg is the
+ * configuration to record / to match (NULL = fp32; fp8 is refused: its scaling state lives in
+ * the prepared precision); scaler is the FP16 loss scaler's state, saved / restored when cfg
+ * is fp16 (required then, ignored otherwise). The files are the same as above, so a
+ * checkpoint written either way resumes the other way. */
+snn_status snn_training_checkpoint_save_cfg(snn_model *m, const snn_precision_config *cfg,
+                                            const snn_loss_scaler *scaler, snn_optimizer *opt,
+                                            const char *path, const char *const *meta_kv);
+snn_status snn_training_checkpoint_restore_cfg(snn_model *m, const snn_precision_config *cfg,
+                                               snn_loss_scaler *scaler, snn_optimizer *opt,
+                                               const struct snn_ckpt *c);
 /* Check only the precision: the checkpoint's recorded configuration must equal cfg
  * (a checkpoint without one counts as fp32). */
 snn_status snn_precision_check_checkpoint(const snn_precision_config *cfg, const struct snn_ckpt *c);

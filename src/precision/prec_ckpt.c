@@ -18,8 +18,11 @@ static snn_status add_f32(snn_ckpt_writer *w, const char *name, const float *v, 
     return snn_ckpt_writer_add_tensor(w, name, SNN_CKPT_F32, 1, shape, v);
 }
 
-snn_status snn_training_checkpoint_save(snn_model *m, snn_precision *p, snn_optimizer *opt, const char *path,
-                                        const char *const *meta_kv) {
+/* cfg: the configuration to record (NULL = fp32); p: FP8 state (may be NULL); scaler: the loss
+ * scaler to save (NULL = none). */
+static snn_status save_impl(snn_model *m, const snn_precision_config *cfg, snn_precision *p,
+                            const snn_loss_scaler *scaler, snn_optimizer *opt, const char *path,
+                            const char *const *meta_kv) {
     snn_ckpt_writer *w = NULL;
     SNN_TRY(snn_ckpt_writer_begin(&w));
     snn_status st = SNN_OK;
@@ -38,7 +41,7 @@ snn_status snn_training_checkpoint_save(snn_model *m, snn_precision *p, snn_opti
     snprintf(buf, sizeof buf, "%llu", (unsigned long long)snn_model_step_count(m));
     if (st == SNN_OK) st = snn_ckpt_writer_add_metadata(w, "model_step", buf);
     snn_precision_config def = snn_precision_config_default();
-    if (st == SNN_OK) st = snn_precision_config_to_json(p ? &p->cfg : &def, buf, sizeof buf);
+    if (st == SNN_OK) st = snn_precision_config_to_json(cfg ? cfg : &def, buf, sizeof buf);
     if (st == SNN_OK) st = snn_ckpt_writer_add_metadata(w, "snn_precision_config", buf);
     for (int i = 0; p && i < p->n_mods && st == SNN_OK; i++) {
         snn_prec_module *pm = &p->mods[i];
@@ -53,10 +56,10 @@ snn_status snn_training_checkpoint_save(snn_model *m, snn_precision *p, snn_opti
             }
         }
     }
-    if (p && p->use_scaler && st == SNN_OK) {
+    if (scaler && st == SNN_OK) {
         float scale;
         int tracker;
-        snn_loss_scaler_get_state(&p->scaler, &scale, &tracker);
+        snn_loss_scaler_get_state(scaler, &scale, &tracker);
         st = add_f32(w, "__precision__.loss_scale", &scale, 1);
         int64_t one[1] = {1};
         int32_t t32 = tracker;
@@ -82,6 +85,23 @@ snn_status snn_training_checkpoint_save(snn_model *m, snn_precision *p, snn_opti
     return st;
 }
 
+snn_status snn_training_checkpoint_save(snn_model *m, snn_precision *p, snn_optimizer *opt, const char *path,
+                                        const char *const *meta_kv) {
+    return save_impl(m, p ? &p->cfg : NULL, p, p && p->use_scaler ? &p->scaler : NULL, opt, path, meta_kv);
+}
+
+snn_status snn_training_checkpoint_save_cfg(snn_model *m, const snn_precision_config *cfg,
+                                            const snn_loss_scaler *scaler, snn_optimizer *opt, const char *path,
+                                            const char *const *meta_kv) {
+    if (cfg && cfg->mode == SNN_PRECISION_FP8)
+        return snn_error(SNN_E_UNSUPPORTED, "an fp8 training checkpoint needs the prepared precision "
+                         "(snn_training_checkpoint_save): its FP8 scaling state lives there");
+    int fp16 = cfg && cfg->mode == SNN_PRECISION_FP16;
+    if (fp16 && !scaler)
+        return snn_error(SNN_E_INVALID, "an fp16 training checkpoint needs the loss scaler's state");
+    return save_impl(m, cfg, NULL, fp16 ? scaler : NULL, opt, path, meta_kv);
+}
+
 snn_status snn_precision_check_checkpoint(const snn_precision_config *cfg, const snn_ckpt *c) {
     char want[1024];
     SNN_TRY(snn_precision_config_to_json(cfg, want, sizeof want));
@@ -100,9 +120,10 @@ snn_status snn_precision_check_checkpoint(const snn_precision_config *cfg, const
     return SNN_OK;
 }
 
-snn_status snn_training_checkpoint_restore(snn_model *m, snn_precision *p, snn_optimizer *opt, const snn_ckpt *c) {
+static snn_status restore_impl(snn_model *m, const snn_precision_config *cfg, snn_precision *p,
+                               snn_loss_scaler *scaler, snn_optimizer *opt, const snn_ckpt *c) {
     snn_precision_config def = snn_precision_config_default();
-    SNN_TRY(snn_precision_check_checkpoint(p ? &p->cfg : &def, c));
+    SNN_TRY(snn_precision_check_checkpoint(cfg ? cfg : &def, c));
     SNN_TRY(snn_model_load_weights(m, c));
     const char *ms = snn_ckpt_metadata(c, "model_step");
     if (ms) snn_model_set_step_count(m, strtoull(ms, NULL, 10));
@@ -131,12 +152,12 @@ snn_status snn_training_checkpoint_restore(snn_model *m, snn_precision *p, snn_o
             SNN_TRY(st);
         }
     }
-    if (p && p->use_scaler) {
+    if (scaler) {
         float scale;
         int32_t tracker;
         SNN_TRY(snn_ckpt_read(c, "__precision__.loss_scale", SNN_CKPT_F32, &scale, sizeof scale));
         SNN_TRY(snn_ckpt_read(c, "__precision__.growth_tracker", SNN_CKPT_I32, &tracker, sizeof tracker));
-        SNN_TRY(snn_loss_scaler_set_state(&p->scaler, scale, tracker));
+        SNN_TRY(snn_loss_scaler_set_state(scaler, scale, tracker));
     }
     if (opt) {
         const char *kind = snn_ckpt_metadata(c, "optimizer");
@@ -154,4 +175,19 @@ snn_status snn_training_checkpoint_restore(snn_model *m, snn_precision *p, snn_o
         SNN_TRY(snn_optimizer_set_steps(opt, steps ? strtol(steps, NULL, 10) : 0));
     }
     return SNN_OK;
+}
+
+snn_status snn_training_checkpoint_restore(snn_model *m, snn_precision *p, snn_optimizer *opt, const snn_ckpt *c) {
+    return restore_impl(m, p ? &p->cfg : NULL, p, p && p->use_scaler ? &p->scaler : NULL, opt, c);
+}
+
+snn_status snn_training_checkpoint_restore_cfg(snn_model *m, const snn_precision_config *cfg, snn_loss_scaler *scaler,
+                                               snn_optimizer *opt, const snn_ckpt *c) {
+    if (cfg && cfg->mode == SNN_PRECISION_FP8)
+        return snn_error(SNN_E_UNSUPPORTED, "an fp8 training checkpoint restores into a prepared precision "
+                         "(snn_training_checkpoint_restore)");
+    int fp16 = cfg && cfg->mode == SNN_PRECISION_FP16;
+    if (fp16 && !scaler)
+        return snn_error(SNN_E_INVALID, "restoring an fp16 training checkpoint needs a loss scaler to restore into");
+    return restore_impl(m, cfg, NULL, fp16 ? scaler : NULL, opt, c);
 }

@@ -144,9 +144,6 @@ int cmd_train(int argc, char **argv) {
     }
     /* device -> prepare -> optimizer (on the GPU the runner owns precision and optimizer) */
     int on_gpu = device_is_cuda(pf.device);
-    if (on_gpu && resume)
-        die_usage("--resume is not available with --device cuda yet (the GPU optimizer state is not "
-                  "checkpointed); resume on the CPU or start a new run");
     snn_precision *prec = NULL;
     if (!on_gpu) {
         st = snn_prepare_model_for_precision(m, pf.device ? pf.device : "cpu", &pcfg, &prec);
@@ -161,15 +158,19 @@ int cmd_train(int argc, char **argv) {
     if (tf.lr < 0) die_usage("--lr must be positive");
     if (okind == SNN_OPTIM_SGD) oo.momentum = tf.momentum;
     if (tf.weight_decay >= 0) oo.weight_decay = tf.weight_decay;
+    /* On the GPU the runner keeps the optimizer state; this host optimizer carries it in and
+     * out of checkpoints (the same layout, so CPU and GPU checkpoints resume on either). */
     snn_optimizer *opt = NULL;
-    if (!on_gpu) {
-        st = snn_optimizer_create_for_model(&oo, m, &opt);
-        if (st != SNN_OK) die_status(st, "creating the optimizer");
-    }
+    st = snn_optimizer_create_for_model(&oo, m, &opt);
+    if (st != SNN_OK) die_status(st, "creating the optimizer");
+    snn_loss_scaler gpu_scaler;
+    snn_loss_scaler_init(&gpu_scaler, NULL);
     if (resume) {
-        st = snn_training_checkpoint_restore(m, prec, opt, resume);
+        st = on_gpu ? snn_training_checkpoint_restore_cfg(m, &pcfg, &gpu_scaler, opt, resume)
+                    : snn_training_checkpoint_restore(m, prec, opt, resume);
         if (st != SNN_OK) die_status(st, "resuming");
     }
+    if (start_epoch > tf.epochs) die_usage("%s already holds %d epochs; ask for more with --epochs", tf.resume, start_epoch - 1);
 
     int N = tf.batch_size, T = mf.T, ntrain = snn_dataset_size(train);
     if (N > ntrain) N = ntrain;
@@ -186,8 +187,12 @@ int cmd_train(int argc, char **argv) {
         train_cuda_args ga = {.m = m, .train = train, .test = test, .dataset = df.dataset, .model_name = mf.model,
                               .device = pf.device, .out = tf.out, .T = T, .N = N, .epochs = tf.epochs,
                               .use_mse = use_mse, .quiet = tf.quiet, .json = tf.json, .total_steps = total_steps,
-                              .oo = oo, .sched = sched, .clip = tf.clip, .enc = enc, .seed = tf.seed, .pcfg = pcfg};
+                              .oo = oo, .sched = sched, .clip = tf.clip, .enc = enc, .seed = tf.seed, .pcfg = pcfg,
+                              .opt = opt, .start_epoch = start_epoch, .resumed = resume != NULL,
+                              .scaler = gpu_scaler};
         int rc = train_cuda(&ga);
+        if (resume) snn_ckpt_close(resume);
+        snn_optimizer_free(opt);
         snn_model_free(m);
         snn_dataset_free(train);
         snn_dataset_free(test);
@@ -216,7 +221,6 @@ int cmd_train(int argc, char **argv) {
     double train_time = 0, t_start = now_seconds(), test_acc = 0, test_loss = 0;
     long step = (long)nb * (start_epoch - 1), samples = 0;
     int epoch = 0;
-    if (start_epoch > tf.epochs) die_usage("%s already holds %d epochs; ask for more with --epochs", tf.resume, start_epoch - 1);
     for (epoch = start_epoch; epoch <= tf.epochs && step < total_steps; epoch++) {
         st = snn_dataset_shuffle(train, tf.seed, (uint64_t)epoch, order);
         if (st != SNN_OK) die_status(st, "shuffling");

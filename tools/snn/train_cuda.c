@@ -10,6 +10,7 @@
 
 #include "common.h"
 #include "snn/checkpoint.h"
+#include "snn/prepare.h"
 #include "train_cuda.h"
 
 int device_is_cuda(const char *device) { return device && !strncmp(device, "cuda", 4); }
@@ -155,6 +156,13 @@ int train_cuda(const train_cuda_args *a) {
     snn_cuda_model *g = NULL;
     st = snn_cuda_model_create(c, m, &o, &a->oo, &g);
     if (st != SNN_OK) die_status(st, "putting the model on the GPU");
+    if (a->resumed) {
+        float scale;
+        int tracker;
+        snn_loss_scaler_get_state(&a->scaler, &scale, &tracker);
+        st = snn_cuda_model_load_state(g, a->opt, scale, tracker);
+        if (st != SNN_OK) die_status(st, "putting the resumed optimizer state on the GPU");
+    }
     int nb = ntrain / N;
     float *xb = malloc(sizeof(float) * F * (size_t)N);
     float *xt = a->enc == SNN_ENCODING_DIRECT ? NULL : malloc(sizeof(float) * F * (size_t)N * (size_t)T);
@@ -172,9 +180,9 @@ int train_cuda(const train_cuda_args *a) {
                 (double)snn_cuda_model_device_bytes(g) / 1048576.0, ntrain, T, N,
                 snn_optim_kind_name(a->oo.kind), (double)a->oo.lr, a->epochs);
     double train_time = 0, t_start = now_seconds(), test_acc = 0, test_loss = 0;
-    long step = 0, samples = 0;
+    long step = (long)nb * (a->start_epoch - 1), samples = 0;
     int epoch;
-    for (epoch = 1; epoch <= a->epochs && step < a->total_steps; epoch++) {
+    for (epoch = a->start_epoch; epoch <= a->epochs && step < a->total_steps; epoch++) {
         st = snn_dataset_shuffle(a->train, a->seed, (uint64_t)epoch, order);
         if (st != SNN_OK) die_status(st, "shuffling");
         double loss_sum = 0, t0 = now_seconds();
@@ -225,6 +233,14 @@ int train_cuda(const train_cuda_args *a) {
     int epochs_done = epoch - 1;
     st = snn_cuda_model_download(g);
     if (st != SNN_OK) die_status(st, "copying the model back from the GPU");
+    snn_loss_scaler scaler = a->scaler;
+    {
+        float scale;
+        int tracker;
+        st = snn_cuda_model_save_state(g, a->opt, &scale, &tracker);
+        if (st == SNN_OK && ct == SNN_F16) st = snn_loss_scaler_set_state(&scaler, scale, tracker);
+        if (st != SNN_OK) die_status(st, "copying the optimizer state back from the GPU");
+    }
     snprintf(path, sizeof path, "%s/model.safetensors", a->out);
     char tbuf[32], ebuf[32];
     snprintf(tbuf, sizeof tbuf, "%d", T);
@@ -232,7 +248,7 @@ int train_cuda(const train_cuda_args *a) {
     const char *meta[] = {"dataset", a->dataset, "time_steps", tbuf, "epochs", ebuf, "encoding",
                           snn_encoding_name(a->enc), "trained_on", a->device, "gpu_compute",
                           snn_dtype_name(ct), NULL};
-    st = snn_model_save(m, path, meta);
+    st = snn_training_checkpoint_save_cfg(m, &a->pcfg, &scaler, a->opt, path, meta);
     if (st != SNN_OK) die_status(st, "saving the checkpoint");
     double wall = now_seconds() - t_start;
     printf("test accuracy: %.4f\n", test_acc);

@@ -18,12 +18,19 @@ typedef struct train_cuda_args {
     snn_encoding enc;
     uint64_t seed;
     snn_precision_config pcfg;
+    /* host optimizer over m (same options as oo): carries the optimizer state in (resume) and
+     * out (the training checkpoint) */
+    snn_optimizer *opt;
+    int start_epoch;          /* 1, or the epoch after a resumed checkpoint's */
+    int resumed;              /* opt and scaler hold restored state to put on the device */
+    snn_loss_scaler scaler;   /* FP16 loss scaler state (restored, or the defaults) */
 } train_cuda_args;
 
 /* 1 for "cuda" and "cuda:N". */
 int device_is_cuda(const char *device);
-/* Train, evaluate each epoch, write metrics.jsonl and model.safetensors; returns the exit
- * code (bad input exits 2 from inside, like the CPU path). */
+/* Train, evaluate each epoch, write metrics.jsonl and model.safetensors (a training
+ * checkpoint: optimizer and loss-scaler state included, so --resume continues it on either
+ * device); returns the exit code (bad input exits 2 from inside, like the CPU path). */
 int train_cuda(const train_cuda_args *a);
 
 /* Accuracy and mean cross-entropy of m on ds, run on the GPU in batches of N. */
