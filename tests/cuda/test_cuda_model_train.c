@@ -564,6 +564,9 @@ int main(void) {
         printf("no usable GPU (%s): CPU side only, then skipped\n", snn_last_error());
         test_adam_skip(0);
         test_checkpoint_cfg();
+        test_layers("plif mlp", make_plif, 4, 16, SNN_F32, 0);
+        test_layers("dropout mlp", make_dropout, 4, 16, SNN_F32, 0);
+        test_layers("avgpool cnn", make_avgpool, 4, 8, SNN_F32, 0);
         test_layers("plif+avgpool+dropout cnn", make_all, 4, 8, SNN_F32, 0);
         test_layers("plif+avgpool+dropout cnn", make_all, 4, 8, SNN_BF16, 0);
         int rc = snn_test_finish("test_cuda_model_train (CPU side)");

@@ -165,6 +165,9 @@ int cmd_train(int argc, char **argv) {
     if (st != SNN_OK) die_status(st, "creating the optimizer");
     snn_loss_scaler gpu_scaler;
     snn_loss_scaler_init(&gpu_scaler, NULL);
+    if (resume && on_gpu && pcfg.mode == SNN_PRECISION_FP8)
+        die_usage("%s was trained with --precision fp8, which does not train on the GPU yet; resume it "
+                  "on the CPU", tf.resume);
     if (resume) {
         st = on_gpu ? snn_training_checkpoint_restore_cfg(m, &pcfg, &gpu_scaler, opt, resume)
                     : snn_training_checkpoint_restore(m, prec, opt, resume);
