@@ -48,15 +48,24 @@ __global__ void plif_chain_kernel(const float *w, const float *gk, float *gw) {
     *gw += (float)((double)*gk * k * (1.0 - k));
 }
 
-/* ---- Philox-4x32-10, the same function as src/core/rng.c ---- */
-__device__ __forceinline__ uint32_t philox_first(uint64_t seed, uint64_t stream, uint64_t index) {
+/* ---- Philox-4x32-10, the same function as src/core/rng.c (host and device, so that the
+ * transcription can be checked against the CPU's on the host) ---- */
+SNN_HD uint32_t umulhi32(uint32_t a, uint32_t b) {
+#ifdef __CUDA_ARCH__
+    return __umulhi(a, b);
+#else
+    return (uint32_t)(((uint64_t)a * b) >> 32);
+#endif
+}
+
+SNN_HD uint32_t philox_first(uint64_t seed, uint64_t stream, uint64_t index) {
     uint32_t c0 = (uint32_t)index, c1 = (uint32_t)(index >> 32);
     uint32_t c2 = (uint32_t)stream, c3 = (uint32_t)(stream >> 32);
     uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
 #pragma unroll
     for (int round = 0; round < 10; round++) {
-        const uint32_t hi0 = __umulhi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;
-        const uint32_t hi1 = __umulhi(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;
+        const uint32_t hi0 = umulhi32(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;
+        const uint32_t hi1 = umulhi32(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;
         const uint32_t n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
         c0 = n0;
         c1 = lo1;
@@ -97,41 +106,59 @@ struct pool_geom {
     float inv;
 };
 
-__global__ void avgpool_fwd_kernel(const float *x, float *y, size_t planes, pool_geom q) {
+/* Output o of the [planes][Ho][Wo] result. */
+SNN_HD float avgpool_fwd_one(const float *x, size_t o, const pool_geom &q) {
     const size_t out_n = (size_t)q.Ho * q.Wo;
-    for (size_t o = blockIdx.x * (size_t)blockDim.x + threadIdx.x; o < planes * out_n;
-         o += (size_t)gridDim.x * blockDim.x) {
-        const size_t pl = o / out_n;
-        const int oh = (int)(o % out_n) / q.Wo, ow = (int)(o % out_n) % q.Wo;
-        const int lh = oh * q.s - q.p, lw = ow * q.s - q.p;
-        const int h0 = max(lh, 0), h1 = min(lh + q.k, q.H), w0 = max(lw, 0), w1 = min(lw + q.k, q.W);
-        const float *xp = x + pl * (size_t)q.H * q.W;
-        float acc = 0.0f;
-        for (int ih = h0; ih < h1; ih++)
-            for (int iw = w0; iw < w1; iw++) acc += xp[(size_t)ih * q.W + iw];
-        y[o] = acc * q.inv;
-    }
+    const size_t pl = o / out_n;
+    const int oh = (int)(o % out_n) / q.Wo, ow = (int)(o % out_n) % q.Wo;
+    const int lh = oh * q.s - q.p, lw = ow * q.s - q.p;
+    const int h0 = lh > 0 ? lh : 0, h1 = lh + q.k < q.H ? lh + q.k : q.H;
+    const int w0 = lw > 0 ? lw : 0, w1 = lw + q.k < q.W ? lw + q.k : q.W;
+    const float *xp = x + pl * (size_t)q.H * q.W;
+    float acc = 0.0f;
+    for (int ih = h0; ih < h1; ih++)
+        for (int iw = w0; iw < w1; iw++) acc += xp[(size_t)ih * q.W + iw];
+    return acc * q.inv;
 }
 
-/* Gather: each input element adds dy·inv of every window over it, in the CPU's (oh, ow)
- * order, starting from 0. */
-__global__ void avgpool_bwd_kernel(const float *dy, float *dx, size_t planes, pool_geom q) {
+SNN_HD float mul_rn(float a, float b) {
+#ifdef __CUDA_ARCH__
+    return __fmul_rn(a, b);
+#else
+    return a * b;
+#endif
+}
+
+/* Gather for input element i of [planes][H][W]: dy·inv of every window over it, in the
+ * CPU's (oh, ow) order, starting from 0. */
+SNN_HD float avgpool_bwd_one(const float *dy, size_t i, const pool_geom &q) {
     const size_t in_n = (size_t)q.H * q.W;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < planes * in_n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        const size_t pl = i / in_n;
-        const int ih = (int)(i % in_n) / q.W, iw = (int)(i % in_n) % q.W;
-        /* windows oh with oh·s - p <= ih < oh·s - p + k */
-        const int hl = ih + q.p - q.k + 1, wl = iw + q.p - q.k + 1;
-        const int oh0 = hl <= 0 ? 0 : (hl + q.s - 1) / q.s, oh1 = min(q.Ho - 1, (ih + q.p) / q.s);
-        const int ow0 = wl <= 0 ? 0 : (wl + q.s - 1) / q.s, ow1 = min(q.Wo - 1, (iw + q.p) / q.s);
-        const float *gp = dy + pl * (size_t)q.Ho * q.Wo;
-        float acc = 0.0f;
-        for (int oh = oh0; oh <= oh1; oh++)
-            for (int ow = ow0; ow <= ow1; ow++)
-                acc = __fadd_rn(acc, __fmul_rn(gp[(size_t)oh * q.Wo + ow], q.inv));
-        dx[i] = acc;
-    }
+    const size_t pl = i / in_n;
+    const int ih = (int)(i % in_n) / q.W, iw = (int)(i % in_n) % q.W;
+    /* windows oh with oh·s - p <= ih < oh·s - p + k */
+    const int hl = ih + q.p - q.k + 1, wl = iw + q.p - q.k + 1;
+    const int oh0 = hl <= 0 ? 0 : (hl + q.s - 1) / q.s, ow0 = wl <= 0 ? 0 : (wl + q.s - 1) / q.s;
+    const int oh1 = (ih + q.p) / q.s < q.Ho - 1 ? (ih + q.p) / q.s : q.Ho - 1;
+    const int ow1 = (iw + q.p) / q.s < q.Wo - 1 ? (iw + q.p) / q.s : q.Wo - 1;
+    const float *gp = dy + pl * (size_t)q.Ho * q.Wo;
+    float acc = 0.0f;
+    for (int oh = oh0; oh <= oh1; oh++)
+        for (int ow = ow0; ow <= ow1; ow++) acc = acc + mul_rn(gp[(size_t)oh * q.Wo + ow], q.inv);
+    return acc;
+}
+
+__global__ void avgpool_fwd_kernel(const float *x, float *y, size_t planes, pool_geom q) {
+    const size_t n = planes * q.Ho * q.Wo;
+    for (size_t o = blockIdx.x * (size_t)blockDim.x + threadIdx.x; o < n;
+         o += (size_t)gridDim.x * blockDim.x)
+        y[o] = avgpool_fwd_one(x, o, q);
+}
+
+__global__ void avgpool_bwd_kernel(const float *dy, float *dx, size_t planes, pool_geom q) {
+    const size_t n = planes * q.H * q.W;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        dx[i] = avgpool_bwd_one(dy, i, q);
 }
 
 unsigned grid_for(snn_cuda_model *g, size_t work) {
