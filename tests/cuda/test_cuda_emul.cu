@@ -3,9 +3,11 @@
  * CPU reference. Needs nvcc but no GPU, so the indexing, packing, chunked time loop and every
  * option are checked before any device time is spent. */
 #include "backend/cuda/cuda_neuron_body.h"
+#include "backend/cuda/cuda_neuron_mp.h"
 
 extern "C" {
 #include "neuron_case.h"
+#include "neuron_mp_case.h"
 }
 
 static int g_pack; /* 16 or 8: bytes of neurons per thread (when the size allows), 1: one */
@@ -135,6 +137,114 @@ static int bwd_impl(const ncase *c, nbwd_io *io, void *ctx) {
 static uint64_t g_rng;
 static int visit(const ncase *c, void *ctx) { return nc_run(c, fwd_impl, bwd_impl, ctx, &g_rng); }
 
+/* ---- Mixed-precision neurons (cuda_neuron_mp.h): the kernel bodies for every neuron index,
+ * the dL/dk block sums and the chunk sum exactly as the kernels do them, against the CPU's
+ * snn_neuron_forward_mp / backward_mp (cases in neuron_mp_case.h). */
+
+template <int S, int F, typename TSP> static void mp_emf3(const MpFwdArgs &a) {
+    for (size_t i = 0; i < a.n; i++) mp_fwd_body<S, F, TSP>(a, i);
+}
+template <int S, int F> static void mp_emf2(const MpFwdArgs &a, snn_dtype sp) {
+    switch (sp) {
+    case SNN_BF16: mp_emf3<S, F, __nv_bfloat16>(a); break;
+    case SNN_F16: mp_emf3<S, F, __half>(a); break;
+    default: mp_emf3<S, F, float>(a); break;
+    }
+}
+template <int S> static void mp_emf1(const MpFwdArgs &a, snn_dtype F, snn_dtype sp) {
+    switch (F) {
+    case SNN_F32: mp_emf2<S, SNN_F32>(a, sp); break;
+    case SNN_F16: mp_emf2<S, SNN_F16>(a, sp); break;
+    case SNN_BF16: mp_emf2<S, SNN_BF16>(a, sp); break;
+    default: mp_emf2<S, S>(a, sp); break;
+    }
+}
+static snn_status mp_fwd_emul(const mpcase *c, mp_fwd_io *io, void *ctx) {
+    (void)ctx;
+    MpFwdArgs a;
+    snn_status st = snn_cuda_mp_fwd_args(&c->o, c->k, c->T, c->n, c->S, c->F, c->sp, &a);
+    if (st != SNN_OK) return st;
+    a.x = io->x;
+    a.v0 = io->v0;
+    a.s = io->s;
+    a.h = io->h;
+    a.vlast = io->vlast;
+    switch (c->S) {
+    case SNN_F32: mp_emf1<SNN_F32>(a, c->F, c->sp); break;
+    case SNN_F16: mp_emf1<SNN_F16>(a, c->F, c->sp); break;
+    case SNN_BF16: mp_emf1<SNN_BF16>(a, c->F, c->sp); break;
+    case SNN_F8E4M3: mp_emf1<SNN_F8E4M3>(a, c->F, c->sp); break;
+    default: mp_emf1<SNN_F8E5M2>(a, c->F, c->sp); break;
+    }
+    return SNN_OK;
+}
+
+template <int S, int B> static void mp_emb2(const MpBwdArgs &a, double *part) {
+    for (size_t i = 0; i < a.n; i++) part[i] = mp_bwd_body<S, B>(a, i);
+}
+template <int S> static void mp_emb1(const MpBwdArgs &a, snn_dtype B, double *part) {
+    switch (B) {
+    case SNN_F32: mp_emb2<S, SNN_F32>(a, part); break;
+    case SNN_F16: mp_emb2<S, SNN_F16>(a, part); break;
+    case SNN_BF16: mp_emb2<S, SNN_BF16>(a, part); break;
+    default: mp_emb2<S, S>(a, part); break;
+    }
+}
+static snn_status mp_bwd_emul(const mpcase *c, mp_bwd_io *io, void *ctx) {
+    (void)ctx;
+    MpBwdArgs a;
+    snn_status st = snn_cuda_mp_bwd_args(&c->o, c->k, c->T, c->n, c->S, c->F, c->B, io->gk != NULL, &a);
+    if (st != SNN_OK) return st;
+    a.h = io->h;
+    a.v0 = io->v0;
+    a.gs = io->gs;
+    a.gvlast = io->gvlast;
+    a.gx = io->gx;
+    a.gv0 = io->gv0;
+    double *part = (double *)mpc_alloc(c->n * sizeof(double));
+    switch (c->S) {
+    case SNN_F32: mp_emb1<SNN_F32>(a, c->B, part); break;
+    case SNN_F16: mp_emb1<SNN_F16>(a, c->B, part); break;
+    case SNN_BF16: mp_emb1<SNN_BF16>(a, c->B, part); break;
+    case SNN_F8E4M3: mp_emb1<SNN_F8E4M3>(a, c->B, part); break;
+    default: mp_emb1<SNN_F8E5M2>(a, c->B, part); break;
+    }
+    if (io->gk && !a.want_k) *io->gk = 0.0;
+    if (io->gk && a.want_k) {
+        /* the kernels' reduction: block sums (mp_bwd_kernel), then chunks (mp_gk_finish) */
+        const long long nb = (long long)((c->n + SNN_CUDA_MP_BLOCK - 1) / SNN_CUDA_MP_BLOCK);
+        double *blk = (double *)mpc_alloc((size_t)nb * sizeof(double) + 8);
+        for (long long b = 0; b < nb; b++) {
+            size_t i0 = (size_t)b * SNN_CUDA_MP_BLOCK;
+            blk[b] = mp_seq_sum(part + i0, c->n - i0 < SNN_CUDA_MP_BLOCK ? c->n - i0 : SNN_CUDA_MP_BLOCK);
+        }
+        double chunk[SNN_CUDA_MP_MAX_CHUNKS];
+        const int nch = mp_chunks(nb);
+        for (int ch = 0; ch < nch; ch++) {
+            long long b0, b1;
+            mp_chunk_range(nb, nch, ch, &b0, &b1);
+            chunk[ch] = mp_seq_sum(blk + b0, (size_t)(b1 - b0));
+        }
+        *io->gk = mp_gk_total(chunk, nch, a.mode == MPK_DECAY, c->k);
+        free(blk);
+    }
+    free(part);
+    return SNN_OK;
+}
+
+static snn_status mp_fwd_status(snn_dtype S, snn_dtype F, void *ctx) {
+    (void)ctx;
+    snn_neuron_opts o = snn_neuron_defaults(SNN_NEURON_LIF);
+    MpFwdArgs a;
+    return snn_cuda_mp_fwd_args(&o, 0.5f, 1, 0, S, F, SNN_F32, &a);
+}
+static snn_status mp_bwd_status(snn_dtype S, snn_dtype F, snn_dtype B, void *ctx) {
+    (void)ctx;
+    snn_neuron_opts o = snn_neuron_defaults(SNN_NEURON_LIF);
+    MpBwdArgs a;
+    return snn_cuda_mp_bwd_args(&o, 0.5f, 1, 0, S, F, B, 1, &a);
+}
+
 int main(void) {
     g_rng = snn_test_seed();
     static const snn_dtype ios[] = {SNN_F32, SNN_BF16, SNN_F16};
@@ -150,5 +260,8 @@ int main(void) {
             g_long = shapes[si].lng;
             nc_all_configs(shapes[si].T, shapes[si].n, ios[d], visit, NULL);
         }
+    mpc_refusals(mp_fwd_status, mp_bwd_status, NULL);
+    int mpn = mpc_all(mp_fwd_emul, mp_bwd_emul, NULL, &g_rng, 1);
+    fprintf(stderr, "test_cuda_emul: %d mixed-precision neuron cases\n", mpn);
     return snn_test_finish("test_cuda_emul");
 }
