@@ -241,7 +241,8 @@ snn_status snn_cuda_model_take_stats(snn_cuda_model *g, double *loss_sum, long *
  * [T][N][C] FP32 (only the first n samples of each step are meaningful); synchronizes. */
 snn_status snn_cuda_model_forward(snn_cuda_model *g, const float *x, int x_has_time, int n,
                                   float *out);
-/* Copy parameters and buffers back into the host model (for checkpoints); synchronizes. */
+/* Copy parameters, buffers and the forward counter back into the host model (for
+ * checkpoints); synchronizes. */
 snn_status snn_cuda_model_download(snn_cuda_model *g);
 /* Copy the gradients of the last step into the host model's gradient array (tests). */
 snn_status snn_cuda_model_download_grads(snn_cuda_model *g);
