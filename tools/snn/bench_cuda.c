@@ -37,10 +37,14 @@ void bench_cuda_check_flags(const char *cmd, const bench_flags *f) {
                   "'auto' selects it), 'delayed' (per-tensor scales from amax histories) and 'block' (1x128 / "
                   "128x128 block scaling), not '%s'",
                   cmd, f->recipe);
+    /* The GPU workloads here run the plain fused neurons; the mixed-precision GPU neurons
+     * (cuda_neuron_mp.h) are timed by 'snn bench neuron --device cuda --neuron-storage ...'. */
     if (f->storage || f->fwd || f->bwd)
-        die_usage("bench %s: --neuron-storage/--neuron-fwd/--neuron-bwd are not implemented with --device cuda "
-                  "(the GPU neurons store in the activation type and compute in FP32)",
-                  cmd);
+        die_usage("bench %s: --neuron-storage/--neuron-fwd/--neuron-bwd are not wired into the GPU %s workload "
+                  "(its neurons store in the activation type and compute in FP32); the mixed-precision GPU neuron "
+                  "kernels are timed by 'snn bench neuron --device cuda --neuron-storage S --neuron-fwd F "
+                  "--neuron-bwd B'; or use --device cpu",
+                  cmd, cmd);
     if (f->converge)
         die_usage("bench %s: --converge runs on the CPU only; drop it or use --device cpu", cmd);
 }

@@ -7,6 +7,10 @@
  *   forward  reads x, writes s and h_seq          = 12 * T * N
  *   backward reads h_seq and gs, writes gx        = 12 * T * N
  * (v0, v_seq, gv_seq, gv_last are NULL: not read or written.)
+ * Mixed precision (--neuron-storage S [--neuron-fwd F --neuron-bwd B], the rules of
+ * snn_neuron_forward_mp): on the CPU the emulation runs on FP32 buffers (12 * T * N both ways);
+ * on the GPU x and h_seq are stored in S (e bytes), spikes, gs and gx are FP32:
+ *   forward (2e + 4) * T * N, backward (e + 8) * T * N.
  * Copy reference: 2 * bytes / time (memcpy reads the source and writes the destination;
  * glibc uses non-temporal stores at these sizes, so there is no write-allocate read). */
 #include <math.h>
@@ -18,6 +22,7 @@
 #include <omp.h>
 
 #include "bench.h"
+#include "snn/precision.h"
 #include "bench_neuron_cuda.h"
 #include "cmds.h"
 
@@ -92,6 +97,7 @@ static void copy_bandwidth(size_t bytes, int repeats, double *single, double *pa
 int bench_neuron(int argc, char **argv) {
     str_list sizes_arg = {0};
     const char *neuron = "lif", *output = NULL, *device = NULL, *storage = "f32";
+    const char *nstorage = NULL, *nfwd = NULL, *nbwd = NULL;
     int warmup = 2, repeats = 10, copy_mib = 256, quiet = 0;
     float tau = 2.0f;
     uint64_t seed = 0;
@@ -106,6 +112,9 @@ int bench_neuron(int argc, char **argv) {
     t[n++] = (opt){"--seed", OPT_U64, &seed, "seed of x and gs, N(0, 1) (default 0)", NULL, 0};
     t[n++] = (opt){"--device", OPT_STRING, &device, "cpu (default) | cuda | cuda:N", NULL, 0};
     t[n++] = (opt){"--storage", OPT_STRING, &storage, "cuda: f32 (default) | bf16 | f16 storage of x, s, h, gs, gx", NULL, 0};
+    t[n++] = (opt){"--neuron-storage", OPT_STRING, &nstorage, "mixed precision: storage fp32 | fp16 | bf16 | float8_e4m3fn | float8_e5m2", "--triton-storage", 0};
+    t[n++] = (opt){"--neuron-fwd", OPT_STRING, &nfwd, "mixed precision: forward arithmetic fp32 | fp16 | bf16 | fp8", "--triton-fwd", 0};
+    t[n++] = (opt){"--neuron-bwd", OPT_STRING, &nbwd, "mixed precision: backward arithmetic fp32 | fp16 | bf16 | fp8", "--triton-bwd", 0};
     t[n++] = (opt){"--output", OPT_STRING, &output, "write the JSON report here ('-': stdout)", NULL, 0};
     t[n++] = (opt){"--quiet", OPT_FLAG, &quiet, "no progress lines", NULL, 0};
     if (args_wants_help(argc, argv, 3)) {
@@ -113,7 +122,10 @@ int bench_neuron(int argc, char **argv) {
                   "Time the fused multi-step neuron kernels (Sigmoid(4) surrogate, threshold 1, hard\n"
                   "reset to 0, decay_input) and report the bandwidth they reach: forward moves\n"
                   "12*T*N bytes (reads x, writes s and h), backward 12*T*N (reads h and gs, writes gx),\n"
-                  "compared with a memcpy bandwidth measured in the same run.",
+                  "compared with a memcpy bandwidth measured in the same run.\n"
+                  "--neuron-storage/--neuron-fwd/--neuron-bwd time the mixed-precision kernels instead\n"
+                  "(snn_neuron_forward_mp on the CPU, FP32 buffers; on the GPU x and h are stored in the\n"
+                  "storage dtype, spikes, gs and gx FP32).",
                   t, n);
         return 0;
     }
@@ -127,6 +139,24 @@ int bench_neuron(int argc, char **argv) {
     else die_usage("bench neuron: unknown --storage '%s' (choose f32, bf16 or f16)", storage);
     if (gpu < 0 && io != SNN_F32)
         die_usage("bench neuron: --storage %s needs --device cuda (the CPU kernels here are FP32)", storage);
+    /* Mixed precision: the flags parsed by the precision configuration's rules (aliases, the
+     * ambiguous 'fp8' storage, F/B needing a storage, FP8 arithmetic needing FP8 storage). */
+    int mp = 0;
+    snn_dtype mS = SNN_F32, mF = SNN_F32, mB = SNN_F32;
+    if (nstorage || nfwd || nbwd) {
+        snn_precision_config pc;
+        if (snn_precision_config_parse("fp32", NULL, nstorage, nfwd, nbwd, &pc) != SNN_OK)
+            die_usage("bench neuron: %s", snn_last_error());
+        if (pc.neuron_storage == SNN_NEURON_STORAGE_UNSET)
+            die_usage("bench neuron: --neuron-fwd/--neuron-bwd need --neuron-storage");
+        if (io != SNN_F32)
+            die_usage("bench neuron: --storage %s is the plain kernels' storage; with --neuron-storage the mixed-precision "
+                      "kernels run (drop --storage)", storage);
+        mp = 1;
+        mS = snn_neuron_storage_dtype(pc.neuron_storage);
+        mF = snn_neuron_compute_dtype(pc.neuron_fwd, pc.neuron_storage);
+        mB = snn_neuron_compute_dtype(pc.neuron_bwd, pc.neuron_storage);
+    }
     if (gpu >= 0) {
         bench_cuda_open(gpu);
         bench_cuda_metadata(md, gpu);
@@ -166,6 +196,9 @@ int bench_neuron(int argc, char **argv) {
     if (!times) die_status(SNN_E_NOMEM, "bench neuron");
     int table = !output || strcmp(output, "-");
     if (table) printf("neuron %s, copy reference %.2f GB/s (%s)\n", kname, ref, bwp >= bw1 ? "all threads" : "1 thread");
+    if (table && mp)
+        printf("mixed precision: storage %s, forward %s, backward %s\n", snn_dtype_name(mS), snn_dtype_name(mF),
+               snn_dtype_name(mB));
     if (table) printf("%8s %9s %-9s %10s %10s %10s %10s %9s %9s\n", "T", "N", "kernel", "median ms", "p25 ms", "p75 ms", "MB moved",
            "GB/s", "of copy");
     for (int si = 0; si < ns; si++) {
@@ -177,7 +210,10 @@ int bench_neuron(int argc, char **argv) {
             gtf = malloc(sizeof(double) * (size_t)repeats);
             gtb = malloc(sizeof(double) * (size_t)repeats);
             if (!gtf || !gtb) die_status(SNN_E_NOMEM, "bench neuron");
-            bench_neuron_cuda_run(&o, k, T, N, io, warmup, repeats, seed, gtf, gtb, &gokf, &gokb);
+            if (mp)
+                bench_neuron_cuda_run_mp(&o, k, T, N, mS, mF, mB, warmup, repeats, seed, gtf, gtb, &gokf, &gokb);
+            else
+                bench_neuron_cuda_run(&o, k, T, N, io, warmup, repeats, seed, gtf, gtb, &gokf, &gokb);
         }
         const size_t he = gpu >= 0 ? 1 : e; /* host tensors only for the CPU kernels */
         float *x = malloc(he * 4), *s = malloc(he * 4), *h = malloc(he * 4), *gs = malloc(he * 4), *gx = malloc(he * 4);
@@ -196,8 +232,12 @@ int bench_neuron(int argc, char **argv) {
             } else {
                 for (int r = -warmup; r < repeats; r++) {
                     double t0 = now_seconds();
-                    if (proc == 0) snn_neuron_forward(&o, k, T, N, x, NULL, s, h, NULL, NULL);
+                    snn_status st = SNN_OK;
+                    if (proc == 0 && mp) st = snn_neuron_forward_mp(&o, k, T, N, mS, mF, x, NULL, s, h, NULL);
+                    else if (proc == 0) snn_neuron_forward(&o, k, T, N, x, NULL, s, h, NULL, NULL);
+                    else if (mp) st = snn_neuron_backward_mp(&o, k, T, N, mS, mF, mB, h, NULL, gs, NULL, gx, NULL, NULL);
                     else snn_neuron_backward(&o, k, T, N, h, NULL, gs, NULL, NULL, gx, NULL, NULL);
+                    if (st != SNN_OK) die_status(st, "bench neuron");
                     double dt = now_seconds() - t0;
                     if (r >= 0) times[r] = dt;
                 }
@@ -207,7 +247,11 @@ int bench_neuron(int argc, char **argv) {
                     for (size_t i = 0; i < e; i++) ok &= isfinite(gx[i]) != 0;
                 }
             }
-            double med = bench_percentile(times, repeats, .5), bytes = 3.0 * es * (double)e;
+            /* bytes per element: the plain kernels 3e; mixed precision on the GPU x/h in S,
+             * spikes, gs, gx FP32; the CPU emulation works on FP32 buffers (12) */
+            double per = 3.0 * es;
+            if (mp && gpu >= 0) per = proc ? (double)snn_dtype_size(mS) + 8.0 : 2.0 * (double)snn_dtype_size(mS) + 4.0;
+            double med = bench_percentile(times, repeats, .5), bytes = per * (double)e;
             double gbps = bytes / med / 1e9;
             const char *pname = proc ? "backward" : "forward";
             if (!ok) {
@@ -268,9 +312,23 @@ int bench_neuron(int argc, char **argv) {
     cJSON_AddNumberToObject(c, "repeats", repeats);
     char dn[32];
     cJSON_AddStringToObject(c, "device", bench_device_name(gpu, dn, sizeof dn));
-    cJSON_AddStringToObject(c, "storage", snn_dtype_name(io));
-    cJSON_AddStringToObject(c, "bytes_forward", "3*e*T*N (e = storage bytes): reads x, writes s and h_seq");
-    cJSON_AddStringToObject(c, "bytes_backward", "3*e*T*N: reads h_seq and gs, writes gx");
+    cJSON_AddStringToObject(c, "storage", snn_dtype_name(mp ? mS : io));
+    cJSON_AddBoolToObject(c, "mixed_precision", mp);
+    cJSON_AddStringToObject(c, "neuron_storage", mp ? snn_dtype_name(mS) : "none");
+    cJSON_AddStringToObject(c, "neuron_fwd", mp ? snn_dtype_name(mF) : "none");
+    cJSON_AddStringToObject(c, "neuron_bwd", mp ? snn_dtype_name(mB) : "none");
+    if (mp && gpu >= 0) {
+        cJSON_AddStringToObject(c, "spike_dtype", "f32");
+        cJSON_AddStringToObject(c, "bytes_forward", "(2*e+4)*T*N (e = storage bytes): reads x (S), writes s (f32) and h_seq (S)");
+        cJSON_AddStringToObject(c, "bytes_backward", "(e+8)*T*N: reads h_seq (S) and gs (f32), writes gx (f32)");
+    } else if (mp) {
+        cJSON_AddStringToObject(c, "spike_dtype", "f32");
+        cJSON_AddStringToObject(c, "bytes_forward", "12*T*N: the CPU emulation reads x, writes s and h_seq as FP32");
+        cJSON_AddStringToObject(c, "bytes_backward", "12*T*N: reads h_seq and gs, writes gx, FP32");
+    } else {
+        cJSON_AddStringToObject(c, "bytes_forward", "3*e*T*N (e = storage bytes): reads x, writes s and h_seq");
+        cJSON_AddStringToObject(c, "bytes_backward", "3*e*T*N: reads h_seq and gs, writes gx");
+    }
     cJSON *mb = cJSON_AddObjectToObject(doc, "memory_bandwidth");
     cJSON_AddNumberToObject(mb, "copy_bytes", (double)((size_t)copy_mib << 20));
     cJSON_AddNumberToObject(mb, "single_thread_gb_s", bw1);
