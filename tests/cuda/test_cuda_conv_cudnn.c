@@ -63,10 +63,12 @@ static double rel64(const float *a, const double *b, size_t n) {
     }
     return e;
 }
-/* max over i of |a - r| / (u (max(|a|, |r|) + |s|) + floor), floor = 1e-5 max |r| (the
- * FP32 sums of GPU and CPU differ by about that much where r is near 0); s may be NULL. */
+/* max over i of |a - r| / (u (max(|a|, |r|) + |s|) + floor), s may be NULL. floor =
+ * 5e-5 max |r|: where r is near 0 the 16-bit grid is finer than the FP32 sums' own
+ * disagreement (tensor-core accumulation over up to ~3e4 terms whose magnitudes add to
+ * ~30x max |r|); it only matters for values below ~1% of the largest. */
 static double ulp_err(const float *a, const float *r, const float *s, size_t n, double u) {
-    const double fl = 1e-5 * maxabs(r, n) + 1e-30;
+    const double fl = 5e-5 * maxabs(r, n) + 1e-30;
     double e = 0;
     for (size_t i = 0; i < n; i++) {
         double m = fmax(fabs((double)a[i]), fabs((double)r[i])) + (s ? fabs((double)s[i]) : 0.0);

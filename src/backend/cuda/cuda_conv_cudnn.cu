@@ -151,10 +151,12 @@ static snn_status dnn_fail(cudnnStatus_t s, const char *what) {
         s == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED)
         code = SNN_E_NOMEM;
 #endif
-    const char *hint = s == CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED
-                           ? " (libcudnn_cnn / libcudnn_engines_* must sit next to libcudnn on "
-                             "the library path)"
-                           : "";
+    const char *hint = "";
+#if CUDNN_MAJOR >= 9
+    if (s == CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED)
+        hint = " (libcudnn_cnn / libcudnn_engines_* must sit next to libcudnn on the library "
+               "path)";
+#endif
     return snn_error(code, "cuDNN %s failed: %s%s%s%s%s", what, cudnnGetErrorString(s),
                      detail[0] ? " [" : "", detail, detail[0] ? "]" : "", hint);
 }
@@ -381,6 +383,23 @@ static snn_status choose(snn_cudnn_conv *p, int dir, const tune_bufs *tb, size_t
             continue;
         }
         p->algo[dir] = c->algo;
+        p->ws[dir] = bytes;
+        return SNN_OK;
+    }
+    /* The ranking left nothing usable (it may omit or mark unsupported what would run, or
+     * offer it only with down-conversion): try the allowed algorithms in a fixed order with
+     * the plan's own math type. */
+    static const int fallback[3][3] = {
+        {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
+         CUDNN_CONVOLUTION_FWD_ALGO_GEMM},
+        {CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, -1, -1},
+        {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, -1, -1}};
+    DNN_TRY(cudnnSetConvolutionMathType(p->cd[dir], p->math), "cudnnSetConvolutionMathType");
+    for (int i = 0; i < 3 && fallback[dir][i] >= 0; i++) {
+        const int a = fallback[dir][i];
+        size_t bytes = 0;
+        if (ws_query(p, dir, a, &bytes) != CUDNN_STATUS_SUCCESS || bytes > limit) continue;
+        p->algo[dir] = a;
         p->ws[dir] = bytes;
         return SNN_OK;
     }
