@@ -8,7 +8,7 @@
  *     TF32 math), against the CPU module run on rounded operands as the CPU precision
  *     reference does (src/precision/prec_exec.c), with the documented rounding of each output
  *     (bounds at the comparisons);
- *   - dW and db are accumulated (a graph replay adds a second, bitwise equal, contribution);
+ *   - dW and db are accumulated (a graph replay adds a second, equal, contribution);
  *     a CUDA graph captured after the eager calls repeats y and dx bitwise (deterministic
  *     algorithms, no allocation inside the calls);
  *   - snn_cudnn_round bitwise against snn_convert's round trip; bad arguments rejected.
@@ -354,7 +354,7 @@ static void test_case(const conv_case *cc) {
                 edb, snn_cudnn_conv_describe(pl));
 
         /* The three calls captured in a CUDA graph after the eager ones: y and dx repeat
-         * bitwise, dW and db gain a second, bitwise equal, contribution (exactly 2x). */
+         * bitwise, dW and db gain a second, equal, contribution. */
         cudaStream_t sm = (cudaStream_t)snn_cuda_stream(g);
         cudaGraph_t gr = NULL;
         cudaGraphExec_t ge = NULL;
@@ -382,8 +382,15 @@ static void test_case(const conv_case *cc) {
             for (int i = 0; i < O; i++) dbg[i] *= 2.0f;
             CHECK_MSG(bits_equal(y2, yg, ny), "%s: replayed y differs", mode_name(md));
             CHECK_MSG(bits_equal(dx2, dxg, nx), "%s: replayed dx differs", mode_name(md));
-            CHECK_MSG(bits_equal(dw2, dwg, nw), "%s: dw after a replay is not twice one call",
-                      mode_name(md));
+            /* 16-bit dW is widened and added by this file's kernel: exactly 2x. FP32 dW is
+             * accumulated by cuDNN (beta = 1), which may fold the old value in before its
+             * last partial sums: 2x up to FP32 rounding. */
+            if (op != SNN_F32)
+                CHECK_MSG(bits_equal(dw2, dwg, nw), "%s: dw after a replay is not twice one call",
+                          mode_name(md));
+            else
+                CHECK_MSG(rel(dw2, dwg, nw) <= 1e-6, "%s: dw after a replay is %g from twice one "
+                          "call", mode_name(md), rel(dw2, dwg, nw));
             if (bias) CHECK_MSG(bits_equal(db2, dbg, O), "%s: db after a replay is not twice one "
                                 "call", mode_name(md));
         } else if (cap) {
