@@ -397,6 +397,11 @@ static snn_status choose(snn_cudnn_conv *p, int dir, const tune_bufs *tb, size_t
     DNN_TRY(cudnnSetConvolutionMathType(p->cd[dir], p->math), "cudnnSetConvolutionMathType");
     for (int i = 0; i < 3 && fallback[dir][i] >= 0; i++) {
         const int a = fallback[dir][i];
+        int nondet = 0; /* the ranking's word on determinism stands */
+        for (int j = 0; j < n; j++)
+            nondet |= cs[j].algo == a && cs[j].status == CUDNN_STATUS_SUCCESS &&
+                      cs[j].det != CUDNN_DETERMINISTIC;
+        if (nondet) continue;
         size_t bytes = 0;
         if (ws_query(p, dir, a, &bytes) != CUDNN_STATUS_SUCCESS || bytes > limit) continue;
         p->algo[dir] = a;
