@@ -556,7 +556,6 @@ static void bench_one(const char *name, int N, int C, int H, int W, int O) {
     b.dx = dalloc(nx * 4), b.dw = dalloc(nw * 4), b.yn = dalloc(ny * 4), b.dcol = dalloc(BP * b.Kc * 4);
     b.xo = dalloc(nx * 4), b.dyo = dalloc(ny * 4), b.wr = dalloc(nw * 4), b.col = dalloc(BP * b.ldcol * 4);
     b.dyn = dalloc(ny * 4), b.wc = dalloc(nw * 4);
-    /* spikes in, gradients and weights of either sign */
     snn_cuda_fill_random(g, b.x, nx, 11, 0, 0.0f, 1.0f); /* timings do not depend on values */
     snn_cuda_fill_random(g, b.dy, ny, 12, 0, -1.0f, 1.0f);
     snn_cuda_fill_random(g, b.w, nw, 13, 0, -0.05f, 0.05f);
@@ -627,6 +626,8 @@ int main(void) {
         {2, 6, 15, 13, 3, 7, 1, 3, 0},   {4, 7, 8, 8, 9, 3, 2, 0, 1},    {1, 1, 5, 5, 1, 5, 1, 0, 1},
         {2, 1, 3, 4, 2, 3, 1, 1, 1},     {2, 13, 21, 17, 10, 3, 2, 1, 1}, {3, 2, 11, 11, 5, 1, 2, 0, 1},
         {2, 9, 6, 6, 11, 3, 1, 2, 0},    {2, 5, 7, 9, 6, 7, 2, 3, 1},    {2, 10, 12, 12, 12, 5, 1, 0, 0},
+        /* a pointwise Conv1d as the runner lowers it (1 x L image, k 1) */
+        {2, 24, 1, 37, 20, 1, 1, 0, 1},
         /* padding >= kernel (Conv2d allows it; cuDNN may refuse: then reported, not failed) */
         {2, 3, 5, 6, 4, 1, 1, 1, 1},
         /* convsnn (28x28 C=128) and Spikformer stem (128x128, D = 384) shapes at small B */
