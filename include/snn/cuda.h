@@ -17,6 +17,7 @@
 #include "error.h"
 #include "neuron.h"
 #include "optim.h"
+#include "precision.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -215,11 +216,23 @@ typedef struct snn_cuda_model_opts {
                               accumulation and FP32 master weights in every case; F16 adds
                               dynamic loss scaling on the device (GradScaler's rule: scale
                               65536, x0.5 on overflow with the step skipped, x2 after 2000
-                              clean steps) */
+                              clean steps). SNN_F8E4M3: FP8 training as the CPU's precision
+                              mode fp8 (see fp8 below) */
     int allow_tf32;        /* F32 only: let cuBLASLt use TF32 */
     snn_cuda_loss loss;
     float clip;            /* > 0: clip the global gradient norm to this (before the update) */
     int no_graph;          /* 1: launch kernel by kernel (debugging); default 0 = CUDA graph */
+    /* compute SNN_F8E4M3 only: the precision config (mode fp8; NULL = fp8 with the defaults;
+     * copied at create). The GEMM modules the CPU's fp8 preparation converts (a Linear with
+     * in % 16 == 0 and out % 8 == 0, or such a pointwise Conv1d) run FP8 GEMMs with the
+     * recipe's scaling (delayed, current, block; "auto" resolves for the device); every other
+     * GEMM runs BF16, as on the CPU. The input of a module that follows a neuron in a
+     * Sequential is taken as spikes (E4M3, scale 1, as the CPU's spike_fp8 default). Delayed
+     * scaling keeps its amax histories and scales on the device and updates them after the
+     * optimizer step, inside the graph. Refused by create: mxfp8 (not in the runner), block
+     * on a device other than compute capability 9.x or with a converted module whose rows
+     * (T*N times its leading dims), in or out is not a multiple of 128, neuron_storage. */
+    const snn_precision_config *fp8;
 } snn_cuda_model_opts;
 
 /* Mirror m (its current parameters and buffers) on the device. opt: the optimizer (its lr is
@@ -269,6 +282,19 @@ snn_status snn_cuda_model_load_state(snn_cuda_model *g, snn_optimizer *opt, floa
                                      int growth_tracker);
 /* The current FP16 loss scale (1 for other compute types); synchronizes. */
 snn_status snn_cuda_model_loss_scale(snn_cuda_model *g, float *scale);
+/* FP8 (compute SNN_F8E4M3): the recipe state of the converted modules, in model order (the
+ * order of the CPU's converted modules). *n_modules: their count (0 in other modes);
+ * *history_len: delayed scaling's amax_history_len, else 0. scales [n_modules][3] (input,
+ * weight, output gradient; 1 for the stateless recipes' slots until they run, then their
+ * last scale) and histories [n_modules][3][history_len] (delayed: the CPU's layout, [0] the
+ * running max of the steps since the last update, then the previous amaxes oldest first) may
+ * be NULL. Synchronizes. */
+snn_status snn_cuda_model_fp8_state(snn_cuda_model *g, int *n_modules, int *history_len,
+                                    float *scales, float *histories);
+/* Put saved delayed-scaling state (the layout of snn_cuda_model_fp8_state, e.g. from a CPU
+ * training checkpoint) on the device; a no-op for the stateless recipes. Synchronizes. */
+snn_status snn_cuda_model_fp8_load_state(snn_cuda_model *g, int n_modules, int history_len,
+                                         const float *scales, const float *histories);
 /* Bytes of device memory the model holds (parameters, state, activations, workspaces). */
 size_t snn_cuda_model_device_bytes(const snn_cuda_model *g);
 

@@ -66,7 +66,7 @@ int cmd_eval(int argc, char **argv) {
                   snn_model_output_numel(m));
     double acc = 0, loss = 0, t0 = now_seconds();
     if (device_is_cuda(pf.device))
-        st = eval_cuda(m, test, T, batch, enc, seed, pf.device, precision_flags_config(&pf), &acc, &loss);
+        st = eval_cuda(m, test, T, batch, enc, seed, pf.device, gpu_precision_config(&pf, ck), ck, &acc, &loss);
     else
         st = evaluate(m, test, T, batch, enc, seed, &acc, &loss);
     if (st != SNN_OK) die_status(st, "evaluating");

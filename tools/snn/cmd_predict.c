@@ -53,7 +53,7 @@ int cmd_predict(int argc, char **argv) {
     gpu_infer *gpu = NULL;
     float *yg = NULL;
     if (device_is_cuda(pf.device)) {
-        gpu = gpu_infer_open(m, T, N, pf.device, precision_flags_config(&pf));
+        gpu = gpu_infer_open(m, T, N, pf.device, gpu_precision_config(&pf, ck), ck);
         yg = malloc(sizeof(float) * (size_t)C * N * (size_t)T);
         if (!yg) die_status(SNN_E_NOMEM, "allocating");
     } else {

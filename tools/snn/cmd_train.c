@@ -165,12 +165,12 @@ int cmd_train(int argc, char **argv) {
     if (st != SNN_OK) die_status(st, "creating the optimizer");
     snn_loss_scaler gpu_scaler;
     snn_loss_scaler_init(&gpu_scaler, NULL);
-    if (resume && on_gpu && pcfg.mode == SNN_PRECISION_FP8)
-        die_usage("%s was trained with --precision fp8, which does not train on the GPU yet; resume it "
-                  "on the CPU", tf.resume);
+    train_fp8_state gpu_fp8 = {0};
     if (resume) {
-        st = on_gpu ? snn_training_checkpoint_restore_cfg(m, &pcfg, &gpu_scaler, opt, resume)
-                    : snn_training_checkpoint_restore(m, prec, opt, resume);
+        /* fp8 on the GPU: the FP8 scaling state comes along (read through a CPU precision) */
+        if (on_gpu && pcfg.mode == SNN_PRECISION_FP8) st = train_cuda_fp8_resume(m, &pcfg, opt, resume, &gpu_fp8);
+        else st = on_gpu ? snn_training_checkpoint_restore_cfg(m, &pcfg, &gpu_scaler, opt, resume)
+                         : snn_training_checkpoint_restore(m, prec, opt, resume);
         if (st != SNN_OK) die_status(st, "resuming");
     }
     if (start_epoch > tf.epochs) die_usage("%s already holds %d epochs; ask for more with --epochs", tf.resume, start_epoch - 1);
@@ -192,8 +192,9 @@ int cmd_train(int argc, char **argv) {
                               .use_mse = use_mse, .quiet = tf.quiet, .json = tf.json, .total_steps = total_steps,
                               .oo = oo, .sched = sched, .clip = tf.clip, .enc = enc, .seed = tf.seed, .pcfg = pcfg,
                               .opt = opt, .start_epoch = start_epoch, .resumed = resume != NULL,
-                              .scaler = gpu_scaler};
+                              .scaler = gpu_scaler, .fp8 = gpu_fp8};
         int rc = train_cuda(&ga);
+        train_fp8_state_free(&gpu_fp8);
         if (resume) snn_ckpt_close(resume);
         snn_optimizer_free(opt);
         snn_model_free(m);

@@ -15,6 +15,20 @@
 
 int device_is_cuda(const char *device) { return device && !strncmp(device, "cuda", 4); }
 
+void train_fp8_state_free(train_fp8_state *s) {
+    free(s->scales);
+    free(s->histories);
+    memset(s, 0, sizeof *s);
+}
+
+snn_precision_config gpu_precision_config(const precision_flags *pf, const struct snn_ckpt *ck) {
+    if (precision_flags_given(pf) || !ck) return precision_flags_config(pf);
+    snn_precision_config c = snn_precision_config_default();
+    const char *pc = snn_ckpt_metadata(ck, "snn_precision_config");
+    if (!pc || snn_precision_config_from_json(pc, &c) != SNN_OK) c = snn_precision_config_default();
+    return c;
+}
+
 #ifndef SNN_HAVE_CUDA
 
 /* device_parse exits 2 with "built without CUDA" before any of these could run */
@@ -23,8 +37,15 @@ int train_cuda(const train_cuda_args *a) {
     return 2;
 }
 
-gpu_infer *gpu_infer_open(snn_model *m, int T, int N, const char *device, snn_precision_config pcfg) {
-    (void)m; (void)T; (void)N; (void)pcfg;
+snn_status train_cuda_fp8_resume(snn_model *m, const snn_precision_config *pcfg, snn_optimizer *opt,
+                                 const struct snn_ckpt *ck, train_fp8_state *out) {
+    (void)m; (void)pcfg; (void)opt; (void)ck; (void)out;
+    return SNN_E_UNSUPPORTED;
+}
+
+gpu_infer *gpu_infer_open(snn_model *m, int T, int N, const char *device, snn_precision_config pcfg,
+                          const struct snn_ckpt *ck) {
+    (void)m; (void)T; (void)N; (void)pcfg; (void)ck;
     device_parse(NULL, device);
     return NULL;
 }
@@ -35,14 +56,17 @@ snn_status gpu_infer_forward(gpu_infer *s, const float *xb, int valid, float *y)
 void gpu_infer_close(gpu_infer *s) { (void)s; }
 
 snn_status eval_cuda(snn_model *m, const snn_dataset *ds, int T, int N, snn_encoding enc, uint64_t seed,
-                     const char *device, snn_precision_config pcfg, double *acc, double *loss) {
-    (void)m; (void)ds; (void)T; (void)N; (void)enc; (void)seed; (void)pcfg; (void)acc; (void)loss;
+                     const char *device, snn_precision_config pcfg, const struct snn_ckpt *ck, double *acc,
+                     double *loss) {
+    (void)m; (void)ds; (void)T; (void)N; (void)enc; (void)seed; (void)pcfg; (void)ck; (void)acc; (void)loss;
     device_parse(NULL, device);
     return SNN_E_UNSUPPORTED;
 }
 
 #else
 
+#include "nn/model_internal.h"
+#include "precision/runtime.h"
 #include "snn/cuda.h"
 
 static snn_dtype compute_type(const snn_precision_config *p) {
@@ -53,12 +77,108 @@ static snn_dtype compute_type(const snn_precision_config *p) {
     case SNN_PRECISION_FP32: return SNN_F32;
     case SNN_PRECISION_BF16: return SNN_BF16;
     case SNN_PRECISION_FP16: return SNN_F16;
+    case SNN_PRECISION_FP8: return SNN_F8E4M3; /* the recipe travels in opts.fp8 */
     default:
-        die_usage("--precision %s is not available for model training with --device cuda yet "
-                  "(fp32, bf16 and fp16 are; fp8 trains on the CPU, and `snn bench --device "
-                  "cuda` measures it on the GPU)", snn_precision_mode_name(p->mode));
+        die_usage("--precision %s is not available with --device cuda", snn_precision_mode_name(p->mode));
     }
     return SNN_F32;
+}
+
+/* ---- FP8 state and checkpoints ----
+ * The checkpoint format of FP8 training is the CPU's (snn_training_checkpoint_save: per
+ * converted module and operand a scale and an amax history). The tool reads and writes it
+ * through a CPU precision prepared over the host model just for that and released again
+ * (the runner refuses a model that still carries one). Preparation refuses a model that
+ * already has an optimizer, a rule about the order of training set-up; here the precision
+ * only carries state in and out, so the flag is lifted around the call. */
+static snn_status prepare_for_state(snn_model *m, const snn_precision_config *pcfg, snn_precision **p) {
+    int bound = m->optimizer_bound;
+    m->optimizer_bound = 0;
+    snn_status st = snn_prepare_model_for_precision(m, "cpu", pcfg, p);
+    m->optimizer_bound = bound;
+    return st;
+}
+
+static snn_status fp8_collect(snn_precision *p, train_fp8_state *s) {
+    memset(s, 0, sizeof *s);
+    for (int i = 0; i < p->n_mods; i++)
+        if (p->mods[i].has_fp8_state) {
+            s->n++;
+            s->history_len = p->mods[i].sx.history_len;
+        }
+    size_t hl = (size_t)(s->history_len ? s->history_len : 1);
+    s->scales = malloc(sizeof(float) * 3 * (size_t)(s->n ? s->n : 1));
+    s->histories = malloc(sizeof(float) * 3 * hl * (size_t)(s->n ? s->n : 1));
+    if (!s->scales || !s->histories) return SNN_E_NOMEM;
+    int k = 0;
+    for (int i = 0; i < p->n_mods; i++) {
+        snn_prec_module *pm = &p->mods[i];
+        if (!pm->has_fp8_state) continue;
+        const snn_fp8_tensor_state *t[3] = {&pm->sx, &pm->sw, &pm->sdy};
+        for (int r = 0; r < 3; r++) {
+            s->scales[3 * k + r] = t[r]->scale;
+            if (s->history_len)
+                memcpy(s->histories + ((size_t)3 * k + r) * hl, t[r]->amax_history, sizeof(float) * hl);
+        }
+        k++;
+    }
+    return SNN_OK;
+}
+
+/* A checkpoint's FP8 state (and with opt, parameters and optimizer state: a resume). */
+static snn_status fp8_state_from_ckpt(snn_model *m, const snn_precision_config *pcfg, snn_optimizer *opt,
+                                      const struct snn_ckpt *ck, train_fp8_state *out) {
+    snn_precision *p = NULL;
+    memset(out, 0, sizeof *out);
+    snn_status st = prepare_for_state(m, pcfg, &p);
+    if (st == SNN_OK) st = snn_training_checkpoint_restore(m, p, opt, ck);
+    if (st == SNN_OK) st = fp8_collect(p, out);
+    snn_precision_free(p);
+    if (st != SNN_OK) train_fp8_state_free(out);
+    return st;
+}
+
+snn_status train_cuda_fp8_resume(snn_model *m, const snn_precision_config *pcfg, snn_optimizer *opt,
+                                 const struct snn_ckpt *ck, train_fp8_state *out) {
+    return fp8_state_from_ckpt(m, pcfg, opt, ck, out);
+}
+
+static snn_status fp8_load(snn_cuda_model *g, const train_fp8_state *s) {
+    if (!s->n) return SNN_OK;
+    return snn_cuda_model_fp8_load_state(g, s->n, s->history_len, s->scales, s->histories);
+}
+
+/* The training checkpoint of an fp8 run: the runner's FP8 state into a CPU precision, then
+ * the CPU's writer. A runner whose recipe keeps no state (current, block) leaves the CPU
+ * precision's initial state, which is what the CPU saves for those recipes. */
+static snn_status save_fp8_checkpoint(snn_cuda_model *g, snn_model *m, const snn_precision_config *pcfg,
+                                      snn_optimizer *opt, const char *path, const char *const *meta) {
+    int n = 0, hl = 0;
+    SNN_TRY(snn_cuda_model_fp8_state(g, &n, &hl, NULL, NULL));
+    float *sc = malloc(sizeof(float) * 3 * (size_t)(n ? n : 1));
+    float *hs = malloc(sizeof(float) * 3 * (size_t)(n ? n : 1) * (size_t)(hl ? hl : 1));
+    snn_precision *p = NULL;
+    snn_status st = sc && hs ? SNN_OK : SNN_E_NOMEM;
+    if (st == SNN_OK) st = snn_cuda_model_fp8_state(g, NULL, NULL, sc, hl ? hs : NULL);
+    if (st == SNN_OK) st = prepare_for_state(m, pcfg, &p);
+    int k = 0;
+    for (int i = 0; st == SNN_OK && hl && i < p->n_mods; i++) {
+        snn_prec_module *pm = &p->mods[i];
+        if (!pm->has_fp8_state) continue;
+        snn_fp8_tensor_state *t[3] = {&pm->sx, &pm->sw, &pm->sdy};
+        for (int r = 0; r < 3 && st == SNN_OK; r++) {
+            if (k >= n || t[r]->history_len != hl)
+                st = snn_error(SNN_E_STATE, "the GPU's FP8 state (%d modules, history %d) does not match the "
+                               "CPU's conversion of the model", n, hl);
+            else st = snn_fp8_state_load(t[r], sc[3 * k + r], hs + ((size_t)3 * k + r) * hl, hl);
+        }
+        k++;
+    }
+    if (st == SNN_OK) st = snn_training_checkpoint_save(m, p, opt, path, meta);
+    snn_precision_free(p);
+    free(sc);
+    free(hs);
+    return st;
 }
 
 static snn_status snn_cuda_open_for_tool(const char *device, snn_cuda **out) {
@@ -95,18 +215,26 @@ static snn_status evaluate_gpu(snn_cuda_model *g, const snn_dataset *ds, int T, 
 }
 
 snn_status eval_cuda(snn_model *m, const snn_dataset *ds, int T, int N, snn_encoding enc, uint64_t seed,
-                     const char *device, snn_precision_config pcfg, double *acc, double *loss) {
+                     const char *device, snn_precision_config pcfg, const struct snn_ckpt *ck, double *acc,
+                     double *loss) {
     snn_dtype ct = compute_type(&pcfg);
+    train_fp8_state f8 = {0};
+    if (ct == SNN_F8E4M3 && ck) SNN_TRY(fp8_state_from_ckpt(m, &pcfg, NULL, ck, &f8));
     int n = snn_dataset_size(ds);
     if (n <= 0) return SNN_E_INVALID;
     if (N > n) N = n;
     snn_cuda *c = NULL;
     snn_status st0 = snn_cuda_open_for_tool(device, &c);
-    if (st0 != SNN_OK) return st0;
-    snn_cuda_model_opts o = {.T = T, .N = N, .compute = ct};
+    if (st0 != SNN_OK) {
+        train_fp8_state_free(&f8);
+        return st0;
+    }
+    snn_cuda_model_opts o = {.T = T, .N = N, .compute = ct, .fp8 = &pcfg};
     snn_optim_opts oo = snn_optim_defaults(SNN_OPTIM_SGD);
     snn_cuda_model *g = NULL;
     snn_status st = snn_cuda_model_create(c, m, &o, &oo, &g);
+    if (st == SNN_OK) st = fp8_load(g, &f8);
+    train_fp8_state_free(&f8);
     if (st == SNN_OK)
         st = evaluate_gpu(g, ds, T, N, (int)snn_model_output_numel(m), enc, seed, acc, loss);
     snn_cuda_model_destroy(g);
@@ -119,15 +247,22 @@ struct gpu_infer {
     snn_cuda_model *g;
 };
 
-gpu_infer *gpu_infer_open(snn_model *m, int T, int N, const char *device, snn_precision_config pcfg) {
+gpu_infer *gpu_infer_open(snn_model *m, int T, int N, const char *device, snn_precision_config pcfg,
+                          const struct snn_ckpt *ck) {
     gpu_infer *s = calloc(1, sizeof *s);
     if (!s) die_status(SNN_E_NOMEM, "allocating");
     snn_dtype ct = compute_type(&pcfg);
-    snn_status st = snn_cuda_open_for_tool(device, &s->c);
+    train_fp8_state f8 = {0};
+    snn_status st = SNN_OK;
+    if (ct == SNN_F8E4M3 && ck && (st = fp8_state_from_ckpt(m, &pcfg, NULL, ck, &f8)) != SNN_OK)
+        die_status(st, "reading the checkpoint's FP8 state");
+    st = snn_cuda_open_for_tool(device, &s->c);
     if (st != SNN_OK) die_status(st, "opening the GPU");
-    snn_cuda_model_opts o = {.T = T, .N = N, .compute = ct};
+    snn_cuda_model_opts o = {.T = T, .N = N, .compute = ct, .fp8 = &pcfg};
     snn_optim_opts oo = snn_optim_defaults(SNN_OPTIM_SGD);
     st = snn_cuda_model_create(s->c, m, &o, &oo, &s->g);
+    if (st == SNN_OK) st = fp8_load(s->g, &f8);
+    train_fp8_state_free(&f8);
     if (st != SNN_OK) die_status(st, "putting the model on the GPU");
     return s;
 }
@@ -152,7 +287,7 @@ int train_cuda(const train_cuda_args *a) {
     snn_model *m = a->m;
     size_t F = snn_dataset_features(a->train), C = snn_model_output_numel(m);
     snn_cuda_model_opts o = {.T = T, .N = N, .compute = ct, .loss = a->use_mse ? SNN_CUDA_LOSS_MSE_RATE : SNN_CUDA_LOSS_CE,
-                             .clip = a->clip};
+                             .clip = a->clip, .fp8 = &a->pcfg};
     snn_cuda_model *g = NULL;
     st = snn_cuda_model_create(c, m, &o, &a->oo, &g);
     if (st != SNN_OK) die_status(st, "putting the model on the GPU");
@@ -161,6 +296,7 @@ int train_cuda(const train_cuda_args *a) {
         int tracker;
         snn_loss_scaler_get_state(&a->scaler, &scale, &tracker);
         st = snn_cuda_model_load_state(g, a->opt, scale, tracker);
+        if (st == SNN_OK && ct == SNN_F8E4M3) st = fp8_load(g, &a->fp8);
         if (st != SNN_OK) die_status(st, "putting the resumed optimizer state on the GPU");
     }
     int nb = ntrain / N;
@@ -176,7 +312,8 @@ int train_cuda(const train_cuda_args *a) {
     int tty = !a->quiet && isatty(2);
     if (!a->quiet)
         fprintf(stderr, "snn: training %s (%zu parameters) on %s with %s (%s, %.0f MiB of device memory): %d samples, T=%d, batch %d, %s lr %g, %d epochs\n",
-                a->model_name, snn_model_num_params(m), a->dataset, a->device, snn_dtype_name(ct),
+                a->model_name, snn_model_num_params(m), a->dataset, a->device,
+                ct == SNN_F8E4M3 ? "fp8 (bf16 where a GEMM does not convert)" : snn_dtype_name(ct),
                 (double)snn_cuda_model_device_bytes(g) / 1048576.0, ntrain, T, N,
                 snn_optim_kind_name(a->oo.kind), (double)a->oo.lr, a->epochs);
     double train_time = 0, t_start = now_seconds(), test_acc = 0, test_loss = 0;
@@ -248,7 +385,8 @@ int train_cuda(const train_cuda_args *a) {
     const char *meta[] = {"dataset", a->dataset, "time_steps", tbuf, "epochs", ebuf, "encoding",
                           snn_encoding_name(a->enc), "trained_on", a->device, "gpu_compute",
                           snn_dtype_name(ct), NULL};
-    st = snn_training_checkpoint_save_cfg(m, &a->pcfg, &scaler, a->opt, path, meta);
+    st = ct == SNN_F8E4M3 ? save_fp8_checkpoint(g, m, &a->pcfg, a->opt, path, meta)
+                          : snn_training_checkpoint_save_cfg(m, &a->pcfg, &scaler, a->opt, path, meta);
     if (st != SNN_OK) die_status(st, "saving the checkpoint");
     double wall = now_seconds() - t_start;
     printf("test accuracy: %.4f\n", test_acc);

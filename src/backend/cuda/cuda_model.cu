@@ -132,6 +132,7 @@ static void gnode_free(gnode *n) {
     if (!n) return;
     for (int i = 0; i < n->n_kids; i++) gnode_free(n->kids[i]);
     free(n->kids);
+    free(n->f8);
     free(n);
 }
 
@@ -313,6 +314,11 @@ static void plan_fwd(snn_cuda_model *g, gnode *n, const float *x) {
         return;
     case GK_ALIAS: n->y = (float *)x; return;
     case GK_LINEAR:
+        if (n->f8) {
+            n->y = takef(g, B * n->out_numel);
+            note_scratch(&g->scratch_a_bytes, snn_gm_fp8_plan_node(g, n));
+            return;
+        }
         n->rows = (int)(B * n->in_numel / (size_t)n->d.in_features);
         n->y = takef(g, B * n->out_numel);
         if (g->o.compute != SNN_F32) n->xc = g->act.take((size_t)n->rows * n->d.in_features * es);
@@ -321,6 +327,10 @@ static void plan_fwd(snn_cuda_model *g, gnode *n, const float *x) {
     case GK_CONV: {
         size_t BP = B * (size_t)n->P;
         n->y = takef(g, B * n->out_numel);
+        if (n->f8) { /* FP8 pointwise Conv1d: token-major GEMMs, no im2col */
+            note_scratch(&g->scratch_a_bytes, snn_gm_fp8_plan_node(g, n));
+            return;
+        }
         n->xc = g->act.take(BP * (size_t)n->ldcol * es);
         note_scratch(&g->scratch_a_bytes, BP * (size_t)n->O * sizeof(float));
         note_scratch(&g->scratch_b_bytes, BP * (size_t)n->O * es);
@@ -407,6 +417,7 @@ static snn_status plan_all(snn_cuda_model *g) {
     g->fwd_count = (unsigned long long *)g->act.take(sizeof(unsigned long long));
     plan_fwd(g, g->root, g->x);
     plan_bwd(g, g->root, g->dout, 0);
+    if (g->f8) snn_gm_fp8_plan_model(g);
     g->scratch_a = g->act.take(g->scratch_a_bytes);
     g->scratch_b = g->act.take(g->scratch_b_bytes);
     g->scratch_c = g->act.take(g->scratch_c_bytes);
@@ -467,10 +478,11 @@ extern "C" snn_status snn_cuda_model_create(snn_cuda *c, snn_model *m, const snn
     if (!c || !m || !o || !opt) return snn_error(SNN_E_INVALID, "snn_cuda_model_create: NULL argument");
     if (o->T <= 0 || o->N <= 0)
         return snn_error(SNN_E_INVALID, "GPU model: T and N must be positive (got T=%d, N=%d)", o->T, o->N);
-    if (o->compute != SNN_F32 && o->compute != SNN_BF16 && o->compute != SNN_F16)
+    if (o->compute != SNN_F32 && o->compute != SNN_BF16 && o->compute != SNN_F16 &&
+        o->compute != SNN_F8E4M3)
         return snn_error(SNN_E_UNSUPPORTED,
-                         "GPU model: compute type %s is not supported (f32, bf16 or f16 with "
-                         "dynamic loss scaling; FP8 training runs in `snn bench` only for now)",
+                         "GPU model: compute type %s is not supported (f32, bf16, f16 with "
+                         "dynamic loss scaling, or f8e4m3 for FP8 training with opts.fp8)",
                          snn_cuda_dtype_name(o->compute));
     if ((size_t)o->T * (size_t)o->N > (1u << 30))
         return snn_error(SNN_E_INVALID, "GPU model: T*N too large");
@@ -487,6 +499,13 @@ extern "C" snn_status snn_cuda_model_create(snn_cuda *c, snn_model *m, const snn
     g->in_feat = snn_model_input_numel(m);
     g->classes = snn_model_output_numel(m);
     snn_status st = gnode_build(m->root, &g->root);
+    if (st == SNN_OK && o->compute == SNN_F8E4M3) {
+        /* FP8: the converted GEMM modules run FP8; every other one runs BF16, as the CPU's
+         * fp8 mode (the recipe config is copied: the caller's may go away) */
+        st = snn_gm_fp8_init(g, o->fp8);
+        g->o.compute = SNN_BF16;
+        g->o.fp8 = NULL;
+    }
     if (st == SNN_OK) st = layout_params(g);
     /* measure, allocate, assign */
     if (st == SNN_OK) {
@@ -505,7 +524,7 @@ extern "C" snn_status snn_cuda_model_create(snn_cuda *c, snn_model *m, const snn
             plan_all(g);
         }
     }
-    size_t es = snn_cuda_dsize(o->compute);
+    size_t es = snn_cuda_dsize(g->o.compute);
     int adam = opt->kind != SNN_OPTIM_SGD;
     if (st == SNN_OK) st = dmalloc(g, g->n_dev * sizeof(float), (void **)&g->params);
     if (st == SNN_OK) st = dmalloc(g, g->n_dev * sizeof(float), (void **)&g->grads);
@@ -513,7 +532,7 @@ extern "C" snn_status snn_cuda_model_create(snn_cuda *c, snn_model *m, const snn
     if (st == SNN_OK) st = dmalloc(g, g->n_buf_dev * sizeof(float), (void **)&g->buffers);
     if (st == SNN_OK) st = dmalloc(g, g->n_dev, (void **)&g->decay);
     if (st == SNN_OK) {
-        if (o->compute == SNN_F32) g->wc = g->params;
+        if (g->o.compute == SNN_F32) g->wc = g->params;
         else st = dmalloc(g, g->n_dev * es, &g->wc);
     }
     if (st == SNN_OK) {
@@ -524,7 +543,8 @@ extern "C" snn_status snn_cuda_model_create(snn_cuda *c, snn_model *m, const snn
         cudaMemsetAsync(g->state, 0, g->n_dev * sizeof(float) * (adam ? 2 : 1), sm);
         cudaMemsetAsync(g->buffers, 0, g->n_buf_dev * sizeof(float), sm);
         cudaMemsetAsync(g->act_mem, 0, g->act.used, sm);
-        st = snn_cuda_synchronize(c);
+        if (g->f8) st = snn_gm_fp8_reset(g);
+        if (st == SNN_OK) st = snn_cuda_synchronize(c);
     }
     if (st == SNN_OK) st = copy_params(g, 1, 0);
     if (st == SNN_OK) {
@@ -595,6 +615,7 @@ extern "C" void snn_cuda_model_destroy(snn_cuda_model *g) {
     snn_cuda_free(g->decay);
     if (g->wc != g->params) snn_cuda_free(g->wc);
     gnode_free(g->root);
+    snn_gm_fp8_free(g);
     free(g->doff);
     free(g);
 }
@@ -650,6 +671,9 @@ snn_status snn_gm_enqueue_step(snn_cuda_model *g, int x_has_time) {
         gm_scaler_update_kernel<<<1, 1, 0, sm>>>(g->scaler, g->scal);
         SNN_CU_LAUNCHED("loss scaler update");
     }
+    /* FP8 delayed scaling: new scales from the amax histories, after the optimizer step
+     * (the CPU's order in snn_precision_backward) */
+    if (g->f8) SNN_TRY(snn_gm_fp8_after_step(g));
     return refresh_compute_copy(g);
 }
 

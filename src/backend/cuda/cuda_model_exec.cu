@@ -139,8 +139,8 @@ static snn_status fwd_impl(snn_cuda_model *g, gnode *n, int training) {
         SNN_TRY(snn_gm_forward(g, n->kids[0], training));
         return add(g, n->y, n->x, n->kids[0]->y, (size_t)g->B * n->out_numel);
     case GK_ALIAS: return SNN_OK;
-    case GK_LINEAR: return linear_fwd(g, n);
-    case GK_CONV: return conv_fwd(g, n);
+    case GK_LINEAR: return n->f8 ? snn_gm_fp8_forward(g, n, training) : linear_fwd(g, n);
+    case GK_CONV: return n->f8 ? snn_gm_fp8_forward(g, n, training) : conv_fwd(g, n);
     case GK_BN:
         return snn_cuda_batchnorm_forward(c, training, n->x, n->y, g->B, n->C, n->S, n->w, n->b,
                                           n->rmean, n->rvar, n->d.eps, n->d.momentum,
@@ -176,8 +176,8 @@ static snn_status bwd_impl(snn_cuda_model *g, gnode *n) {
         if (!n->gin) return SNN_OK;
         return add(g, n->gin, n->gy, n->kids[0]->gin, (size_t)g->B * n->in_numel);
     case GK_ALIAS: return SNN_OK;
-    case GK_LINEAR: return linear_bwd(g, n);
-    case GK_CONV: return conv_bwd(g, n);
+    case GK_LINEAR: return n->f8 ? snn_gm_fp8_backward(g, n) : linear_bwd(g, n);
+    case GK_CONV: return n->f8 ? snn_gm_fp8_backward(g, n) : conv_bwd(g, n);
     case GK_BN:
         return snn_cuda_batchnorm_backward(c, n->x, n->gy, n->gin, g->B, n->C, n->S, n->w,
                                            n->mean, n->invstd, n->gw, n->gb, g->bn_work);

@@ -15,7 +15,11 @@ extern "C" {
 #include "nn/model_internal.h"
 #include "nn/module.h"
 #include "neuron/neuron_module.h"
+#include "precision/fp8.h"
 }
+
+struct gm_f8;  /* one FP8 GEMM module (cuda_model_fp8.cu) */
+struct gm_fp8; /* the model's FP8 recipe state (cuda_model_fp8.cu) */
 
 enum gkind {
     GK_SEQ,      /* Sequential: children in order */
@@ -73,6 +77,10 @@ struct gnode {
     float *mask;         /* [N][per-sample]: 0 or 1/(1-p) */
     /* SSA / token mean */
     int L, heads;
+    /* FP8 (compute f8e4m3): a converted GEMM module, and "my input is spikes" (the
+       previous child of my Sequential is a neuron: the CPU's spike_fp8 marking) */
+    gm_f8 *f8;
+    int spike_in;
     /* profiling */
     float fwd_ms, bwd_ms;
 };
@@ -146,6 +154,8 @@ struct snn_cuda_model {
     int pin_i;
     size_t pin_lab_off, pin_scal_off;
     int prof;                      /* time each leaf module (snn_cuda_model_profile) */
+    gm_fp8 *f8;                    /* FP8 training (o.compute was f8e4m3; o.compute is BF16
+                                      then, the type of every unconverted GEMM) */
     cudaEvent_t ev[2];
 };
 
@@ -175,5 +185,18 @@ snn_status snn_gm_backward(snn_cuda_model *g, gnode *n);
 snn_status snn_gm_gemm(snn_cuda_model *g, int ta, int tb, int M, int N, int K, snn_dtype ab,
                        const void *A, int lda, const void *Bm, int ldb, float beta, float *C,
                        int ldc);
+
+/* cuda_model_fp8.cu: FP8 training. init (after the tree is built: recipe, refusals, which
+ * modules convert), plan_node (a converted module's buffers; returns the FP32 scratch bytes
+ * it needs in scratch_a), plan_model (the scale slots), reset (after the arena is zeroed),
+ * forward/backward of a converted module, after_step (delayed scaling, after the optimizer). */
+snn_status snn_gm_fp8_init(snn_cuda_model *g, const snn_precision_config *cfg);
+void snn_gm_fp8_free(snn_cuda_model *g);
+size_t snn_gm_fp8_plan_node(snn_cuda_model *g, gnode *n);
+void snn_gm_fp8_plan_model(snn_cuda_model *g);
+snn_status snn_gm_fp8_reset(snn_cuda_model *g);
+snn_status snn_gm_fp8_forward(snn_cuda_model *g, gnode *n, int training);
+snn_status snn_gm_fp8_backward(snn_cuda_model *g, gnode *n);
+snn_status snn_gm_fp8_after_step(snn_cuda_model *g);
 
 #endif
