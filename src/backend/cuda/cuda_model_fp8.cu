@@ -62,7 +62,7 @@ __global__ void f8_quant_kernel(const float *__restrict__ src, int rows, int K, 
     __shared__ uint8_t tile[32][33];
     __shared__ float red[8];
     const float s = scale ? *scale : 1.0f;
-    const int k0 = blockIdx.x * 32, r0 = blockIdx.y * 32;
+    const int r0 = blockIdx.x * 32, k0 = blockIdx.y * 32; /* rows on x: the long dimension */
     float mx = 0.0f;
     for (int j = threadIdx.y; j < 32; j += 8) {
         const int r = r0 + j, k = k0 + threadIdx.x;
@@ -384,7 +384,7 @@ static snn_status quant_tensor(snn_cuda_model *g, snn_dtype t, const float *src,
             amax = f->amax + slot; /* delayed: this step's amax (history row 0) */
         }
     }
-    dim3 grid((unsigned)((K + 31) / 32), (unsigned)((rows + 31) / 32)), block(32, 8);
+    dim3 grid((unsigned)((rows + 31) / 32), (unsigned)((K + 31) / 32)), block(32, 8);
     if (t == SNN_F8E4M3)
         f8_quant_kernel<snn_e4m3><<<grid, block, 0, sm>>>(src, rows, K, L, q, ldq, qt, ldqt, scale, amax);
     else
