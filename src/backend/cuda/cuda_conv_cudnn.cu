@@ -224,10 +224,11 @@ struct snn_cudnn_conv {
     cudnnFilterDescriptor_t wd, dwd; /* dwd: the weight gradient's (FP32 unless STORE_16) */
     cudnnConvolutionDescriptor_t cd[3]; /* one per direction: each carries its math type */
     int algo[3];
+    int fallback[3];            /* 1: chosen from the fixed list, not from cuDNN's ranking */
     size_t ws[3];               /* cuDNN workspace of each direction's algorithm */
     size_t ws_max, stage_off, part_off, work;
     int db_chunks, db_per_chunk;
-    char text[320];
+    char text[400];
 };
 
 static size_t up256(size_t n) { return (n + 255) / 256 * 256; }
@@ -349,13 +350,23 @@ static cudnnStatus_t ws_query(snn_cudnn_conv *p, int dir, int algo, size_t *byte
                                                           (cudnnConvolutionBwdFilterAlgo_t)algo, bytes);
 }
 
-/* The math type a candidate runs with: the plan's FMA when TF32 is not allowed (cuDNN's
- * ranking may report another type than the descriptor's; the descriptor decides what
- * runs), else the candidate's own. -1: refuse the candidate (down-conversion of FP32
- * operands to 16 bits would change the numerics). */
+/* The math type a candidate runs with, or -1 to refuse it:
+ *  - FP32 without TF32: the plan's FMA (cuDNN's ranking may report another type than the
+ *    descriptor's; the descriptor decides what runs).
+ *  - 16-bit operands stored 16-bit: tensor-op candidates only. A tensor-core MMA multiplies
+ *    16-bit values exactly and accumulates in FP32 (the descriptors' compute type), so the
+ *    output is one rounding of an FP32 sum, the contract. cuDNN's default-math kernels on
+ *    16-bit data are not held to that: on an H200 with cuDNN 9 the default-math FP16
+ *    backward-data ALGO_1 kernel (k 3, stride 1, pad 1) returned dx 1.44 ulp from the
+ *    rounded FP32 sum, more than two FP32 summation orders can produce (they differ by
+ *    ~1e-7 of the sum of |terms|): evidence of an intermediate 16-bit rounding (of partial
+ *    sums or products) inside the kernel, although the compute type is CUDNN_DATA_FLOAT.
+ *  - 16-bit values stored as FP32: the candidate's own (FP32 FMA or TF32: exact products of
+ *    16-bit values either way); down-conversion of FP32 operands to 16 bits is refused. */
 static int run_math(const snn_cudnn_conv *p, const cand *c) {
     if (p->math == CUDNN_FMA_MATH) return CUDNN_FMA_MATH;
     if (c->math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) return -1;
+    if (p->op != SNN_F32 && c->math != CUDNN_TENSOR_OP_MATH) return -1;
     return (int)c->math;
 }
 
@@ -384,11 +395,13 @@ static snn_status choose(snn_cudnn_conv *p, int dir, const tune_bufs *tb, size_t
         }
         p->algo[dir] = c->algo;
         p->ws[dir] = bytes;
+        p->fallback[dir] = 0;
         return SNN_OK;
     }
     /* The ranking left nothing usable (it may omit or mark unsupported what would run, or
-     * offer it only with down-conversion): try the allowed algorithms in a fixed order with
-     * the plan's own math type. */
+     * offer it only with down-conversion or, for 16-bit storage, only with default math):
+     * try the allowed algorithms in a fixed order with the plan's own math type (tensor-op
+     * for 16-bit compute). The description says "fallback" for such a direction. */
     static const int fallback[3][3] = {
         {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
          CUDNN_CONVOLUTION_FWD_ALGO_GEMM},
@@ -406,6 +419,7 @@ static snn_status choose(snn_cudnn_conv *p, int dir, const tune_bufs *tb, size_t
         if (ws_query(p, dir, a, &bytes) != CUDNN_STATUS_SUCCESS || bytes > limit) continue;
         p->algo[dir] = a;
         p->ws[dir] = bytes;
+        p->fallback[dir] = 1;
         return SNN_OK;
     }
     return snn_error(SNN_E_UNSUPPORTED,
@@ -571,14 +585,25 @@ extern "C" snn_status snn_cudnn_conv_create(snn_cudnn *h, const snn_cudnn_conv_d
     p->stage_off = up256(p->ws_max);
     p->part_off = p->stage_off + up256(stage);
     p->work = p->part_off + up256((size_t)d->O * p->db_chunks * sizeof(float));
+    /* what runs, read back from the descriptors: algorithm, math type, accumulation type */
     cudnnMathType_t mt[3];
-    for (int i = 0; i < 3; i++) cudnnGetConvolutionMathType(p->cd[i], &mt[i]);
+    const char *acc = "f32";
+    for (int i = 0; i < 3; i++) {
+        cudnnGetConvolutionMathType(p->cd[i], &mt[i]);
+        int ph, pw, sh, sw, dh, dw;
+        cudnnConvolutionMode_t mode;
+        cudnnDataType_t ct = CUDNN_DATA_FLOAT;
+        cudnnGetConvolution2dDescriptor(p->cd[i], &ph, &pw, &sh, &sw, &dh, &dw, &mode, &ct);
+        if (ct != CUDNN_DATA_FLOAT) acc = "NOT f32";
+    }
     snprintf(p->text, sizeof p->text,
-             "fwd %s/%s ws %zu B; bwd-data %s/%s ws %zu B; bwd-filter %s/%s ws %zu B; "
-             "operands %s%s; work %zu B",
-             algo_name(0, p->algo[0]), math_name(mt[0]), p->ws[0], algo_name(1, p->algo[1]),
-             math_name(mt[1]), p->ws[1], algo_name(2, p->algo[2]), math_name(mt[2]), p->ws[2],
-             snn_cuda_dtype_name(p->op), d->tune ? ", timed" : ", heuristic", p->work);
+             "fwd %s/%s%s ws %zu B; bwd-data %s/%s%s ws %zu B; bwd-filter %s/%s%s ws %zu B; "
+             "operands %s, accumulation %s%s; work %zu B",
+             algo_name(0, p->algo[0]), math_name(mt[0]), p->fallback[0] ? " (fallback)" : "",
+             p->ws[0], algo_name(1, p->algo[1]), math_name(mt[1]),
+             p->fallback[1] ? " (fallback)" : "", p->ws[1], algo_name(2, p->algo[2]),
+             math_name(mt[2]), p->fallback[2] ? " (fallback)" : "", p->ws[2],
+             snn_cuda_dtype_name(p->op), acc, d->tune ? ", timed" : ", heuristic", p->work);
     *out = p;
     return SNN_OK;
 }

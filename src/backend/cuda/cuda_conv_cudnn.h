@@ -9,7 +9,9 @@
  * Compute types (snn_cudnn_conv_desc.compute):
  *  - F32: FP32 operands, FMA math (TF32 off unless allow_tf32): FP32 parity with the CPU.
  *  - BF16 / F16, store SNN_CUDNN_STORE_16: x, w and dy are tensors of the compute type
- *    (half the bytes); cuDNN accumulates in FP32 and writes y, dx and dW in the compute type,
+ *    (half the bytes); cuDNN accumulates in FP32 (compute type CUDNN_DATA_FLOAT, tensor-op
+ *    algorithms only: cuDNN's default-math kernels on 16-bit data were seen to round
+ *    intermediate results to 16 bits) and writes y, dx and dW in the compute type,
  *    which this file widens to FP32: y = round16(round16(conv) + bias) (one rounding less
  *    when bias is NULL, as in convsnn and Spikformer), dx = round16(FP32 sum) (the CPU
  *    reference's rounding), dW += round16(FP32 sum of this call) (the CPU keeps dW FP32).
@@ -78,7 +80,9 @@ void snn_cudnn_conv_destroy(snn_cudnn_conv *p); /* NULL is a no-op */
 size_t snn_cudnn_conv_work_bytes(const snn_cudnn_conv *p);
 /* Storage type of x, w and dy: the compute type for STORE_16, else F32. */
 snn_dtype snn_cudnn_conv_operand_type(const snn_cudnn_conv *p);
-/* The chosen algorithms and workspace sizes, for logs ("fwd IMPLICIT_PRECOMP_GEMM ..."). */
+/* The chosen algorithms, math types, workspace sizes and accumulation type, for logs
+ * ("fwd IMPLICIT_PRECOMP_GEMM/tensor-op ws 0 B; ..."); "(fallback)" marks a direction whose
+ * algorithm came from the fixed list because cuDNN's ranking offered nothing usable. */
 const char *snn_cudnn_conv_describe(const snn_cudnn_conv *p);
 
 /* y [B][O][Ho][Wo] FP32 = conv(x, w) + bias (bias FP32 [O] or NULL), rounded to the compute
