@@ -8,16 +8,22 @@
  * gradient and total change (relative L2 per tensor), an evaluation forward, and under
  * delayed scaling every scale and amax history of the converted modules.
  *
- * Bounds. The GPU's FP8 GEMMs sum the same products (the dequantised operands are equal on
- * both sides) in another order, and multiply by the two dequantisation factors once at the end
- * instead of per product: outputs agree to FP32 rounding, ~1e-6 relative. What can move more:
- * a value that lands within that distance of an FP8/BF16 rounding boundary takes the other
- * code (one FP8 step is 12.5 % (E4M3) or 25 % (E5M2) of that element), and a membrane within it
- * of the threshold flips a spike. Both are rare single elements; over a few steps they leave a
- * per-tensor relative L2 far below 2e-2 (the bound of the BF16 runner tests,
- * test_cuda_model_train.c), while a wrong scale, a missing transpose or a scale update at the
- * wrong point changes whole tensors by FP8 quantisation steps (several % or more). Scales and
- * amaxes come from maxima of nearly equal tensors: 5e-3 relative (a BF16 step is 0.4 %).
+ * Bounds. The GPU's FP8 GEMMs multiply the same operands (the dequantised values are equal on
+ * both sides) but sum in another order, with Hopper's FP8 tensor-core accumulator (about 14
+ * mantissa bits between the FP32 promotions cuBLASLt makes without fast accumulation, i.e.
+ * ~1e-4 relative, against ~1e-7 for the CPU's FP32 GEMM), and apply the two dequantisation
+ * factors once at the end. Then a layer output within ~1e-4 of a BF16 rounding boundary takes
+ * the neighbouring value (one BF16 step, 0.4-0.8 %), an output gradient near an FP8 boundary the
+ * neighbouring code (12.5 % in E4M3, 25 % in E5M2), and a membrane that close to the threshold
+ * flips a spike. These hit single elements; a few such elements leave a per-tensor relative L2
+ * of the gradients and updates of a few 1e-3 up to ~2e-2 (a spike flip adds one row to a weight
+ * gradient), so the bound is 5e-2. What the test is for moves whole tensors: a wrong scale or
+ * dequantisation factor (an error of the order of the factor), a wrong transpose or padding
+ * (unrelated values), quantising with another step's delayed scale (every element re-rounded:
+ * 3-6 % per element) — and the scales and amax histories, compared on their own, see the last
+ * one directly. Scales and amaxes are maxima of nearly equal tensors: 2e-2 relative (above one
+ * BF16 step, below the step-to-step change of the gradient amaxes the histories record). The
+ * summed loss: 2e-3.
  *
  * Refusals: mxfp8 on a device below compute capability 10 (the message names the device), the
  * block recipe with rows that are not multiples of 128 (the CPU converts that module with
@@ -246,14 +252,14 @@ static void compare_fp8_state(pair *p) {
         for (int r = 0; r < 3; r++) {
             double e = rel1(sc[3 * k + r], st[r]->scale);
             updated += st[r]->updates > 0;
-            CHECK_MSG(e <= 5e-3, "%s: %s %s scale: GPU %.8g CPU %.8g (rel %.3g)", p->label, pm->m->name, role[r],
+            CHECK_MSG(e <= 2e-2, "%s: %s %s scale: GPU %.8g CPU %.8g (rel %.3g)", p->label, pm->m->name, role[r],
                       (double)sc[3 * k + r], (double)st[r]->scale, e);
             if (e > worst) worst = e;
             CHECK_MSG(st[r]->history_len == hl, "%s: history length GPU %d CPU %d", p->label, hl, st[r]->history_len);
             for (int j = 0; j < hl && st[r]->history_len == hl; j++) {
                 float a = hs[((size_t)3 * k + r) * hl + j], b = st[r]->amax_history[j];
                 double eh = rel1(a, b);
-                CHECK_MSG(eh <= 5e-3, "%s: %s %s amax_history[%d]: GPU %.8g CPU %.8g", p->label, pm->m->name, role[r],
+                CHECK_MSG(eh <= 2e-2, "%s: %s %s amax_history[%d]: GPU %.8g CPU %.8g", p->label, pm->m->name, role[r],
                           j, (double)a, (double)b);
                 if (eh > worst) worst = eh;
             }
@@ -318,11 +324,16 @@ static void pair_compare(pair *p, const float *x, int delayed) {
     double eo = rel_l2(outg, outc, nout);
     printf("%-30s loss %.2e (gpu %.6f cpu %.6f) | grad %.2e (%s) | update %.2e (%s) | buffers %.2e | eval %.2e\n",
            p->label, el, gl, p->cpu_loss, eg, wg, ep, wp, eb, eo);
-    CHECK_MSG(el <= 1e-3, "%s: summed loss differs: GPU %.8g CPU %.8g (rel %.3g)", p->label, gl, p->cpu_loss, el);
-    CHECK_MSG(eg <= 2e-2, "%s: gradient of %s differs (rel L2 %.3g)", p->label, wg, eg);
-    CHECK_MSG(ep <= 2e-2, "%s: update of %s differs (rel L2 %.3g)", p->label, wp, ep);
-    CHECK_MSG(eb <= 2e-2, "%s: buffers differ (rel L2 %.3g)", p->label, eb);
-    CHECK_MSG(eo <= 2e-2, "%s: evaluation output differs (rel L2 %.3g)", p->label, eo);
+    CHECK_MSG(el <= 2e-3, "%s: summed loss differs: GPU %.8g CPU %.8g (rel %.3g)", p->label, gl, p->cpu_loss, el);
+    CHECK_MSG(eg <= 5e-2, "%s: gradient of %s differs (rel L2 %.3g)", p->label, wg, eg);
+    CHECK_MSG(ep <= 5e-2, "%s: update of %s differs (rel L2 %.3g)", p->label, wp, ep);
+    CHECK_MSG(eb <= 5e-2, "%s: buffers differ (rel L2 %.3g)", p->label, eb);
+    CHECK_MSG(eo <= 5e-2, "%s: evaluation output differs (rel L2 %.3g)", p->label, eo);
+    /* the runner converted exactly the CPU's modules (else a BF16 run could hide in the bound) */
+    int nm = -1, cpu_n = 0;
+    for (int i = 0; i < p->prec->n_mods; i++) cpu_n += p->prec->mods[i].has_fp8_state;
+    CHECK(snn_cuda_model_fp8_state(p->gm, &nm, NULL, NULL, NULL) == SNN_OK);
+    CHECK_MSG(nm == cpu_n && nm > 0, "%s: the GPU runs %d modules in FP8, the CPU converted %d", p->label, nm, cpu_n);
     /* the step did train: the FP8 update is not zero on the CPU */
     double nc = 0;
     for (size_t i = 0; i < np; i++) nc += (double)dc[i] * dc[i];
@@ -398,7 +409,7 @@ static void test_refusals(void) {
     /* mxfp8: below sm_100 the message names the device; the runner has no mxfp8 path at all */
     expect_refused("mxfp8", make_fcsnn, 4, 16, "mxfp8", cc_major < 10 ? dev_name : "mxfp8");
     /* block with rows = 4*10 = 40: the CPU converts (partial blocks), the GPU cannot */
-    expect_refused("block, rows % 128 != 0", make_fcsnn_block, 4, 10, "block", "128");
+    expect_refused("block, rows % 128 != 0", make_fcsnn_block, 4, 10, "block", cc_major == 9 ? "128" : dev_name);
     /* nothing to convert: the CPU refuses too */
     expect_refused("fp8, nothing converts", make_unaligned, 4, 16, "current", "did not convert");
     snn_model *m = NULL;
