@@ -22,25 +22,6 @@ if(NOT CMAKE_CUDA_ARCHITECTURES)
 endif()
 set_target_properties(snn PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
 
-# cuDNN (optional): the cuDNN convolution path (src/backend/cuda/cuda_conv_cudnn.cu). Looked
-# for next to the CUDA toolkit; without it the library builds and that path reports
-# SNN_E_UNSUPPORTED ("built without cuDNN"). -DSNN_CUDNN=OFF leaves it out on purpose.
-option(SNN_CUDNN "Use cuDNN for the cuDNN convolution path when it is found" ON)
-if(SNN_CUDNN)
-  find_path(SNN_CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS}
-            ${CUDAToolkit_LIBRARY_ROOT}/include)
-  find_library(SNN_CUDNN_LIBRARY NAMES cudnn HINTS ${CUDAToolkit_LIBRARY_DIR}
-               ${CUDAToolkit_LIBRARY_ROOT} PATH_SUFFIXES lib64 lib)
-endif()
-if(SNN_CUDNN AND SNN_CUDNN_INCLUDE_DIR AND SNN_CUDNN_LIBRARY)
-  message(STATUS "cuDNN: ${SNN_CUDNN_LIBRARY}")
-  target_include_directories(snn PRIVATE ${SNN_CUDNN_INCLUDE_DIR})
-  target_link_libraries(snn PUBLIC ${SNN_CUDNN_LIBRARY})
-  target_compile_definitions(snn PUBLIC SNN_HAVE_CUDNN=1)
-else()
-  message(STATUS "cuDNN: not used (the cuDNN convolution path returns SNN_E_UNSUPPORTED)")
-endif()
-
 set(SNN_CUDA_FLAGS -std=c++17 -O3 --expt-relaxed-constexpr -Xcompiler=-Wall,-Wno-unused-parameter,-Wno-unknown-pragmas)
 target_compile_options(snn PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:${SNN_CUDA_FLAGS}>)
 

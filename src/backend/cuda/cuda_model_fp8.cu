@@ -429,7 +429,7 @@ snn_status snn_gm_fp8_forward(snn_cuda_model *g, gnode *n, int training) {
             SNN_TRY(quant_tensor(g, e4, n->x, rows, K, q->L, q->xq, K, training ? q->xqt : NULL, rows, -1));
         else
             SNN_TRY(quant_block(g, e4, 0, X, rows, K, q->xq, q->spike ? NULL : q->sx,
-                                training ? q->xqt : NULL, q->spike ? NULL : q->sxt, q->spike));
+                                training ? q->xqt : NULL, training && !q->spike ? q->sxt : NULL, q->spike));
         SNN_TRY(snn_cuda_quantize_fp8_block(g->c, e4, 1, f->p.pow2_scales, SNN_F32, n->w, No, K, q->wq,
                                             q->sw, training ? q->wqt : NULL, training ? q->swt : NULL));
         SNN_TRY(fp8_gemm(g, rows, No, K, e4, q->xq, K, q->wq, K, Y, No, q->sx, q->sw, SNN_CUDA_SCALE_VEC128,
