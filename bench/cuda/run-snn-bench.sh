@@ -65,6 +65,11 @@ run fcsnn-W4096-block bench fcsnn --device cuda --time-steps 16 --batch-size 256
 run fcsnn-W8192-block bench fcsnn --device cuda --time-steps 16 --batch-size 256 --input-dim 8192 --hidden-dim 8192 \
     --depth 10 --num-classes 10 --precisions bf16 fp8 --fp8-recipe block --baseline-precision bf16 \
     --warmup 3 --training-steps 10 --inference-steps 20 --trials 3 --output "$OUTD/fcsnn-W8192-block.json"
+# mixed-precision neurons (storage / forward / backward dtypes, bit-identical to the CPU emulation)
+run neuron-mp bench neuron --device cuda --sizes 16x1048576 --neuron-storage float8_e4m3fn --neuron-fwd fp8 \
+    --neuron-bwd bf16 --output "$OUTD/neuron-mp.json"
+run neuron-mp-bf16 bench neuron --device cuda --sizes 16x1048576 --neuron-storage bf16 --neuron-fwd bf16 \
+    --neuron-bwd fp32 --output "$OUTD/neuron-mp-bf16.json"
 run crossover bench crossover --device cuda --widths "${WIDTHS// /,}" --batch-sizes 4096 --depth 8 \
     --baseline-precision bf16 $STEPS --output "$OUTD/crossover.json" --svg "$OUTD/crossover.svg"
 
