@@ -2,13 +2,14 @@
  * §3.3): 1x128 vectors for inputs and gradients, 128x128 tiles for weights, FP32 scales in
  * the layouts cuBLASLt's VEC128_32F / BLK128x128_32F modes read (include/snn/cuda.h).
  *
- * One thread block of 256 threads per 128x128 tile of the source. The row pass (q) has warp
- * w own tile rows w, w+8, ...: a lane reads 4 consecutive elements, so a warp covers one
- * 128-element row block and its amax is a warp reduction. The column pass (qt) has thread t
- * own column t % 128 and half t / 128 of the rows: for every row the 128 threads of a half
- * read 128 consecutive elements (coalesced), and each thread then writes its 64 quantised
- * values as four 16-byte stores into one row of the transpose. A tile is read at most three
- * times (row pass, column amax, column quantisation); the re-reads hit L2. */
+ * One thread block of 256 threads per 128x128 tile of the source, which is read from global
+ * memory once (16-byte loads) into shared memory in the source type (32 KiB for BF16/F16,
+ * 64 KiB for F32). The row pass (q) has warp w own tile rows w, w+8, ...: a lane takes 4
+ * consecutive elements, so a warp covers one 128-element row block and its amax is a warp
+ * reduction. The column pass (qt) has thread t own column t % 128 and half t / 128 of the
+ * rows (a warp reads 32 consecutive elements of a tile row: no bank conflicts), and each
+ * thread writes its 64 quantised values as four 16-byte stores into one row of the
+ * transpose. Global traffic is one read of the source and one write per output. */
 #include <float.h>
 
 #include "backend/cuda/cuda_internal.h"
@@ -47,22 +48,20 @@ template <typename Q> __device__ __forceinline__ uint32_t q4(const float v[4], f
     return w;
 }
 
-/* Column pass: thread's column amax over its 64 rows. */
-template <typename S>
-__device__ __forceinline__ float col_amax(const S *src, size_t cols, int r0, int half, int col) {
+/* Column pass: the thread's column amax over its 64 rows of the shared tile. */
+template <typename S> __device__ __forceinline__ float col_amax(const S *tile, int half, int col) {
     float m = 0.0f;
-    const S *p = src + (size_t)(r0 + half * 64) * cols + col;
-    for (int i = 0; i < 64; i++) m = fmaxf(m, fabsf(Io<S>::ld(p[(size_t)i * cols])));
+    const S *p = tile + half * 64 * BT_EDGE + col;
+    for (int i = 0; i < 64; i++) m = fmaxf(m, fabsf(Io<S>::ld(p[i * BT_EDGE])));
     return m;
 }
 
 /* Column pass: quantise the thread's 64 values with s and store them as 64 bytes of the
- * transpose's row `col` (qt row length = rows). */
+ * transpose's row (qt_row points at the tile's first row in it). */
 template <typename S, typename Q>
-__device__ __forceinline__ void col_store(const S *src, size_t cols, int r0, int half, int col, float s,
-                                          uint8_t *qt_row) {
-    const S *p = src + (size_t)(r0 + half * 64) * cols + col;
-    uint4 *dst = reinterpret_cast<uint4 *>(qt_row + r0 + half * 64);
+__device__ __forceinline__ void col_store(const S *tile, int half, int col, float s, uint8_t *qt_row) {
+    const S *p = tile + half * 64 * BT_EDGE + col;
+    uint4 *dst = reinterpret_cast<uint4 *>(qt_row + half * 64);
 #pragma unroll
     for (int w16 = 0; w16 < 4; w16++) {
         uint32_t word[4];
@@ -70,7 +69,7 @@ __device__ __forceinline__ void col_store(const S *src, size_t cols, int r0, int
         for (int j = 0; j < 4; j++) {
             float v[4];
 #pragma unroll
-            for (int k = 0; k < 4; k++) v[k] = Io<S>::ld(p[(size_t)(16 * w16 + 4 * j + k) * cols]);
+            for (int k = 0; k < 4; k++) v[k] = Io<S>::ld(p[(16 * w16 + 4 * j + k) * BT_EDGE]);
             word[j] = q4<Q>(v, s);
         }
         dst[w16] = make_uint4(word[0], word[1], word[2], word[3]);
@@ -86,15 +85,26 @@ __global__ void __launch_bounds__(BT_THREADS)
     const int col = threadIdx.x & 127, half = threadIdx.x >> 7;
     const size_t C = (size_t)cols;
     const float vfi = SrcMax<S>::v;
+    extern __shared__ uint4 smem_tile[]; /* [128][128] elements of S */
+    S *tile = reinterpret_cast<S *>(smem_tile);
     __shared__ float red[8];
     __shared__ float cmax[2][BT_EDGE];
     float tile_s = 1.0f;
+
+    { /* the tile into shared memory, 16 bytes per load (cols % 128 == 0 keeps rows aligned) */
+        constexpr int V = 16 / sizeof(S), PER_ROW = BT_EDGE / V;
+        for (int i = threadIdx.x; i < BT_EDGE * PER_ROW; i += BT_THREADS) {
+            const int r = i / PER_ROW, c = (i % PER_ROW) * V;
+            smem_tile[i] = *reinterpret_cast<const uint4 *>(src + (size_t)(r0 + r) * C + c0 + c);
+        }
+        __syncthreads();
+    }
 
     if (tiles) { /* one amax for the whole tile */
         float m = 0.0f;
         for (int r = warp; r < BT_EDGE; r += 8) {
             float v[4];
-            ld4<S>(src + (size_t)(r0 + r) * C + c0 + 4 * lane, v);
+            ld4<S>(tile + r * BT_EDGE + 4 * lane, v);
 #pragma unroll
             for (int k = 0; k < 4; k++) m = fmaxf(m, fabsf(v[k]));
         }
@@ -116,7 +126,7 @@ __global__ void __launch_bounds__(BT_THREADS)
     if (q) { /* row pass */
         for (int r = warp; r < BT_EDGE; r += 8) {
             float v[4];
-            ld4<S>(src + (size_t)(r0 + r) * C + c0 + 4 * lane, v);
+            ld4<S>(tile + r * BT_EDGE + 4 * lane, v);
             float s = tile_s;
             if (!tiles) {
                 float m = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
@@ -131,25 +141,38 @@ __global__ void __launch_bounds__(BT_THREADS)
     if (qt) { /* column pass */
         float s = tile_s;
         if (!tiles) {
-            cmax[half][col] = col_amax<S>(src, C, r0, half, c0 + col);
+            cmax[half][col] = col_amax<S>(tile, half, col);
             __syncthreads();
             s = block_scale(fmaxf(cmax[0][col], cmax[1][col]), fp8_max, pow2, vfi);
             if (half == 0) qt_sinv[(size_t)(r0 / BT_EDGE) * C + c0 + col] = __frcp_rn(s);
         }
-        col_store<S, Q>(src, C, r0, half, c0 + col, s, qt + (size_t)(c0 + col) * rows);
+        col_store<S, Q>(tile, half, col, s, qt + (size_t)(c0 + col) * rows + r0);
     }
 }
 
+/* The F32 tile (64 KiB) needs the opt-in above the default 48 KiB of dynamic shared memory;
+ * set once per kernel (a host-side attribute, not a stream operation). */
+template <typename S, typename Q>
+static cudaError_t launch_one(cudaStream_t st, dim3 grid, float fmax, const void *src, int rows, int cols, int tiles,
+                              int pow2, void *q, float *q_sinv, void *qt, float *qt_sinv) {
+    const int bytes = BT_EDGE * BT_EDGE * (int)sizeof(S);
+    static bool attr_set = false;
+    if (!attr_set) {
+        cudaError_t e = cudaFuncSetAttribute(quant_block_kernel<S, Q>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             bytes);
+        if (e != cudaSuccess) return e;
+        attr_set = true;
+    }
+    quant_block_kernel<S, Q><<<grid, BT_THREADS, bytes, st>>>((const S *)src, rows, cols, tiles, pow2, fmax,
+                                                             (uint8_t *)q, q_sinv, (uint8_t *)qt, qt_sinv);
+    return cudaGetLastError();
+}
+
 template <typename S>
-static void launch_t(cudaStream_t st, dim3 grid, int e4, const void *src, int rows, int cols, int tiles, int pow2,
-                     void *q, float *q_sinv, void *qt, float *qt_sinv) {
-    if (e4)
-        quant_block_kernel<S, snn_e4m3><<<grid, BT_THREADS, 0, st>>>((const S *)src, rows, cols, tiles, pow2, 448.0f,
-                                                                     (uint8_t *)q, q_sinv, (uint8_t *)qt, qt_sinv);
-    else
-        quant_block_kernel<S, snn_e5m2><<<grid, BT_THREADS, 0, st>>>((const S *)src, rows, cols, tiles, pow2,
-                                                                     57344.0f, (uint8_t *)q, q_sinv, (uint8_t *)qt,
-                                                                     qt_sinv);
+static cudaError_t launch_t(cudaStream_t st, dim3 grid, int e4, const void *src, int rows, int cols, int tiles,
+                            int pow2, void *q, float *q_sinv, void *qt, float *qt_sinv) {
+    if (e4) return launch_one<S, snn_e4m3>(st, grid, 448.0f, src, rows, cols, tiles, pow2, q, q_sinv, qt, qt_sinv);
+    return launch_one<S, snn_e5m2>(st, grid, 57344.0f, src, rows, cols, tiles, pow2, q, q_sinv, qt, qt_sinv);
 }
 
 extern "C" size_t snn_cuda_fp8_block_scale_count(int tiles, int rows, int cols) {
@@ -174,17 +197,16 @@ extern "C" snn_status snn_cuda_quantize_fp8_block(snn_cuda *c, snn_dtype q_type,
                          rows, cols);
     if (!!q != !!q_sinv || !!qt != !!qt_sinv || (!q && !qt))
         return snn_error(SNN_E_INVALID, "FP8 block quantisation: give q with q_sinv and/or qt with qt_sinv");
-    if ((q && !snn_aligned(q, 16)) || (qt && !snn_aligned(qt, 16)) ||
-        !snn_aligned(src, 4 * snn_dtype_size(src_type)))
-        return snn_error(SNN_E_INVALID, "FP8 block quantisation needs 16-byte aligned outputs and a source "
-                                        "aligned to 4 elements");
+    if ((q && !snn_aligned(q, 16)) || (qt && !snn_aligned(qt, 16)) || !snn_aligned(src, 16))
+        return snn_error(SNN_E_INVALID, "FP8 block quantisation needs 16-byte aligned source and outputs");
     dim3 grid((unsigned)(cols / BT_EDGE), (unsigned)(rows / BT_EDGE));
     cudaStream_t st = snn_cuda_stream_of(c);
     const int e4 = q_type == SNN_F8E4M3;
-    if (src_type == SNN_F32) launch_t<float>(st, grid, e4, src, rows, cols, !!tiles, !!pow2, q, q_sinv, qt, qt_sinv);
+    cudaError_t e;
+    if (src_type == SNN_F32) e = launch_t<float>(st, grid, e4, src, rows, cols, !!tiles, !!pow2, q, q_sinv, qt, qt_sinv);
     else if (src_type == SNN_BF16)
-        launch_t<__nv_bfloat16>(st, grid, e4, src, rows, cols, !!tiles, !!pow2, q, q_sinv, qt, qt_sinv);
-    else launch_t<__half>(st, grid, e4, src, rows, cols, !!tiles, !!pow2, q, q_sinv, qt, qt_sinv);
-    SNN_CU_LAUNCHED("quant_block_kernel");
+        e = launch_t<__nv_bfloat16>(st, grid, e4, src, rows, cols, !!tiles, !!pow2, q, q_sinv, qt, qt_sinv);
+    else e = launch_t<__half>(st, grid, e4, src, rows, cols, !!tiles, !!pow2, q, q_sinv, qt, qt_sinv);
+    if (e != cudaSuccess) return snn_cuda_fail(e, "quant_block_kernel");
     return SNN_OK;
 }
