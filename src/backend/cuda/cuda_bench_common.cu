@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "backend/cuda/cuda_bench_impl.h"
+#include "backend/cuda/cuda_fp8_delayed.h"
 
 double snn_bench_now(void) {
     struct timespec t;
@@ -80,37 +81,13 @@ __global__ void delayed_reset_kernel(int nslots, int grad0, int *pos, float *sca
     qamax[i] = slot_fp8_max(i, grad0); /* fp8_max / 1 */
 }
 
-/* One block per slot. The window max is taken before the current amax joins the ring, so it
- * covers exactly hlen steps including this one (fp8_recipe.c's roll). */
+/* One block per slot (cuda_fp8_delayed.h); qamax = fp8_max / scale for the quantiser. */
 __global__ void delayed_update_kernel(float *amax, float *hist, int *pos, float *scale, float *qamax, int hlen,
                                       int grad0, float margin_factor, int most_recent) {
     const int slot = blockIdx.x;
-    const float c = amax[slot];
-    if (c == 0.0f) return; /* not quantised since the last update: keep history and scale */
-    const int ring = hlen > 1 ? hlen - 1 : 0;
-    float *h = hist + (size_t)slot * (ring ? ring : 1);
-    float m = c;
-    if (!most_recent)
-        for (int i = threadIdx.x; i < ring; i += blockDim.x) m = fmaxf(m, h[i]);
-    __shared__ float red[32];
-    m = snn_warp_max(m);
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
-    __syncthreads();
-    if (threadIdx.x != 0) return;
-    float a = red[0];
-    for (int w = 1; w < (int)(blockDim.x >> 5); w++) a = fmaxf(a, red[w]);
-    if (ring) {
-        int p = pos[slot];
-        h[p] = c;
-        pos[slot] = p + 1 == ring ? 0 : p + 1;
-    }
-    amax[slot] = 0.0f;
     const float fmax = slot_fp8_max(slot, grad0);
-    float s = scale[slot];
-    if (isfinite(a) && a > 0.0f) s = __fdiv_rn(fmax * margin_factor, a);
-    if (isinf(s)) s = FLT_MAX;
-    scale[slot] = s;
-    qamax[slot] = __fdiv_rn(fmax, s);
+    if (snn_fp8_delayed_roll(slot, amax, hist, pos, hlen, most_recent, fmax, margin_factor, scale + slot))
+        qamax[slot] = __fdiv_rn(fmax, scale[slot]);
 }
 
 snn_status snn_bench_delayed_alloc(snn_bench_alloc *a, snn_bench_fp8_delayed *d, int nslots, int grad0, int hlen,
