@@ -231,8 +231,18 @@ typedef struct snn_cuda_model_opts {
      * scaling keeps its amax histories and scales on the device and updates them after the
      * optimizer step, inside the graph. Refused by create: mxfp8 (not in the runner), block
      * on a device other than compute capability 9.x or with a converted module whose rows
-     * (T*N times its leading dims), in or out is not a multiple of 128, neuron_storage. */
+     * (T*N times its leading dims), in or out is not a multiple of 128. */
     const snn_precision_config *fp8;
+    /* Neuron mixed precision (NULL, or neuron_storage unset: the FP32 neurons; with compute
+     * SNN_F8E4M3 and neuron NULL, fp8's neuron fields are used; copied at create; the other
+     * fields of the config are not read). With neuron_storage set, every IF/LIF/PLIF neuron
+     * runs the CPU's converted-neuron semantics (src/precision/prec_exec.c) on the mixed
+     * kernels of cuda_neuron_mp: x (FP32) rounded to the storage dtype, h_seq saved in it,
+     * charge and reset in neuron_fwd, BPTT in neuron_bwd, spikes FP32, dL/dx FP32 holding
+     * neuron_bwd values; the neuron part is bit-identical to the CPU. create refuses what
+     * the CPU refuses: an invalid combination (snn_precision_config_validate) and a model
+     * without neurons. */
+    const snn_precision_config *neuron;
 } snn_cuda_model_opts;
 
 /* Mirror m (its current parameters and buffers) on the device. opt: the optimizer (its lr is

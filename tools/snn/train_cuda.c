@@ -70,9 +70,6 @@ snn_status eval_cuda(snn_model *m, const snn_dataset *ds, int T, int N, snn_enco
 #include "snn/cuda.h"
 
 static snn_dtype compute_type(const snn_precision_config *p) {
-    if (p->neuron_storage != SNN_NEURON_STORAGE_UNSET)
-        die_usage("neuron precision flags (--neuron-storage/--neuron-fwd/--neuron-bwd) are not "
-                  "available with --device cuda yet; the GPU neurons keep FP32 state");
     switch (p->mode) {
     case SNN_PRECISION_FP32: return SNN_F32;
     case SNN_PRECISION_BF16: return SNN_BF16;
@@ -229,7 +226,7 @@ snn_status eval_cuda(snn_model *m, const snn_dataset *ds, int T, int N, snn_enco
         train_fp8_state_free(&f8);
         return st0;
     }
-    snn_cuda_model_opts o = {.T = T, .N = N, .compute = ct, .fp8 = &pcfg};
+    snn_cuda_model_opts o = {.T = T, .N = N, .compute = ct, .fp8 = &pcfg, .neuron = &pcfg};
     snn_optim_opts oo = snn_optim_defaults(SNN_OPTIM_SGD);
     snn_cuda_model *g = NULL;
     snn_status st = snn_cuda_model_create(c, m, &o, &oo, &g);
@@ -258,7 +255,7 @@ gpu_infer *gpu_infer_open(snn_model *m, int T, int N, const char *device, snn_pr
         die_status(st, "reading the checkpoint's FP8 state");
     st = snn_cuda_open_for_tool(device, &s->c);
     if (st != SNN_OK) die_status(st, "opening the GPU");
-    snn_cuda_model_opts o = {.T = T, .N = N, .compute = ct, .fp8 = &pcfg};
+    snn_cuda_model_opts o = {.T = T, .N = N, .compute = ct, .fp8 = &pcfg, .neuron = &pcfg};
     snn_optim_opts oo = snn_optim_defaults(SNN_OPTIM_SGD);
     st = snn_cuda_model_create(s->c, m, &o, &oo, &s->g);
     if (st == SNN_OK) st = fp8_load(s->g, &f8);
@@ -287,7 +284,7 @@ int train_cuda(const train_cuda_args *a) {
     snn_model *m = a->m;
     size_t F = snn_dataset_features(a->train), C = snn_model_output_numel(m);
     snn_cuda_model_opts o = {.T = T, .N = N, .compute = ct, .loss = a->use_mse ? SNN_CUDA_LOSS_MSE_RATE : SNN_CUDA_LOSS_CE,
-                             .clip = a->clip, .fp8 = &a->pcfg};
+                             .clip = a->clip, .fp8 = &a->pcfg, .neuron = &a->pcfg};
     snn_cuda_model *g = NULL;
     st = snn_cuda_model_create(c, m, &o, &a->oo, &g);
     if (st != SNN_OK) die_status(st, "putting the model on the GPU");

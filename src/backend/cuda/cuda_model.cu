@@ -356,6 +356,7 @@ static void plan_fwd(snn_cuda_model *g, gnode *n, const float *x) {
         return;
     case GK_NEURON:
         n->y = takef(g, B * n->out_numel);
+        if (g->nprec) return snn_gm_nprec_plan(g, n);
         n->h = takef(g, B * n->in_numel);
         if (n->plif) n->gk = takef(g, 1);
         return;
@@ -499,6 +500,7 @@ extern "C" snn_status snn_cuda_model_create(snn_cuda *c, snn_model *m, const snn
     g->in_feat = snn_model_input_numel(m);
     g->classes = snn_model_output_numel(m);
     snn_status st = gnode_build(m->root, &g->root);
+    if (st == SNN_OK) st = snn_gm_nprec_init(g, o->neuron ? o->neuron : o->compute == SNN_F8E4M3 ? o->fp8 : NULL);
     if (st == SNN_OK && o->compute == SNN_F8E4M3) {
         /* FP8: the converted GEMM modules run FP8; every other one runs BF16, as the CPU's
          * fp8 mode (the recipe config is copied: the caller's may go away) */

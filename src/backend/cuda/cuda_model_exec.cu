@@ -116,6 +116,7 @@ static snn_status conv_bwd(snn_cuda_model *g, gnode *n) {
 
 /* ---- neurons ---- */
 static snn_status neuron_fwd(snn_cuda_model *g, gnode *n, int training) {
+    if (g->nprec) return snn_gm_nprec_forward(g, n, training);
     if (n->plif) return snn_gm_plif_forward(g, n, training);
     size_t cnt = (size_t)g->N * n->in_numel;
     return snn_cuda_neuron_forward(g->c, &n->nopt, n->nk, g->T, cnt, SNN_F32, SNN_F32, n->x, NULL,
@@ -123,6 +124,7 @@ static snn_status neuron_fwd(snn_cuda_model *g, gnode *n, int training) {
 }
 
 static snn_status neuron_bwd(snn_cuda_model *g, gnode *n) {
+    if (g->nprec) return snn_gm_nprec_backward(g, n);
     if (n->plif) return snn_gm_plif_backward(g, n);
     size_t cnt = (size_t)g->N * n->in_numel;
     return snn_cuda_neuron_backward(g->c, &n->nopt, n->nk, g->T, cnt, SNN_F32, n->h, NULL, n->gy,

@@ -245,9 +245,7 @@ snn_status snn_gm_fp8_init(snn_cuda_model *g, const snn_precision_config *cfg_in
     if (cfg.mode != SNN_PRECISION_FP8)
         return snn_error(SNN_E_INVALID, "GPU model: compute f8e4m3 (FP8 training) needs a precision "
                          "config with mode fp8 (got %s)", snn_precision_mode_name(cfg.mode));
-    if (cfg.neuron_storage != SNN_NEURON_STORAGE_UNSET)
-        return snn_error(SNN_E_UNSUPPORTED, "GPU model: neuron precision (neuron_storage) is not "
-                         "available in the runner; the GPU neurons keep FP32 state");
+    /* neuron_storage/fwd/bwd: cuda_model_nprec.cu (snn_gm_nprec_init) */
     char name[256] = "?";
     int maj = 0, min = 0, sms = 0;
     SNN_TRY(snn_cuda_device_info(g->c, name, sizeof name, &maj, &min, &sms));

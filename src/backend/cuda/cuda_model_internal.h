@@ -73,6 +73,8 @@ struct gnode {
     float *h;            /* pre-reset membrane [T][n] saved by the training forward */
     int plif;            /* ParametricLIF: k = sigmoid(*w) on the device, dL/dw into *gw */
     float *gk;           /* PLIF: device dL/dk of the step */
+    void *xs;            /* neuron precision: x in the storage dtype (NULL for FP32 storage) */
+    double *gkd;         /* neuron precision, PLIF: dL/dk and its block sums */
     /* Dropout */
     float *mask;         /* [N][per-sample]: 0 or 1/(1-p) */
     /* SSA / token mean */
@@ -157,6 +159,8 @@ struct snn_cuda_model {
     gm_fp8 *f8;                    /* FP8 training (o.compute was f8e4m3; o.compute is BF16
                                       then, the type of every unconverted GEMM) */
     cudaEvent_t ev[2];
+    int nprec;                     /* neuron precision: storage nS, arithmetic nF / nB */
+    snn_dtype nS, nF, nB;
 };
 
 /* cuda_model.cu: everything of one step after the input and scalars are staged; staging */
@@ -177,6 +181,15 @@ snn_status snn_gm_dropout_forward(snn_cuda_model *g, gnode *n, int training);
 snn_status snn_gm_dropout_backward(snn_cuda_model *g, gnode *n);
 snn_status snn_gm_avgpool_forward(snn_cuda_model *g, gnode *n);
 snn_status snn_gm_avgpool_backward(snn_cuda_model *g, gnode *n);
+
+/* cuda_model_nprec.cu: neuron mixed precision. init (after the tree is built: the CPU's
+ * checks; sets g->nprec when cfg sets neuron_storage), plan (a neuron's buffers), the
+ * forward and backward of a neuron when g->nprec. create passes opts.neuron, else with
+ * compute f8e4m3 opts.fp8. */
+snn_status snn_gm_nprec_init(snn_cuda_model *g, const snn_precision_config *cfg);
+void snn_gm_nprec_plan(snn_cuda_model *g, gnode *n);
+snn_status snn_gm_nprec_forward(snn_cuda_model *g, gnode *n, int training);
+snn_status snn_gm_nprec_backward(snn_cuda_model *g, gnode *n);
 
 /* cuda_model_exec.cu */
 snn_status snn_gm_forward(snn_cuda_model *g, gnode *n, int training);
