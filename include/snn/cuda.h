@@ -234,8 +234,8 @@ typedef struct snn_cuda_model_opts {
      * (T*N times its leading dims), in or out is not a multiple of 128. */
     const snn_precision_config *fp8;
     /* Neuron mixed precision (NULL, or neuron_storage unset: the FP32 neurons; with compute
-     * SNN_F8E4M3 and neuron NULL, fp8's neuron fields are used; copied at create; the other
-     * fields of the config are not read). With neuron_storage set, every IF/LIF/PLIF neuron
+     * SNN_F8E4M3 and neuron NULL, fp8's neuron fields are used; the neuron fields are copied
+     * at create, the rest of the config is only validated). With neuron_storage set, every IF/LIF/PLIF neuron
      * runs the CPU's converted-neuron semantics (src/precision/prec_exec.c) on the mixed
      * kernels of cuda_neuron_mp: x (FP32) rounded to the storage dtype, h_seq saved in it,
      * charge and reset in neuron_fwd, BPTT in neuron_bwd, spikes FP32, dL/dx FP32 holding
