@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cuda/cuda_fp8_delayed.h"
 #include "backend/cuda/cuda_model_internal.h"
 
 struct gm_f8 {
@@ -109,39 +110,15 @@ __global__ void f8_current_scale_kernel(const float *amax, float fmax, int pow2,
     *sinv = __fdiv_rn(1.0f, s);
 }
 
-/* Delayed scaling after the step, one block per slot (snn_fp8_state_update): a slot not
- * quantised since the last update keeps everything; else window max over this step's amax
- * and the previous len-1, roll, amax = 0, scale = fmax·2^-margin / window if finite > 0. */
+/* Delayed scaling after the step, one block per slot (snn_fp8_state_update, the rule in
+ * cuda_fp8_delayed.h); slot % 3 == 2 holds a gradient (the backward format's maximum). */
 __global__ void f8_delayed_update_kernel(float *amax, float *hist, int *pos, float *scale,
                                          float *sinv, int len, float fwd_max, float grad_max,
                                          float margin_factor, int most_recent) {
     const int slot = blockIdx.x;
-    const float c = amax[slot];
-    if (c == 0.0f) return;
-    const int ring = len - 1;
-    float *h = hist + (size_t)slot * (ring > 0 ? ring : 1);
-    float m = c;
-    if (!most_recent)
-        for (int i = threadIdx.x; i < ring; i += blockDim.x) m = fmaxf(m, h[i]);
-    __shared__ float red[32];
-    m = snn_warp_max(m);
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
-    __syncthreads();
-    if (threadIdx.x != 0) return;
-    float a = red[0];
-    for (int w = 1; w < (int)(blockDim.x >> 5); w++) a = fmaxf(a, red[w]);
-    if (ring > 0) {
-        int p = pos[slot];
-        h[p] = c;
-        pos[slot] = p + 1 == ring ? 0 : p + 1;
-    }
-    amax[slot] = 0.0f;
     const float fmax = slot % 3 == 2 ? grad_max : fwd_max;
-    float s = scale[slot];
-    if (isfinite(a) && a > 0.0f) s = __fdiv_rn(fmax * margin_factor, a);
-    if (isinf(s)) s = FLT_MAX;
-    scale[slot] = s;
-    sinv[slot] = __fdiv_rn(1.0f, s);
+    if (snn_fp8_delayed_roll(slot, amax, hist, pos, len, most_recent, fmax, margin_factor, scale + slot))
+        sinv[slot] = __fdiv_rn(1.0f, scale[slot]);
 }
 
 __global__ void f8_fill_kernel(float *x, size_t n, float v) {
