@@ -40,6 +40,7 @@
 #include "snn/precision.h"
 #include "snn/prepare.h"
 #include "snn/snn.h"
+#include "model_compare.h"
 
 static snn_cuda *g;
 static uint64_t rng;
@@ -56,47 +57,8 @@ static const combo COMBOS[] = {
     {"fp16", "fp16", "fp16"},
 };
 
-static double rel_l2(const float *a, const float *b, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (isnan(a[i]) || isnan(b[i])) return INFINITY;
-        double d = (double)a[i] - (double)b[i];
-        num += d * d;
-        den += (double)b[i] * (double)b[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
 
-static double worst_param(snn_model *m, const float *a, const float *b, const char **name) {
-    double worst = 0;
-    size_t off = 0;
-    for (size_t i = 0; i < m->n_tensors; i++) {
-        const snn_param *p = m->tensors[i].param;
-        if (p->kind == SNN_PARAM_BUFFER) continue;
-        double e = rel_l2(a + off, b + off, p->numel);
-        off += p->numel;
-        if (e > worst || isnan(e)) {
-            worst = e;
-            *name = m->tensors[i].name;
-        }
-    }
-    return worst;
-}
 
-static snn_status build_seq(snn_module **kids, int n, const char *kind, snn_shape in, uint64_t seed,
-                            snn_model **m) {
-    snn_module *root = snn_sequential_new();
-    snn_status st = root ? SNN_OK : SNN_E_NOMEM;
-    for (int i = 0; i < n; i++) {
-        if (st == SNN_OK) st = kids[i] ? snn_module_add_child(root, kids[i]) : SNN_E_NOMEM;
-        else if (kids[i]) snn_module_free(kids[i]);
-    }
-    if (st != SNN_OK) {
-        snn_module_free(root);
-        return st;
-    }
-    return snn_model_build(root, kind, "{}", in, seed, m);
-}
 
 static snn_module *neuron(snn_neuron_kind kind, float tau, int decay_input) {
     snn_neuron_opts o = snn_neuron_defaults(kind);
