@@ -8,6 +8,9 @@
 #   fcsnn-W8192.json  the same at width 8192, depth 10 (bf16 and fp8)
 #   fcsnn-W*-delayed.json  both FC-SNN runs again with --fp8-recipe delayed
 #   fcsnn-W*-block.json, linear-W*-block.json  --fp8-recipe block (1x128 / 128x128 scaling)
+#   fcsnn-W4096-nprec-bf16.json, fcsnn-W4096-nprec-fp8.json  the W 4096 FC-SNN in bf16 with its
+#                     LIF layers on the mixed-precision GPU neurons: --neuron-storage bf16
+#                     --neuron-fwd bf16 --neuron-bwd fp32, and float8_e4m3fn / fp8 / bf16 (1 trial)
 #   crossover.json, crossover.svg
 #                     snn bench crossover --device cuda over the same widths (fp8 vs bf16)
 #   summary.md        the table printed at the end: our FP8/BF16 ratios next to the guide's
@@ -65,6 +68,15 @@ run fcsnn-W4096-block bench fcsnn --device cuda --time-steps 16 --batch-size 256
 run fcsnn-W8192-block bench fcsnn --device cuda --time-steps 16 --batch-size 256 --input-dim 8192 --hidden-dim 8192 \
     --depth 10 --num-classes 10 --precisions bf16 fp8 --fp8-recipe block --baseline-precision bf16 \
     --warmup 3 --training-steps 10 --inference-steps 20 --trials 3 --output "$OUTD/fcsnn-W8192-block.json"
+# the FC-SNN's LIF layers on the mixed-precision neurons (--neuron-storage/-fwd/-bwd)
+run fcsnn-W4096-nprec-bf16 bench fcsnn --device cuda --time-steps 16 --batch-size 256 --input-dim 4096 \
+    --hidden-dim 4096 --depth 20 --num-classes 10 --precisions bf16 --neuron-storage bf16 --neuron-fwd bf16 \
+    --neuron-bwd fp32 --warmup 3 --training-steps 10 --inference-steps 20 --trials 1 \
+    --output "$OUTD/fcsnn-W4096-nprec-bf16.json"
+run fcsnn-W4096-nprec-fp8 bench fcsnn --device cuda --time-steps 16 --batch-size 256 --input-dim 4096 \
+    --hidden-dim 4096 --depth 20 --num-classes 10 --precisions bf16 --neuron-storage float8_e4m3fn \
+    --neuron-fwd fp8 --neuron-bwd bf16 --warmup 3 --training-steps 10 --inference-steps 20 --trials 1 \
+    --output "$OUTD/fcsnn-W4096-nprec-fp8.json"
 # mixed-precision neurons (storage / forward / backward dtypes, bit-identical to the CPU emulation)
 run neuron-mp bench neuron --device cuda --sizes 16x1048576 --neuron-storage float8_e4m3fn --neuron-fwd fp8 \
     --neuron-bwd bf16 --output "$OUTD/neuron-mp.json"
@@ -141,6 +153,17 @@ for w, dep, tag in ((4096, 20, ''), (8192, 10, ''), (4096, 20, '-delayed'), (819
              f"{c['training_memory_ratio']:.2f}x / {c['inference_memory_ratio']:.2f}x "
              f"({f['training_peak_allocated_mb']:.1f} vs {b['training_peak_allocated_mb']:.1f} MiB) | "
              f"{'passed' if d['efficiency']['passed'] else 'FAILED'} |")
+L += ['', '## FC-SNN W 4096 bf16 with mixed-precision neurons (1 trial, samples/s)', '',
+      '| neuron storage / fwd / bwd | train | infer | train MiB | checks |', '|---|---|---|---|---|']
+for tag, lab in (('', 'none (fused FP32 neurons, row above)'), ('-nprec-bf16', 'bf16 / bf16 / fp32'),
+                 ('-nprec-fp8', 'float8_e4m3fn / fp8 / bf16')):
+    d = load(f'fcsnn-W4096{tag}.json')
+    b = res(d, 'bf16') if d else None
+    if not b:
+        L.append(f'| {lab} | (no result) ||||')
+        continue
+    L.append(f"| {lab} | {b['training_samples_per_sec']:.0f} | {b['inference_samples_per_sec']:.0f} | "
+             f"{b['training_peak_allocated_mb']:.1f} | {'passed' if d['efficiency']['passed'] else 'FAILED'} |")
 d = load('crossover.json')
 L += ['', '## Crossover (fp8 vs bf16, batch 4096, depth 8)', '']
 if d:

@@ -37,13 +37,11 @@ void bench_cuda_check_flags(const char *cmd, const bench_flags *f) {
                   "'auto' selects it), 'delayed' (per-tensor scales from amax histories) and 'block' (1x128 / "
                   "128x128 block scaling), not '%s'",
                   cmd, f->recipe);
-    /* The GPU workloads here run the plain fused neurons; the mixed-precision GPU neurons
-     * (cuda_neuron_mp.h) are timed by 'snn bench neuron --device cuda --neuron-storage ...'. */
-    if (f->storage || f->fwd || f->bwd)
-        die_usage("bench %s: --neuron-storage/--neuron-fwd/--neuron-bwd are not wired into the GPU %s workload "
-                  "(its neurons store in the activation type and compute in FP32); the mixed-precision GPU neuron "
-                  "kernels are timed by 'snn bench neuron --device cuda --neuron-storage S --neuron-fwd F "
-                  "--neuron-bwd B'; or use --device cpu",
+    /* fcsnn runs its LIF layers on the mixed-precision GPU neurons (cuda_neuron_mp.h) with
+     * these flags; the linear workload has no neurons. */
+    if ((f->storage || f->fwd || f->bwd) && strcmp(cmd, "fcsnn"))
+        die_usage("bench %s: --neuron-storage/--neuron-fwd/--neuron-bwd apply to workloads with neurons (the GPU "
+                  "%s workload has none); use them with 'snn bench fcsnn' or 'snn bench neuron'",
                   cmd, cmd);
     if (f->converge)
         die_usage("bench %s: --converge runs on the CPU only; drop it or use --device cpu", cmd);
@@ -113,6 +111,9 @@ static snn_cuda_bench_cfg gpu_cfg(const bench_workload *w, const snn_precision_c
         c.fp8_block = 1;
         c.fp8_block_fp32_scales = pc->block_fp32_scales;
     }
+    c.neuron_storage = pc->neuron_storage;
+    c.neuron_fwd = pc->neuron_fwd;
+    c.neuron_bwd = pc->neuron_bwd;
     return c;
 }
 
@@ -223,6 +224,12 @@ static cJSON *gpu_report(const bench_suite *s, const bench_result *r, const snn_
                                 ? "CUDA: FP32 cuBLASLt GEMMs (TF32 off); whole steps replayed as CUDA graphs"
                                 : "CUDA: 16-bit cuBLASLt GEMMs with FP32 accumulation, 16-bit activations, FP32 "
                                   "master weights; whole steps replayed as CUDA graphs");
+    if (fcsnn && cfg->neuron_storage != SNN_NEURON_STORAGE_UNSET)
+        cJSON_AddStringToObject(cap, "neuron_execution",
+                                "CUDA mixed-precision neurons (cuda_neuron_mp, bit-identical to the CPU emulation): "
+                                "Linear output + bias in the activation type, converted to the storage dtype; h_seq "
+                                "kept in it; charge/reset in neuron_fwd, BPTT in neuron_bwd; dL/dx FP32, rounded to "
+                                "the activation type for the GEMMs");
     cJSON *rep = cJSON_AddObjectToObject(top, "conversion_report");
     cJSON_AddNumberToObject(rep, "total_modules", 2 + 2 * (D - 1) + 1);
     /* Linear layers that meet the FP8 alignment, as the CPU rule counts them */
@@ -255,8 +262,11 @@ static cJSON *gpu_report(const bench_suite *s, const bench_result *r, const snn_
     }
     cJSON_AddItemToObject(rep, "high_precision_modules", hp);
     cJSON_AddItemToObject(rep, "unsupported_modules", cJSON_CreateArray());
+    /* as the CPU's report: the LIF modules run the mixed-precision neurons when a storage is set */
     cJSON *nr = cJSON_AddObjectToObject(top, "neurons");
-    cJSON_AddItemToObject(nr, "converted_modules", cJSON_CreateArray());
+    cJSON_AddItemToObject(nr, "converted_modules",
+                          fcsnn && cfg->neuron_storage != SNN_NEURON_STORAGE_UNSET ? names(1, 2, D - 1)
+                                                                                   : cJSON_CreateArray());
     cJSON_AddItemToObject(nr, "unsupported_modules", cJSON_CreateArray());
     return top;
 }

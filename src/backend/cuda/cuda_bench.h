@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "snn/cuda.h"
+#include "snn/precision.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -46,6 +47,14 @@ typedef struct snn_cuda_bench_cfg {
      * gradients, 128x128 tiles for weights, cuBLASLt's block-scale modes; every GEMM
      * dimension a multiple of 128); scales powers of two unless fp8_block_fp32_scales. */
     int fp8_block, fp8_block_fp32_scales;
+    /* fcsnn neuron mixed precision (--neuron-storage/--neuron-fwd/--neuron-bwd; storage
+     * UNSET = the plain fused FP32 neurons). With a storage dtype S every LIF layer runs
+     * cuda_neuron_mp's kernels: the Linear output plus bias (rounded to the activation
+     * type, as the CPU's converted Linear writes it) converted to S, charge and reset in F,
+     * h_seq saved in S, BPTT in B, dL/dx FP32 (then rounded to the activation type for the
+     * GEMMs). Validated as the CPU does (snn_precision_config_validate). */
+    snn_neuron_storage neuron_storage;
+    snn_neuron_compute neuron_fwd, neuron_bwd;
 } snn_cuda_bench_cfg;
 
 /* Host data of one run. weights[l] is Linear l's [out][in] FP32 weight, biases[l] its [out]

@@ -380,6 +380,22 @@ extern "C" snn_status snn_cuda_bench_check(const snn_cuda_bench_cfg *cfg, snn_cu
         return snn_error(SNN_E_INVALID, "cuda bench: fp8 delayed scaling needs amax_history_len >= 1 and margin in [0, 126]");
     if (p == SNN_CUDA_BENCH_FP8 && cfg->fp8_block && cfg->fp8_delayed)
         return snn_error(SNN_E_INVALID, "cuda bench: choose one FP8 recipe (block or delayed)");
+    if (cfg->neuron_storage != SNN_NEURON_STORAGE_UNSET || cfg->neuron_fwd != SNN_NEURON_COMPUTE_FP32 ||
+        cfg->neuron_bwd != SNN_NEURON_COMPUTE_FP32) {
+        if (cfg->kind != SNN_CUDA_BENCH_FCSNN)
+            return snn_error(SNN_E_INVALID, "cuda bench: the neuron precision (storage/fwd/bwd) applies to the fcsnn "
+                                            "workload only (linear has no neurons)");
+        /* the CPU's rules (neuron_fwd/bwd need a storage, FP8 arithmetic needs FP8 storage, ...) */
+        snn_precision_config pc = snn_precision_config_default();
+        pc.mode = p == SNN_CUDA_BENCH_FP32   ? SNN_PRECISION_FP32
+                  : p == SNN_CUDA_BENCH_FP16 ? SNN_PRECISION_FP16
+                  : p == SNN_CUDA_BENCH_BF16 ? SNN_PRECISION_BF16
+                                             : SNN_PRECISION_FP8;
+        pc.neuron_storage = cfg->neuron_storage;
+        pc.neuron_fwd = cfg->neuron_fwd;
+        pc.neuron_bwd = cfg->neuron_bwd;
+        BT(snn_precision_config_validate(&pc));
+    }
     if (cfg->kind == SNN_CUDA_BENCH_LINEAR) {
         if (cfg->T != 1) return snn_error(SNN_E_INVALID, "cuda bench linear: T must be 1");
         if (cfg->depth < 2)

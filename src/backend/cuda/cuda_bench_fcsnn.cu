@@ -10,6 +10,15 @@
  * stay BF16, so the head runs BF16 GEMMs). Optionally each layer's SGD update runs on a second
  * stream as soon as its gradients are ready (overlap_optimizer).
  *
+ * Neuron mixed precision (cfg.neuron_storage set; the default path above is untouched
+ * without it): each LIF layer runs cuda_neuron_mp's kernels instead of the fused FP32 one.
+ * The bias is added to the GEMM output y in its activation type (the CPU's converted Linear
+ * writes GEMM + bias rounded to that type), y is converted to the storage dtype S, h_seq is
+ * saved in S; spikes come out in the layer's spike type (BF16 and then E4M3 for the FP8
+ * layers). The backward widens dL/ds to FP32, runs BPTT in B, sums dL/dx (FP32) for the
+ * bias gradient and rounds it to the GEMMs' 16-bit type. Extra buffers: x in S (when S is
+ * not y's type), dL/ds and dL/dx in FP32, all allocated with the rest.
+ *
  * Block scaling (cfg.fp8_block, Float8BlockScaling): E4M3 everywhere; the input and the
  * gradients are quantised into 1x128 vectors (row-wise for the forward / dgrad GEMM, and a
  * column-wise transposed copy for wgrad, both from the high-precision source), weights into
@@ -28,6 +37,7 @@
 #include <stdlib.h>
 
 #include "backend/cuda/cuda_bench_impl.h"
+#include "backend/cuda/cuda_neuron_mp.h"
 
 typedef struct {
     int in, out;
@@ -64,6 +74,11 @@ typedef struct {
     cudaEvent_t ev[2];
     int nev;
     snn_neuron_opts lif;
+    /* neuron mixed precision (cfg.neuron_storage set): storage, forward and backward dtypes */
+    int mp;
+    snn_dtype ns, nf, nb;
+    void *xs;         /* the neuron input in S [M][W] (NULL: S is y's type, y serves) */
+    float *g32, *gx32; /* dL/ds and dL/dx in FP32 [M][W] */
 } net;
 
 #define NSLOTS(n) ((size_t)(2 * (n)->D + 2))
@@ -96,7 +111,7 @@ static snn_status build(net *n, snn_bench_alloc *a) {
         if (l < D) {
             L->s_type = fp8 ? (l == D - 1 ? SNN_BF16 : SNN_F8E4M3) : n->act;
             BT(bench_alloc(a, (size_t)M * W * snn_dtype_size(L->s_type), 1, &L->s));
-            BT(bench_alloc(a, (size_t)M * W * es, 0, &L->h));
+            BT(bench_alloc(a, (size_t)M * W * (n->mp ? snn_dtype_size(n->ns) : es), 0, &L->h));
         }
     }
     BT(bench_alloc(a, (size_t)M * n->I * 4, 1, &n->x32));
@@ -105,7 +120,8 @@ static snn_status build(net *n, snn_bench_alloc *a) {
     else if (n->act != SNN_F32) BT(bench_alloc(a, (size_t)M * n->I * es, 1, &n->xa));
     int wmax = W > n->I ? W : n->I;
     BT(bench_alloc(a, (size_t)M * W * es, 1, &n->y));
-    BT(bench_alloc(a, (size_t)M * wmax * es, 0, &n->gs));
+    /* gs: with mixed-precision neurons under fp8 also the forward's BF16 spike scratch */
+    BT(bench_alloc(a, (size_t)M * wmax * es, n->mp && fp8, &n->gs));
     BT(bench_alloc(a, (size_t)M * W * es, 0, &n->gy));
     if (fp8) { /* es == 2 (BF16 outside the GEMMs): y holds gy8 and gy8t exactly */
         n->gy8 = (uint8_t *)n->y;
@@ -115,6 +131,11 @@ static snn_status build(net *n, snn_bench_alloc *a) {
         else BT(bench_alloc(a, (size_t)M * n->I, 0, &n->x8t));
     }
     BT(bench_alloc(a, (size_t)n->B * W * 4, 0, &n->tsum));
+    if (n->mp) { /* y holds the Linear output in the activation type (BF16 under fp8) */
+        if (n->ns != (fp8 ? SNN_BF16 : n->act)) BT(bench_alloc(a, (size_t)M * W * snn_dtype_size(n->ns), 1, &n->xs));
+        BT(bench_alloc(a, (size_t)M * W * 4, 0, &n->g32));
+        BT(bench_alloc(a, (size_t)M * W * 4, 0, &n->gx32));
+    }
     BT(bench_alloc(a, (size_t)W * 4, 0, &n->col));
     BT(bench_alloc(a, (size_t)M * n->C * 4, 1, &n->logits));
     BT(bench_alloc(a, (size_t)M * n->C * (fp8 ? 2 : es), 0, &n->dlogits));
@@ -176,6 +197,43 @@ static snn_status load(void *p) {
     return snn_cuda_synchronize(n->c);
 }
 
+/* Neuron mixed precision, forward of one LIF layer, in the CPU's order (prec_exec.c): the
+ * Linear's output with its bias, rounded to the activation type (the CPU's converted Linear
+ * rounds GEMM + bias once; here the GEMM already wrote y in that type, so the GEMM result
+ * is rounded once more before the bias is added), then the mixed kernel on its rounding to
+ * S. Spikes are 0/1, exact in every type: the E4M3 spikes the next FP8 GEMM reads are
+ * converted from BF16 ones written into gs (dead until the backward). */
+static snn_status neuron_forward_mp(net *n, layer *L, snn_dtype yt, int train) {
+    snn_cuda *c = n->c;
+    const size_t MW = (size_t)n->M * n->W;
+    BT(snn_cuda_bias_add(c, yt, n->y, L->b, n->M, n->W));
+    const void *x = n->y;
+    if (n->xs) {
+        BT(snn_cuda_convert(c, n->ns, n->xs, yt, n->y, MW, NULL, 0));
+        x = n->xs;
+    }
+    int e4 = L->s_type == SNN_F8E4M3;
+    BT(snn_cuda_neuron_forward_mp(c, &n->lif, n->k, n->T, (size_t)n->B * n->W, n->ns, n->nf,
+                                  e4 ? SNN_BF16 : L->s_type, x, NULL, e4 ? n->gs : L->s, train ? L->h : NULL, NULL));
+    if (e4) BT(snn_cuda_convert(c, SNN_F8E4M3, L->s, SNN_BF16, n->gs, MW, NULL, 0));
+    return SNN_OK;
+}
+
+/* Backward of one LIF layer: dL/ds (gs, activation type) to FP32, BPTT in B from h_seq (S),
+ * dL/dx FP32; the bias gradient sums it over T·batch, and the GEMMs get it rounded to gt
+ * (as the CPU's converted Linear rounds dy), with its amax for FP8 per-tensor scaling. */
+static snn_status neuron_backward_mp(net *n, layer *L, snn_dtype gt, float *gy_amax) {
+    snn_cuda *c = n->c;
+    const size_t MW = (size_t)n->M * n->W;
+    BT(snn_cuda_convert(c, SNN_F32, n->g32, gt, n->gs, MW, NULL, 0));
+    BT(snn_cuda_neuron_backward_mp(c, &n->lif, n->k, n->T, (size_t)n->B * n->W, n->ns, n->nf, n->nb, L->h, NULL,
+                                   n->g32, NULL, n->gx32, NULL, NULL));
+    BT(snn_cuda_colsum(c, SNN_F32, n->gx32, n->M, n->W, 0.0f, L->gb));
+    BT(snn_cuda_convert(c, gt, n->gy, SNN_F32, n->gx32, MW, NULL, 0));
+    if (gy_amax) BT(snn_cuda_amax(c, gt, n->gy, MW, gy_amax));
+    return SNN_OK;
+}
+
 static snn_status forward(net *n, int train) {
     snn_cuda *c = n->c;
     const int M = n->M, W = n->W, D = n->D, fp8 = n->fp8;
@@ -225,8 +283,10 @@ static snn_status forward(net *n, int train) {
             snn_cuda_gemm_desc d = snn_cuda_gd(0, 1, M, W, L->in, n->act, n->act, yt, L->in, L->in, W, 0);
             BT(snn_cuda_gemm(c, &d, 1.0f, X, L->wk ? L->wk : L->w, 0.0f, n->y, NULL, NULL, NULL, NULL));
         }
-        BT(snn_cuda_neuron_forward(c, &n->lif, n->k, n->T, (size_t)n->B * W, yt, L->s_type, n->y, L->b, (size_t)W,
-                                   NULL, L->s, train ? L->h : NULL, NULL, NULL));
+        if (n->mp) BT(neuron_forward_mp(n, L, yt, train));
+        else
+            BT(snn_cuda_neuron_forward(c, &n->lif, n->k, n->T, (size_t)n->B * W, yt, L->s_type, n->y, L->b,
+                                       (size_t)W, NULL, L->s, train ? L->h : NULL, NULL, NULL));
         X = L->s;
         xt = L->s_type;
         xs = NULL; /* spikes: exact in E4M3 with scale 1 */
@@ -290,9 +350,13 @@ static snn_status train_backward(void *p) {
         layer *L = &n->L[l];
         snn_dtype gt = fp8 ? SNN_BF16 : n->act;
         float *gam = n->amax + 1 + D + l, *gsi = n->sinv + 1 + D + l;
-        BT(snn_cuda_neuron_backward(c, &n->lif, n->k, n->T, (size_t)n->B * W, gt, L->h, NULL, n->gs, NULL, NULL,
-                                    n->gy, NULL, NULL, n->tsum, fp8 && !n->block ? gam : NULL));
-        BT(snn_cuda_colsum(c, SNN_F32, n->tsum, n->B, W, 0.0f, L->gb));
+        if (n->mp) {
+            BT(neuron_backward_mp(n, L, gt, fp8 && !n->block ? gam : NULL));
+        } else {
+            BT(snn_cuda_neuron_backward(c, &n->lif, n->k, n->T, (size_t)n->B * W, gt, L->h, NULL, n->gs, NULL, NULL,
+                                        n->gy, NULL, NULL, n->tsum, fp8 && !n->block ? gam : NULL));
+            BT(snn_cuda_colsum(c, SNN_F32, n->tsum, n->B, W, 0.0f, L->gb));
+        }
         if (n->block) {
             BT(snn_cuda_quantize_fp8_block(c, SNN_F8E4M3, 0, n->pow2, SNN_BF16, n->gy, M, W, n->gy8, n->sg, n->gy8t,
                                            n->sgt));
@@ -412,6 +476,12 @@ extern "C" snn_status snn_cuda_bench_run_fcsnn(snn_cuda *c, const snn_cuda_bench
     n.lif = snn_neuron_defaults(SNN_NEURON_LIF); /* Sigmoid(4), hard reset to 0, threshold 1 */
     n.lif.tau = cfg->tau;
     n.k = 1.0f / cfg->tau;
+    n.mp = cfg->neuron_storage != SNN_NEURON_STORAGE_UNSET;
+    if (n.mp) {
+        n.ns = snn_neuron_storage_dtype(cfg->neuron_storage);
+        n.nf = snn_neuron_compute_dtype(cfg->neuron_fwd, cfg->neuron_storage);
+        n.nb = snn_neuron_compute_dtype(cfg->neuron_bwd, cfg->neuron_storage);
+    }
     snn_bench_alloc a;
     memset(&a, 0, sizeof a);
     a.c = c;
