@@ -57,14 +57,29 @@ __global__ void bench_absdiff_kernel(const float *__restrict__ a, const float *_
     if ((threadIdx.x & 31) == 0 && m) atomicMax(reinterpret_cast<unsigned *>(out), m);
 }
 
-snn_status snn_bench_absdiff_max(snn_cuda *c, const float *a, const float *b, size_t n, float *out) {
+snn_status snn_bench_drift_max(snn_cuda *c, const float *a, float *b, const float *host, size_t n, float *out) {
     if (!n) return SNN_OK;
+    BT(snn_cuda_upload(c, b, host, n * sizeof(float)));
     unsigned grid = snn_grid(n, 256);
     unsigned cap = (unsigned)snn_cuda_sm_count(c) * 8;
     if (grid > cap) grid = cap;
     bench_absdiff_kernel<<<grid, 256, 0, snn_cuda_stream_of(c)>>>(a, b, n, out);
     SNN_CU_LAUNCHED("bench_absdiff_kernel");
     return SNN_OK;
+}
+
+snn_bench_mode snn_bench_mode_of(const snn_cuda_bench_cfg *cfg, snn_cuda_bench_precision p, snn_bench_fp8_delayed *dl) {
+    snn_bench_mode m;
+    m.fp8 = p == SNN_CUDA_BENCH_FP8;
+    m.block = m.fp8 && cfg->fp8_block;
+    m.pow2 = !cfg->fp8_block_fp32_scales;
+    m.delayed = m.fp8 && !m.block && cfg->fp8_delayed;
+    m.act = p == SNN_CUDA_BENCH_FP32 ? SNN_F32 : p == SNN_CUDA_BENCH_FP16 ? SNN_F16 : SNN_BF16;
+    m.loss_scale = p == SNN_CUDA_BENCH_FP16 ? 1024.0f : 1.0f;
+    dl->hlen = cfg->fp8_history_len ? cfg->fp8_history_len : 1024;
+    dl->margin = cfg->fp8_margin;
+    dl->most_recent = cfg->fp8_most_recent;
+    return m;
 }
 
 /* ---- FP8 delayed scaling (cuda_bench_impl.h) ---- */

@@ -415,13 +415,11 @@ static snn_status optimizer_lr0(void *p) {
 
 static snn_status update_max(void *p, float *out) {
     net *n = (net *)p;
-    for (int l = 0; l <= n->D; l++) { /* the base state into the gradient buffers, then compare */
+    for (int l = 0; l <= n->D; l++) { /* against the base state, staged through the gradient buffers */
         layer *L = &n->L[l];
         size_t nw = (size_t)L->in * L->out;
-        BT(snn_cuda_upload(n->c, L->gw, n->d->weights[l], nw * 4));
-        BT(snn_bench_absdiff_max(n->c, L->w, L->gw, nw, out));
-        BT(snn_cuda_upload(n->c, L->gb, n->d->biases[l], (size_t)L->out * 4));
-        BT(snn_bench_absdiff_max(n->c, L->b, L->gb, (size_t)L->out, out));
+        BT(snn_bench_drift_max(n->c, L->w, L->gw, n->d->weights[l], nw, out));
+        BT(snn_bench_drift_max(n->c, L->b, L->gb, n->d->biases[l], (size_t)L->out, out));
     }
     return SNN_OK;
 }
@@ -454,14 +452,13 @@ extern "C" snn_status snn_cuda_bench_run_fcsnn(snn_cuda *c, const snn_cuda_bench
     memset(&n, 0, sizeof n);
     n.c = c;
     n.d = d;
-    n.fp8 = p == SNN_CUDA_BENCH_FP8;
-    n.block = n.fp8 && cfg->fp8_block;
-    n.pow2 = !cfg->fp8_block_fp32_scales;
-    n.delayed = n.fp8 && !n.block && cfg->fp8_delayed;
-    n.dl.hlen = cfg->fp8_history_len ? cfg->fp8_history_len : 1024;
-    n.dl.margin = cfg->fp8_margin;
-    n.dl.most_recent = cfg->fp8_most_recent;
-    n.act = p == SNN_CUDA_BENCH_FP32 ? SNN_F32 : p == SNN_CUDA_BENCH_FP16 ? SNN_F16 : SNN_BF16;
+    const snn_bench_mode md = snn_bench_mode_of(cfg, p, &n.dl);
+    n.fp8 = md.fp8;
+    n.block = md.block;
+    n.pow2 = md.pow2;
+    n.delayed = md.delayed;
+    n.act = md.act;
+    n.loss_scale = md.loss_scale;
     n.T = cfg->T;
     n.B = cfg->N;
     n.M = cfg->T * cfg->N;
@@ -471,7 +468,6 @@ extern "C" snn_status snn_cuda_bench_run_fcsnn(snn_cuda *c, const snn_cuda_bench
     n.C = cfg->classes;
     n.lr = cfg->lr;
     n.momentum = cfg->momentum;
-    n.loss_scale = p == SNN_CUDA_BENCH_FP16 ? 1024.0f : 1.0f;
     n.overlap = cfg->overlap_optimizer;
     n.lif = snn_neuron_defaults(SNN_NEURON_LIF); /* Sigmoid(4), hard reset to 0, threshold 1 */
     n.lif.tau = cfg->tau;

@@ -32,9 +32,10 @@ template <typename P> static inline snn_status bench_alloc(snn_bench_alloc *a, s
 }
 void snn_bench_alloc_free_all(snn_bench_alloc *a);
 
-/* out = max(out, max |a - b|) over n floats; NaN wins (it orders above every finite value
- * and infinity as an unsigned bit pattern). out: one device float, zero it first. */
-snn_status snn_bench_absdiff_max(snn_cuda *c, const float *a, const float *b, size_t n, float *out);
+/* out = max(out, max |p - host|) over n floats, the host values staged through `scratch` (n
+ * device floats, overwritten); NaN wins (it orders above every finite value and infinity as
+ * an unsigned bit pattern). out: one device float, zero it first. */
+snn_status snn_bench_drift_max(snn_cuda *c, const float *p, float *scratch, const float *host, size_t n, float *out);
 
 /* What a workload hands the protocol runner. Every step function only enqueues work on the
  * context's stream (it is captured into a graph); load runs eagerly. */
@@ -64,6 +65,15 @@ snn_status snn_bench_protocol(snn_cuda *c, const snn_cuda_bench_cfg *cfg, const 
 
 double snn_bench_now(void); /* monotonic seconds */
 
+/* What a run's precision and FP8 configuration select (cuda_bench.h): FP8 GEMMs, block scaling
+ * (power-of-two scales unless fp8_block_fp32_scales), delayed scaling (not with block; the
+ * history parameters go into *dl), the storage type between the GEMMs, the static loss scale. */
+typedef struct snn_bench_mode {
+    int fp8, block, pow2, delayed;
+    snn_dtype act;
+    float loss_scale;
+} snn_bench_mode;
+
 /* FP8 delayed scaling on the device (fp8.md §3.1, the rule of src/precision/fp8_recipe.c).
  * Each quantised tensor has a slot. amax[slot] (the workload's array, "row 0" of the
  * history) collects this step's max|x| (unscaled) from whatever kernel produces or quantises
@@ -84,6 +94,8 @@ typedef struct snn_bench_fp8_delayed {
     float *scale; /* [nslots] */
     float *qamax; /* [nslots] */
 } snn_bench_fp8_delayed;
+
+snn_bench_mode snn_bench_mode_of(const snn_cuda_bench_cfg *cfg, snn_cuda_bench_precision p, snn_bench_fp8_delayed *dl);
 
 snn_status snn_bench_delayed_alloc(snn_bench_alloc *a, snn_bench_fp8_delayed *d, int nslots, int grad0, int hlen,
                                    int margin, int most_recent);
