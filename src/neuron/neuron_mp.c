@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "core/error_internal.h"
+#include "neuron/neuron_mp.h"
 #include "neuron/surrogate_impl.h"
 #include "snn/neuron.h"
 
@@ -42,7 +43,7 @@ static inline float mp_r(snn_dtype t, float f) {
 
 static int mp_is_fp8(snn_dtype t) { return t == SNN_F8E4M3 || t == SNN_F8E5M2; }
 
-static snn_status mp_check(const snn_neuron_opts *o, int T, snn_dtype S, snn_dtype F, snn_dtype B, int with_b) {
+snn_status snn_neuron_mp_check(const snn_neuron_opts *o, int T, snn_dtype S, snn_dtype F, snn_dtype B, int with_b) {
     if (!o) return snn_error(SNN_E_INVALID, "neuron mixed precision: options are NULL");
     if (T < 0) return snn_error(SNN_E_INVALID, "neuron mixed precision: T = %d is negative", T);
     if ((unsigned)S > SNN_F8E5M2)
@@ -122,7 +123,7 @@ static void mp_fwd_block(const mp_fwd_args *A, size_t i0, size_t len) {
 
 snn_status snn_neuron_forward_mp(const snn_neuron_opts *o, float k, int T, size_t n, snn_dtype S, snn_dtype F,
                                  const float *x, const float *v0, float *s, float *h_seq, float *v_last) {
-    SNN_TRY(mp_check(o, T, S, F, F, 0));
+    SNN_TRY(snn_neuron_mp_check(o, T, S, F, F, 0));
     const int mode = mp_mode(o);
     const float vr = o->soft_reset ? 0.0f : o->v_reset;
     mp_fwd_args A = {
@@ -251,7 +252,7 @@ static double mp_bwd_block(const mp_bwd_args *A, size_t i0, size_t len) {
 snn_status snn_neuron_backward_mp(const snn_neuron_opts *o, float k, int T, size_t n, snn_dtype S, snn_dtype F,
                                   snn_dtype B, const float *h_seq, const float *v0, const float *gs,
                                   const float *gv_last, float *gx, float *gv0, double *gk) {
-    SNN_TRY(mp_check(o, T, S, F, B, 1));
+    SNN_TRY(snn_neuron_mp_check(o, T, S, F, B, 1));
     if (!h_seq && T > 0 && n > 0)
         return snn_error(SNN_E_INVALID, "neuron mixed-precision backward: h_seq is NULL (run a forward that saves it)");
     const int mode = mp_mode(o);

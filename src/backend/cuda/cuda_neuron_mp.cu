@@ -10,6 +10,7 @@
  * every operation is then a single conversion, no per-operation switch); the backward's F
  * (only used to rebuild v_{t-1} for dL/dk) is a run-time value. */
 #include "backend/cuda/cuda_neuron_mp.h"
+#include "neuron/neuron_mp.h"
 
 static int mp_fp8(snn_dtype t) { return t == SNN_F8E4M3 || t == SNN_F8E5M2; }
 
@@ -21,26 +22,9 @@ static int mp_mode(const snn_neuron_opts *o) {
     return o->decay_input ? MPK_DECAY : MPK_NODECAY;
 }
 
-/* The CPU's rules (neuron_mp.c mp_check), plus what the GPU needs known: kind, surrogate. */
+/* The CPU's rules (snn_neuron_mp_check), plus what the GPU needs known: kind, surrogate. */
 static snn_status mp_check(const snn_neuron_opts *o, int T, snn_dtype S, snn_dtype F, snn_dtype B, int with_b) {
-    if (!o) return snn_error(SNN_E_INVALID, "GPU neuron mixed precision: options are NULL");
-    if (T < 0) return snn_error(SNN_E_INVALID, "GPU neuron mixed precision: T = %d is negative", T);
-    if ((unsigned)S > SNN_F8E5M2)
-        return snn_error(SNN_E_INVALID, "neuron storage dtype %d is not one of f32, f16, bf16, f8e4m3, f8e5m2",
-                         (int)S);
-    const snn_dtype ar[2] = {F, B};
-    const char *what[2] = {"forward", "backward"};
-    for (int i = 0; i < 1 + with_b; i++) {
-        if ((unsigned)ar[i] > SNN_F8E5M2)
-            return snn_error(SNN_E_INVALID,
-                             "neuron %s arithmetic dtype %d is not one of f32, f16, bf16, f8e4m3, f8e5m2", what[i],
-                             (int)ar[i]);
-        if (mp_fp8(ar[i]) && ar[i] != S)
-            return snn_error(SNN_E_INVALID,
-                             "neuron %s arithmetic in %s needs the same FP8 storage (storage is %s): FP8 "
-                             "arithmetic runs in the storage's format",
-                             what[i], snn_dtype_name(ar[i]), snn_dtype_name(S));
-    }
+    SNN_TRY(snn_neuron_mp_check(o, T, S, F, B, with_b));
     if ((unsigned)o->kind > SNN_NEURON_PLIF)
         return snn_error(SNN_E_INVALID, "GPU neuron mixed precision: unknown neuron kind %d", (int)o->kind);
     if ((unsigned)o->surrogate >= SNN_SG_COUNT)
