@@ -68,6 +68,18 @@ static double timed_ms(enqueue_fn f, void *arg) {
     return ms;
 }
 
+/* warmup untimed calls, then `repeats` timed ones (seconds per call), forward then backward */
+static void time_fwd_bwd(enqueue_fn f, enqueue_fn b, void *arg, int warmup, int repeats, double *fwd, double *bwd) {
+    for (int r = -warmup; r < repeats; r++) {
+        double ms = timed_ms(f, arg);
+        if (r >= 0) fwd[r] = ms * 1e-3;
+    }
+    for (int r = -warmup; r < repeats; r++) {
+        double ms = timed_ms(b, arg);
+        if (r >= 0) bwd[r] = ms * 1e-3;
+    }
+}
+
 typedef struct {
     void *dst;
     const void *src;
@@ -133,14 +145,7 @@ int bench_neuron_cuda_run(const snn_neuron_opts *o, float k, int T, size_t N, sn
     snn_convert(io, tmp, SNN_F32, hg, e, 0);
     snn_cuda_upload(ctx(), a.gs, tmp, e * es);
     snn_cuda_memset(ctx(), a.gx, 0xFF, e * es); /* NaN in every type: the check sees what backward wrote */
-    for (int r = -warmup; r < repeats; r++) {
-        double ms = timed_ms(do_fwd, &a);
-        if (r >= 0) fwd[r] = ms * 1e-3;
-    }
-    for (int r = -warmup; r < repeats; r++) {
-        double ms = timed_ms(do_bwd, &a);
-        if (r >= 0) bwd[r] = ms * 1e-3;
-    }
+    time_fwd_bwd(do_fwd, do_bwd, &a, warmup, repeats, fwd, bwd);
     int okf = 1, okb = 1;
     snn_cuda_download(ctx(), tmp, a.s, e * es);
     snn_convert(SNN_F32, back, io, tmp, e, 0);
@@ -208,14 +213,7 @@ int bench_neuron_cuda_run_mp(const snn_neuron_opts *o, float k, int T, size_t N,
     snn_cuda_memset(ctx(), a.s, 0xFF, e * 4); /* NaN: the checks see what the kernels wrote */
     snn_cuda_memset(ctx(), a.h, 0xFF, e * es);
     snn_cuda_memset(ctx(), a.gx, 0xFF, e * 4);
-    for (int r = -warmup; r < repeats; r++) {
-        double ms = timed_ms(do_fwd_mp, &a);
-        if (r >= 0) fwd[r] = ms * 1e-3;
-    }
-    for (int r = -warmup; r < repeats; r++) {
-        double ms = timed_ms(do_bwd_mp, &a);
-        if (r >= 0) bwd[r] = ms * 1e-3;
-    }
+    time_fwd_bwd(do_fwd_mp, do_bwd_mp, &a, warmup, repeats, fwd, bwd);
     int okf = 1, okb = 1;
     snn_cuda_download(ctx(), back, a.s, e * 4);
     for (size_t i = 0; i < e; i++) okf &= back[i] == 0.0f || back[i] == 1.0f;
