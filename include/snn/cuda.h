@@ -229,7 +229,8 @@ typedef struct snn_cuda_model_opts {
      * GEMM runs BF16, as on the CPU. The input of a module that follows a neuron in a
      * Sequential is taken as spikes (E4M3, scale 1, as the CPU's spike_fp8 default). Delayed
      * scaling keeps its amax histories and scales on the device and updates them after the
-     * optimizer step, inside the graph. Refused by create: mxfp8 (not in the runner), block
+     * optimizer step, inside the graph. mxfp8 is the CPU's exact emulation on any GPU
+     * (dequantised 1x32 / 32x1 E8M0 blocks, FP32 GEMMs). Refused by create: block
      * on a device other than compute capability 9.x or with a converted module whose rows
      * (T*N times its leading dims), in or out is not a multiple of 128. */
     const snn_precision_config *fp8;

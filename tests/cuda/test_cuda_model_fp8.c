@@ -25,8 +25,12 @@
  * BF16 step, below the step-to-step change of the gradient amaxes the histories record). The
  * summed loss: 2e-3.
  *
- * Refusals: mxfp8 on a device below compute capability 10 (the message names the device), the
- * block recipe with rows that are not multiples of 128 (the CPU converts that module with
+ * mxfp8 is emulated on every GPU exactly as the CPU does it (dequantised operands, FP32
+ * GEMMs): the GEMM differs only in summation order (FP32 against FP32, so tighter than the
+ * FP8 recipes), and the same bounds apply. fcsnn's 40 rows and 24 outputs leave partial
+ * 32-element blocks in both directions.
+ *
+ * Refusals: the block recipe with rows that are not multiples of 128 (the CPU converts that module with
  * partial blocks, which the block-scaled GEMMs cannot run: refused rather than silently kept
  * BF16), and a model with nothing to convert (refused on both sides).
  * Exit 77 without a GPU (after the CPU-side checks of the models' conversion). */
@@ -367,8 +371,6 @@ static void expect_refused(const char *label, make_fn make, int T, int N, const 
 }
 
 static void test_refusals(void) {
-    /* mxfp8: below sm_100 the message names the device; the runner has no mxfp8 path at all */
-    expect_refused("mxfp8", make_fcsnn, 4, 16, "mxfp8", cc_major < 10 ? dev_name : "mxfp8");
     /* block with rows = 4*10 = 40: the CPU converts (partial blocks), the GPU cannot */
     expect_refused("block, rows % 128 != 0", make_fcsnn_block, 4, 10, "block", cc_major == 9 ? "128" : dev_name);
     /* nothing to convert: the CPU refuses too */
@@ -400,6 +402,10 @@ int main(void) {
     test_recipe("mlp current", make_mlp, 4, 16, "current", 0, 3, 1);
     test_recipe("conv1d current", make_conv1d, 2, 8, "current", 0, 3, 1);
     test_recipe("conv1d delayed", make_conv1d, 2, 8, "delayed", 4, 5, 1);
+    /* mxfp8: the exact emulation, on every GPU */
+    test_recipe("fcsnn mxfp8", make_fcsnn, 4, 10, "mxfp8", 0, 4, 1);
+    test_recipe("mlp mxfp8", make_mlp, 4, 16, "mxfp8", 0, 3, 1);
+    test_recipe("conv1d mxfp8", make_conv1d, 2, 8, "mxfp8", 0, 3, 1);
     if (cc_major == 9) {
         test_recipe("fcsnn block (rows 128)", make_fcsnn_block, 4, 32, "block", 0, 3, 1);
     } else {

@@ -23,7 +23,15 @@
  * (TE's amax_history[0]); after the optimizer step (the CPU's order in
  * snn_precision_backward) one kernel rolls the histories and computes the new scales
  * (snn_fp8_state_update's rule). The previous amaxes are a ring (the window max does not
- * depend on order); snn_cuda_model_fp8_state unrolls it into the CPU's layout. */
+ * depend on order); snn_cuda_model_fp8_state unrolls it into the CPU's layout.
+ *
+ * mxfp8 (1x32 / 32x1 blocks with E8M0 scales) is emulated exactly on any GPU, as the CPU
+ * does: snn_cuda_mxfp8_qdq (cuda_mxfp8.cu) quantises each operand per the CPU's rule and
+ * dequantises it into FP32 in the same pass, then FP32 GEMMs (TF32 off) multiply the
+ * dequantised values, so only the summation order differs from the CPU. The usages are
+ * prec_exec.c's: fprop X, W row-wise (along K); dgrad dY row-wise (along out), W column-wise
+ * (along out); wgrad dY, X column-wise (along the rows). Spikes are multiplied as they are
+ * (the CPU's spike_fp8); partial blocks are blocks of their own, as on the CPU. */
 #include <float.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +39,7 @@
 
 #include "backend/cuda/cuda_fp8_delayed.h"
 #include "backend/cuda/cuda_model_internal.h"
+#include "backend/cuda/cuda_mxfp8.h"
 
 struct gm_f8 {
     int K, No, rows, L;          /* token-major GEMM: X [rows][K], W [No][K]; L tokens (Conv1d) */
@@ -38,6 +47,7 @@ struct gm_f8 {
     int spike, slot, conv;
     uint8_t *xq, *xqt, *wq, *wqt, *dyq, *dyqt;
     float *sx, *sxt, *sw, *swt, *sdy, *sdyt; /* block: cuBLASLt scale arrays */
+    float *mxr, *mxc, *mwr, *mwc, *mdyr, *mdyc; /* mxfp8: dequantised row-/column-wise copies */
 };
 
 struct gm_fp8 {
@@ -50,6 +60,7 @@ struct gm_fp8 {
 };
 
 static int is_block(const snn_cuda_model *g) { return g->f8->p.recipe == SNN_FP8_RECIPE_BLOCK; }
+static int is_mx(const snn_cuda_model *g) { return g->f8->p.recipe == SNN_FP8_RECIPE_MXFP8; }
 static int round16(int v) { return (v + 15) / 16 * 16; }
 
 /* ---- kernels ---- */
@@ -230,17 +241,10 @@ snn_status snn_gm_fp8_init(snn_cuda_model *g, const snn_precision_config *cfg_in
     if (!f) return snn_error(SNN_E_NOMEM, "out of memory");
     g->f8 = f;
     SNN_TRY(snn_fp8_recipe_params_init(&f->p, &cfg, maj, min));
-    if (f->p.recipe == SNN_FP8_RECIPE_MXFP8) {
-        if (maj < 10)
-            return snn_error(SNN_E_UNSUPPORTED,
-                             "FP8 recipe mxfp8 needs native MXFP8 GEMMs (E8M0-scaled 32-element "
-                             "blocks, compute capability 10.0 or newer); %s is sm_%d%d. Use "
-                             "delayed, current or block", name, maj, min);
-        return snn_error(SNN_E_UNSUPPORTED,
-                         "FP8 recipe mxfp8 is not implemented in the GPU runner yet (device %s, "
-                         "sm_%d%d); use delayed, current or block, or train mxfp8 on the CPU",
-                         name, maj, min);
-    }
+    /* mxfp8: the exact emulation (FP32 GEMMs of the dequantised operands) runs anywhere */
+    if (f->p.recipe == SNN_FP8_RECIPE_MXFP8 && f->p.block_len != 32)
+        return snn_error(SNN_E_UNSUPPORTED, "FP8 recipe mxfp8 on the GPU runs 32-element blocks "
+                         "(got block length %d)", f->p.block_len);
     if (f->p.recipe == SNN_FP8_RECIPE_BLOCK && maj != 9)
         return snn_error(SNN_E_UNSUPPORTED,
                          "FP8 recipe block needs cuBLASLt's block-scaled GEMMs, which run on "
@@ -286,6 +290,15 @@ size_t snn_gm_fp8_plan_node(snn_cuda_model *g, gnode *n) {
     gm_f8 *q = n->f8;
     n->rows = q->rows;
     const size_t rows = (size_t)q->rows, K = (size_t)q->K, No = (size_t)q->No;
+    if (is_mx(g)) {
+        q->mxr = (float *)g->act.take(rows * K * 4);
+        q->mxc = q->spike ? q->mxr : (float *)g->act.take(rows * K * 4); /* spikes: as they are */
+        q->mwr = (float *)g->act.take(No * K * 4);
+        q->mwc = (float *)g->act.take(No * K * 4);
+        q->mdyr = (float *)g->act.take(rows * No * 4);
+        q->mdyc = (float *)g->act.take(rows * No * 4);
+        return q->conv ? f8_scratch_bytes(q) : 0;
+    }
     if (is_block(g)) {
         q->xq = (uint8_t *)g->act.take(rows * K);
         q->xqt = (uint8_t *)g->act.take(rows * K);
@@ -386,6 +399,14 @@ static snn_status fp8_gemm(snn_cuda_model *g, int M, int N, int K, snn_dtype at,
     return snn_cuda_gemm(g->c, &d, 1.0f, A, Bm, 0.0f, C, as, bs, NULL, NULL);
 }
 
+/* FP32 GEMM, TF32 off: exact products of the dequantised operands */
+static snn_status f32_gemm(snn_cuda_model *g, int ta, int tb, int M, int N, int K, const float *A, int lda,
+                           const float *Bm, int ldb, float *C, int ldc) {
+    snn_cuda_gemm_desc d = snn_cuda_gd(ta, tb, M, N, K, SNN_F32, SNN_F32, SNN_F32, lda, ldb, ldc, 0);
+    d.allow_tf32 = 0;
+    return snn_cuda_gemm(g->c, &d, 1.0f, A, Bm, 0.0f, C, NULL, NULL, NULL, NULL);
+}
+
 /* ---- forward and backward of a converted module ---- */
 
 snn_status snn_gm_fp8_forward(snn_cuda_model *g, gnode *n, int training) {
@@ -394,7 +415,13 @@ snn_status snn_gm_fp8_forward(snn_cuda_model *g, gnode *n, int training) {
     const int rows = q->rows, K = q->K, No = q->No;
     const snn_dtype e4 = SNN_F8E4M3;
     float *Y = q->conv ? (float *)g->scratch_a : n->y;
-    if (is_block(g)) {
+    if (is_mx(g)) {
+        const snn_dtype ft = f->p.fwd_dtype;
+        SNN_TRY(snn_cuda_mxfp8_qdq(g->c, ft, 0, n->x, rows, K, q->L, q->spike, q->mxr));
+        if (training && !q->spike) SNN_TRY(snn_cuda_mxfp8_qdq(g->c, ft, 1, n->x, rows, K, q->L, 0, q->mxc));
+        SNN_TRY(snn_cuda_mxfp8_qdq(g->c, ft, 0, n->w, No, K, 1, 0, q->mwr));
+        SNN_TRY(f32_gemm(g, 0, 1, rows, No, K, q->mxr, K, q->mwr, K, Y, No));
+    } else if (is_block(g)) {
         const float *X = n->x;
         if (q->conv && !q->spike) {
             SNN_TRY(snn_cuda_nchw_to_nhwc(g->c, SNN_F32, g->scratch_a, n->x, g->B, K, q->L));
@@ -437,7 +464,16 @@ snn_status snn_gm_fp8_backward(snn_cuda_model *g, gnode *n) {
         }
     }
     float *DX = q->conv ? (float *)g->scratch_a : n->gin;
-    if (is_block(g)) {
+    if (is_mx(g)) {
+        /* the conv1d dY is read in its own layout (L); DX goes through scratch_a */
+        if (n->gin) {
+            SNN_TRY(snn_cuda_mxfp8_qdq(g->c, gt, 0, n->gy, rows, No, q->L, 0, q->mdyr));
+            SNN_TRY(snn_cuda_mxfp8_qdq(g->c, f->p.fwd_dtype, 1, n->w, No, K, 1, 0, q->mwc));
+            SNN_TRY(f32_gemm(g, 0, 0, rows, K, No, q->mdyr, No, q->mwc, K, DX, K));
+        }
+        SNN_TRY(snn_cuda_mxfp8_qdq(g->c, gt, 1, n->gy, rows, No, q->L, 0, q->mdyc));
+        SNN_TRY(f32_gemm(g, 1, 0, No, K, rows, q->mdyc, No, q->mxc, K, n->gw, K));
+    } else if (is_block(g)) {
         const float *DY = n->gy;
         if (q->conv) {
             SNN_TRY(snn_cuda_nchw_to_nhwc(g->c, SNN_F32, g->scratch_a, n->gy, g->B, No, q->L));
