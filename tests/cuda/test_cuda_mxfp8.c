@@ -27,20 +27,26 @@ static int same(float a, float b) {
     return x == y;
 }
 
-/* x [rows][cols]: uniform values scaled by a random power of two per 8x8 patch (so 1x32 and
- * 32x1 blocks both see mixed and uniform magnitudes) */
+/* x [rows][cols]: uniform values times 2^(base + delta): base random per 32x32 region over
+ * 2^-135 .. 2^119, delta in -3 .. 3 per 8x8 patch, so 1x32 and 32x1 blocks both see mixed
+ * but comparable magnitudes (most elements survive the block's scale); a zero block; and a
+ * region near 2^-128 (columns 32 .. 63 of the last 32 rows: whole 1x32 blocks and, at the
+ * bottom, 32x1 blocks) where the E8M0 scale bottoms out at 2^-127 and results are subnormal. */
 static void fill(float *x, int rows, int cols) {
     snn_test_fill_uniform(x, (size_t)rows * cols, -1.0f, 1.0f, &rng);
+    const uint32_t salt = (uint32_t)rng;
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < cols; c++) {
-            int patch = (r / 8) * 131 + (c / 8) * 17;
-            int e = (int)((patch * 2654435761u + (uint32_t)rng) % 261u) - 140; /* 2^-140 .. 2^120 */
-            x[(size_t)r * cols + c] = ldexpf(x[(size_t)r * cols + c], e);
+            uint32_t region = (uint32_t)((r / 32) * 7 + (c / 32) * 13), patch = (uint32_t)((r / 8) * 5 + (c / 8) * 3);
+            int base = (int)((region * 2654435761u + salt) % 255u) - 135;
+            int delta = (int)((patch * 40503u + salt) % 7u) - 3;
+            x[(size_t)r * cols + c] = ldexpf(x[(size_t)r * cols + c], base + delta);
         }
     for (int r = 0; r < rows && r < 32; r++) /* a zero block (column 0 .. 31 of rows 0 .. 31) */
         for (int c = 0; c < cols && c < 32; c++) x[(size_t)r * cols + c] = 0.0f;
-    for (int r = rows - 8; r < rows; r++) /* one 8x8 patch near 2^-128: scale 2^-127, subnormal results */
-        for (int c = 0; c < 8; c++) x[(size_t)r * cols + c] = ldexpf(0.5f + 0.5f * (float)((r * 7 + c * 3) % 8) / 8.0f, -128);
+    for (int r = rows > 32 ? rows - 32 : 0; r < rows; r++) /* near 2^-128 */
+        for (int c = 32; c < cols && c < 64; c++)
+            x[(size_t)r * cols + c] = ldexpf(0.5f + 0.5f * (float)((r * 7 + c * 3) % 8) / 8.0f, -128);
     x[(size_t)(rows / 2) * cols + cols / 2] = NAN;
     x[(size_t)(rows - 1) * cols + cols - 1] = INFINITY;
 }
