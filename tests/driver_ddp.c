@@ -109,7 +109,11 @@ static snn_status on_step(void *vctx, long step) {
         float sc[2] = {s->scale, s->scale_inv};
         CK(same_everywhere(sc, sizeof sc), "FP8 scale %zu differs after step %ld", i, step);
     }
-    if (c->fp8 && ns) {
+    /* the first step of an epoch after the first also carries the validation forward's
+     * amax (evaluation quantises too), so the exact check runs on the other steps */
+    long nbe = (long)(snn_dist_sampler_num_samples((size_t)snn_dataset_size(c->train), snn_comm_size(g_world)) /
+                      (size_t)g_B);
+    if (c->fp8 && ns && (step == 1 || (step - 1) % nbe != 0)) {
         /* the first Linear's input is the encoded batch (direct encoding: the pixels) */
         int P = snn_comm_size(g_world);
         size_t per = snn_dist_sampler_num_samples((size_t)snn_dataset_size(c->train), P);
@@ -252,7 +256,7 @@ int main(int argc, char **argv) {
         oracle(train, steps, halves, &ref);
         double r = rel_diff(m, ref, halves == 2, &wn);
         printf("  vs one process (%s): max relative weight difference %.3g (%s)\n",
-               halves == 1 ? "batch 2B" : "two B halves per step, averaged", r, wn);
+               halves == 1 ? "batch 2B" : "two B halves per step, averaged", r, r > 0 ? wn : "bit-identical");
         CK(r <= 1e-5, "relative difference %g in %s", r, wn);
         /* the difference must be small because the runs agree, not because nothing moved */
         snn_model *init;
