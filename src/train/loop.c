@@ -192,6 +192,17 @@ snn_status snn_trainer_resume(snn_trainer *t, const snn_ckpt *c) {
     snn_train_position rp;
     SNN_TRY(snn_train_opts_from_checkpoint(c, &r, &rp));
     SNN_TRY(check_same_run(t, c, &r, &rp));
+    /* the optimizer's step count (Adam's bias correction) is checked here too: text, a sign
+     * or more steps than the run took would restore a wrong state silently */
+    const char *os = snn_ckpt_metadata(c, "optimizer_steps");
+    if (os) {
+        long v = 0;
+        const char *q = os;
+        for (; *q >= '0' && *q <= '9' && v <= SNN_TRAIN_MAX_STEPS; q++) v = v * 10 + (*q - '0');
+        if (q == os || *q || v > rp.step)
+            return snn_error(SNN_E_FORMAT, "%s: metadata \"optimizer_steps\" is \"%.40s\", expected an integer "
+                                           "between 0 and the run's %ld steps", snn_ckpt_path(c), os, rp.step);
+    }
     SNN_TRY(snn_training_checkpoint_restore(t->m, t->p, t->opt, c));
     /* the restored weights are input too: a NaN in them would train on silently */
     SNN_TRY(snn_train_model_finite(t->m, "resuming"));

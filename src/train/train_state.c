@@ -92,7 +92,7 @@ snn_status snn_train_metadata(const snn_train_opts *o, const snn_train_position 
          add_num(j, "epochs_done", pos->epochs_done) && add_num(j, "epoch", pos->epoch) &&
          add_num(j, "batch", pos->batch) && add_num(j, "step", (double)pos->step) &&
          add_num(j, "steps_per_epoch", pos->steps_per_epoch) && add_num(j, "total_steps", (double)pos->total_steps) &&
-         add_num(j, "train_samples", pos->train_samples) && add_num(j, "max_steps", (double)o->max_steps) &&
+         add_num(j, "train_samples", pos->train_samples) &&
          add_num(j, "time_steps", o->T) && add_num(j, "batch_size", o->batch_size) &&
          cJSON_AddStringToObject(j, "encoding", snn_encoding_name(o->encoding)) &&
          cJSON_AddStringToObject(j, "loss", snn_train_loss_name(o->loss)) && add_num(j, "clip", o->clip) &&
@@ -211,8 +211,7 @@ static snn_status parse_trainer(const cJSON *j, const snn_ckpt *c, snn_train_opt
     if (pos->epochs_done != pos->epoch - 1)
         return snn_error(SNN_E_FORMAT, "trainer metadata: epochs_done %d does not match epoch %d", pos->epochs_done,
                          pos->epoch);
-    SNN_TRY(get_num(j, "max_steps", 0, (double)SNN_TRAIN_MAX_STEPS, 1, &v));
-    o->max_steps = (long)v;
+    o->max_steps = 0; /* a stop point belongs to one invocation and is not recorded */
     SNN_TRY(get_num(j, "warmup", 0, (double)SNN_TRAIN_MAX_STEPS, 1, &v));
     o->warmup = (long)v;
     SNN_TRY(get_num(j, "checkpoint_every", 0, (double)SNN_TRAIN_MAX_STEPS, 1, &v));
