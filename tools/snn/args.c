@@ -53,7 +53,8 @@ void args_range(opt *table, int n, const char *name, double lo, double hi) {
 
 /* "1048576", "1e-05": ranges as a user would write them */
 static const char *num_text(char *buf, size_t len, double v) {
-    snprintf(buf, len, "%.10g", v);
+    if (v == floor(v) && fabs(v) < 1e18) snprintf(buf, len, "%.0f", v);
+    else snprintf(buf, len, "%g", v);
     return buf;
 }
 
