@@ -89,6 +89,9 @@ int snn_optimizer_nonfinite(const snn_optimizer *opt);
 
 const snn_optim_opts *snn_optimizer_opts(const snn_optimizer *opt);
 size_t snn_optimizer_numel(const snn_optimizer *opt);
+/* The parameter array the optimizer updates (NULL for NULL): lets a caller check that an
+ * optimizer belongs to a given model (snn_model_params). */
+const float *snn_optimizer_params(const snn_optimizer *opt);
 
 /* Checkpointing. State tensors, each of snn_optimizer_numel() floats, in a fixed order:
  *   SGD with momentum: "momentum_buffer"; SGD without momentum: none;

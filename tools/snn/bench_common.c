@@ -229,8 +229,15 @@ static void add_commit(cJSON *md) {
             return;
         }
     }
-    /* The binary lives in a build directory inside the source tree: ask git there, so the
-     * commit is found whatever the working directory is. */
+    /* The commit the library was built from (recorded by the build): what this binary runs. */
+    if (strcmp(snn_build_commit(), "unknown")) {
+        cJSON_AddStringToObject(md, "commit", snn_build_commit());
+        cJSON_AddBoolToObject(md, "commit_dirty", snn_build_dirty());
+        cJSON_AddStringToObject(md, "commit_source", "build");
+        return;
+    }
+    /* Built outside git: the binary lives in a build directory inside the source tree, ask
+     * git there, so the commit is found whatever the working directory is. */
     char exe[4096], cmd[4200], out[128];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n > 0) {
