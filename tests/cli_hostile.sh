@@ -112,11 +112,11 @@ off = 8 + n + h[name]["data_offsets"][0] + 12
 b[off:off + 4] = struct.pack("<f", float("nan"))
 open(sys.argv[2], "wb").write(b)
 PY
-expect2 "non-finite" eval --checkpoint "$tmp/nan.safetensors" --dataset synthetic
+expect2 "NaN" eval --checkpoint "$tmp/nan.safetensors" --dataset synthetic
 mkdir -p "$tmp/nanrun"; cp "$tmp/nan.safetensors" "$tmp/nanrun/model.safetensors"
-expect2 "non-finite" train --resume "$tmp/nanrun/model.safetensors" --quiet --epochs 3
+expect2 "NaN" train --resume "$tmp/nanrun/model.safetensors" --quiet --epochs 3
 python3 -c 'import struct,sys; open(sys.argv[1],"wb").write(struct.pack(">IIII",0x803,2,28,28)+bytes(range(256))*6+bytes(1568-1536))' "$tmp/img.idx"
-expect2 "non-finite" predict --checkpoint "$tmp/nan.safetensors" --input "$tmp/img.idx"
+expect2 "NaN" predict --checkpoint "$tmp/nan.safetensors" --input "$tmp/img.idx"
 # ---- resume flags that contradict the checkpoint ----
 mkdir -p "$tmp/res"; cp "$ck" "$tmp/res/model.safetensors"
 R="train --resume $tmp/res/model.safetensors --quiet --epochs 3"

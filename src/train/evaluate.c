@@ -9,16 +9,8 @@
 #include "train/train_internal.h"
 
 snn_status snn_train_model_finite(const snn_model *m, const char *what) {
-    size_t nt = snn_model_num_tensors(m);
-    for (size_t i = 0; i < nt; i++) {
-        snn_tensor_info ti;
-        SNN_TRY(snn_model_tensor(m, i, &ti));
-        for (size_t k = 0; k < ti.numel; k++)
-            if (!isfinite(ti.data[k]))
-                return snn_error(SNN_E_NUMERIC, "%s: %s %s[%zu] is %g (the model holds a non-finite value)", what,
-                                 ti.is_buffer ? "buffer" : "parameter", ti.name, k, (double)ti.data[k]);
-    }
-    return SNN_OK;
+    snn_status st = snn_model_check_finite(m);
+    return st == SNN_OK ? SNN_OK : snn_error_prefix(st, "%s", what);
 }
 
 int snn_train_size_mul(size_t *out, size_t a, size_t b, size_t c) {

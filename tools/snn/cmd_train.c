@@ -241,7 +241,7 @@ int cmd_train(int argc, char **argv) {
     if (tf.resume) {
         /* the checkpoint decides the model and the run */
         st = snn_model_load(tf.resume, tf.seed, &m, &resume);
-        if (st != SNN_OK) die_status(st, "resuming");
+        if (st != SNN_OK) die_status(st == SNN_E_NUMERIC ? SNN_E_FORMAT : st, "resuming");
         st = snn_train_opts_from_checkpoint(resume, &o, &rpos);
         if (st != SNN_OK) die_status(SNN_E_FORMAT, "resuming");
         check_model_flags(t, n, &mf, m);

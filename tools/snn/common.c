@@ -175,7 +175,8 @@ snn_precision_config precision_flags_config(const precision_flags *f) {
 void load_checkpoint(const char *path, uint64_t seed, const precision_flags *pf, snn_model **m, snn_ckpt **ck,
                      snn_precision **prec) {
     snn_status st = snn_model_load(path, seed, m, ck);
-    if (st != SNN_OK) die_status(st, NULL);
+    /* a file holding NaN weights is bad input, not a failure of the run */
+    if (st != SNN_OK) die_status(st == SNN_E_NUMERIC ? SNN_E_FORMAT : st, NULL);
     snn_precision_config pcfg;
     const char *pc = snn_ckpt_metadata(*ck, "snn_precision_config");
     if (precision_flags_given(pf)) {
