@@ -311,6 +311,9 @@ int cmd_train(int argc, char **argv) {
         o.checkpoint_every = tf.checkpoint_every;
         o.out_dir = tf.out;
     }
+    if (on_gpu && SEEN("--checkpoint-every"))
+        die_usage("--checkpoint-every is not available with --device cuda yet (the GPU run writes its checkpoint "
+                  "at the end and where --max-steps stops it)");
     if (strlen(o.out_dir) + 40 >= 4096)
         die_usage("--out is %zu bytes long; at most 4055 leave room for the checkpoint's name", strlen(o.out_dir));
     snn_dataset *train = NULL, *test = NULL;
