@@ -51,7 +51,7 @@ int cmd_eval(int argc, char **argv) {
     mf.model = snn_model_kind(m);
     snn_dataset *test = NULL;
     st = data_load(&df, &mf, seed, NULL, &test);
-    if (st != SNN_OK) die_status(st, "loading the data");
+    if (st != SNN_OK) die_setup(st, "loading the data");
     if (snn_dataset_size(test) < 1)
         die_usage("the %s test split has no samples to evaluate on", df.dataset);
     if (snn_dataset_features(test) != snn_model_input_numel(m))

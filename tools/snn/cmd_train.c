@@ -318,7 +318,7 @@ int cmd_train(int argc, char **argv) {
         die_usage("--out is %zu bytes long; at most 4055 leave room for the checkpoint's name", strlen(o.out_dir));
     snn_dataset *train = NULL, *test = NULL;
     st = data_load(&df, &mf, tf.seed, &train, &test);
-    if (st != SNN_OK) die_status(st, "loading the data");
+    if (st != SNN_OK) die_setup(st, "loading the data");
     df.dataset = dataset_canonical(df.dataset);
     o.dataset = df.dataset;
     if (snn_dataset_size(train) < 1 || snn_dataset_size(test) < 1)
