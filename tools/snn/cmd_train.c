@@ -365,7 +365,7 @@ int cmd_train(int argc, char **argv) {
     snn_trainer *tr = NULL;
     st = snn_trainer_create(m, prec, &o, snn_dataset_size(train), &tr);
     if (st != SNN_OK) die_setup(st, "setting up training");
-    check_fits("training", (double)snn_model_arena_bytes(m) + 16.0 * (double)snn_model_num_params(m));
+    check_fits("training (activation memory, parameters and optimizer state)", (double)snn_model_arena_bytes(m) + 16.0 * (double)snn_model_num_params(m));
     if (resume) {
         st = snn_trainer_resume(tr, resume);
         if (st != SNN_OK) die_status(st == SNN_E_NOMEM ? st : SNN_E_FORMAT, "resuming");
