@@ -17,6 +17,7 @@
 #include "cmds.h"
 #include "common.h"
 #include "dist/comm.h"
+#include "dist/sampler.h"
 #include "dist/vision_train.h"
 #include "snn/checkpoint.h"
 #include "snn/optim.h"
@@ -237,7 +238,10 @@ int cmd_train_dist(int argc, char **argv) {
     if (total <= 0) die_usage("no training step fits: %d samples over %d ranks", snn_dataset_size(train), mesh.dp_size);
     if (max_steps > 0 && timing_warmup >= max_steps)
         die_usage("--timing-warmup-steps %d must be < --max-steps %ld", timing_warmup, max_steps);
-    long per_epoch = total / epochs > 0 ? total / epochs : 1;
+    /* the step schedule decays once per epoch, as snn train's: batches of one epoch */
+    long per_epoch = (long)snn_dist_loader_batches(
+        snn_dist_sampler_num_samples((size_t)snn_dataset_size(train), mesh.dp_size), batch, pp > 1);
+    if (per_epoch < 1) per_epoch = 1;
     o.sched = (snn_lr_sched){.kind = (snn_lr_kind)lkind, .base_lr = oo.lr, .warmup_steps = warmup,
                              .warmup_start_factor = 0.1f, .total_steps = total > warmup ? total : warmup + 1,
                              .min_lr = 0, .step_size = per_epoch, .gamma = 0.5f};
