@@ -15,6 +15,7 @@
 #include "checkpoint.h"
 #include "precision.h"
 #include "prepare.h"
+#include "train.h"
 
 #ifdef __cplusplus
 extern "C" {
