@@ -242,6 +242,7 @@ static snn_status check_device(const char *device, char *norm, size_t cap) {
 
 snn_status snn_prepare_model_for_precision(snn_model *m, const char *device, const snn_precision_config *cfg_in,
                                            snn_precision **out) {
+    if (!out) return snn_error(SNN_E_INVALID, "snn_prepare_model_for_precision: out is NULL");
     *out = NULL;
     if (!m) return snn_error(SNN_E_INVALID, "snn_prepare_model_for_precision: model is NULL");
     if (m->optimizer_bound)
