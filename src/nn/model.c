@@ -51,6 +51,12 @@ static void count_or_assign(snn_module *mod, void *ctx) {
     }
 }
 
+/* The tree belongs to the model from here on: the public construction API refuses to change it. */
+static void seal(snn_module *mod, void *ctx) {
+    (void)ctx;
+    mod->sealed = 1;
+}
+
 snn_status snn_model_build(snn_module *root, const char *kind, const char *config_json,
                            snn_shape in, uint64_t seed, snn_model **out) {
     *out = NULL;
@@ -61,6 +67,7 @@ snn_status snn_model_build(snn_module *root, const char *kind, const char *confi
         return snn_error(SNN_E_NOMEM, "out of memory while building the model");
     }
     m->root = root;
+    snn_module_walk(root, seal, NULL);
     snprintf(m->kind, sizeof m->kind, "%s", kind);
     m->config_json = strdup(config_json ? config_json : "{}");
     m->in_shape = in;
