@@ -42,7 +42,7 @@ $CC -g -O1 -std=c17 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Iinclude -Isrc 
 mkdir -p "$out/corpus_model"
 "$out/seed_model" "$out/corpus_model"
 # shellcheck disable=SC2086
-$CC $flags -o "$out/fuzz_npy" fuzz/fuzz_npy.c src/data/npy.c src/data/tokens.c src/core/error.c -lm
+$CC $flags -o "$out/fuzz_npy" fuzz/fuzz_npy.c src/data/npy.c src/data/tokens.c src/core/error.c src/core/file.c -lm
 
 # Seed corpora: small valid files of each kind (written by Python's struct/json).
 python3 - "$out" <<'PY'
