@@ -1,6 +1,6 @@
 #!/bin/sh
 # Build the libFuzzer targets with clang (ASan + UBSan) and run each for SECONDS seconds.
-#   fuzz/run.sh [SECONDS] [TARGET...]     default: 60 s, all targets (idx ckpt digits npy)
+#   fuzz/run.sh [SECONDS] [TARGET...]     default: 60 s, all targets (idx ckpt digits npy model)
 # Needs clang and libclang-rt-14-dev (Debian 12): apt-get install -y clang libclang-rt-14-dev
 # Work files go to build-fuzz/ (git-ignored): binaries, corpora, crash reproducers.
 # Not part of CTest. Exit status: non-zero when a target found a crash.
@@ -8,7 +8,7 @@ set -eu
 cd "$(dirname "$0")/.."
 secs=${1:-60}
 [ $# -gt 0 ] && shift
-targets=${*:-idx ckpt digits npy}
+targets=${*:-idx ckpt digits npy model}
 CC=${CC:-clang}
 if ! command -v "$CC" >/dev/null 2>&1; then
   echo "fuzz/run.sh: $CC not found; apt-get install -y clang libclang-rt-14-dev" >&2
@@ -27,8 +27,22 @@ $CC $flags -o "$out/fuzz_digits" fuzz/fuzz_digits.c $data_src -lz -lm
 # shellcheck disable=SC2086
 $CC $flags -o "$out/fuzz_ckpt" fuzz/fuzz_ckpt.c src/train/checkpoint.c src/core/error.c src/core/file.c \
   $(pkg-config --cflags --libs libcjson) -lm
+# The model layer needs the whole library (no OpenMP: one thread, deterministic).
+blas_inc=/usr/include/x86_64-linux-gnu/openblas-openmp
+[ -f "$blas_inc/cblas.h" ] || blas_inc=/usr/include/x86_64-linux-gnu/openblas-pthread
+lib_src="$(ls src/*/*.c src/backend/cpu/*.c)"
+lib_flags="-I$blas_inc -DSNN_VERSION_STRING=\"fuzz\" -DSNN_BLAS_NAME=\"openblas\""
+lib_libs="$(pkg-config --cflags --libs libcjson) -lopenblas -lgomp -lz -lm"
 # shellcheck disable=SC2086
-$CC $flags -o "$out/fuzz_npy" fuzz/fuzz_npy.c src/data/npy.c src/data/tokens.c src/core/error.c -lm
+$CC $flags $lib_flags -o "$out/fuzz_model" fuzz/fuzz_model.c $lib_src $lib_libs
+# Seeds for it: checkpoints of every model kind, written by the library itself.
+# shellcheck disable=SC2086
+$CC -g -O1 -std=c17 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Iinclude -Isrc -Wno-unknown-pragmas $lib_flags \
+  -o "$out/seed_model" fuzz/seed_model.c $lib_src $lib_libs
+mkdir -p "$out/corpus_model"
+"$out/seed_model" "$out/corpus_model"
+# shellcheck disable=SC2086
+$CC $flags -o "$out/fuzz_npy" fuzz/fuzz_npy.c src/data/npy.c src/data/tokens.c src/core/error.c src/core/file.c -lm
 
 # Seed corpora: small valid files of each kind (written by Python's struct/json).
 python3 - "$out" <<'PY'
