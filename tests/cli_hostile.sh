@@ -106,6 +106,17 @@ for v in abc -1 99999999999999999999 1000000; do
   mkdir -p "$tmp/os"; remeta "$ck" "$tmp/os/model.safetensors" optimizer_steps "$v"
   expect2 'optimizer_steps' train --resume "$tmp/os/model.safetensors" --quiet --epochs 3
 done
+mkdir -p "$tmp/nt"
+python3 - "$ck" "$tmp/nt/model.safetensors" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+del h["__metadata__"]["snn_trainer"]
+hb = json.dumps(h).encode()
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(hb)) + hb + b[8 + n:])
+PY
+expect2 "has no trainer metadata" train --resume "$tmp/nt/model.safetensors" --quiet --epochs 3
 # NaN weights: eval, predict and resume refuse the model
 python3 - "$ck" "$tmp/nan.safetensors" <<'PY'
 import json, struct, sys
