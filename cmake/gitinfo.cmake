@@ -1,12 +1,31 @@
 # Writes OUT (a C header) with the git commit of SRC and whether the work tree has changes:
 #   #define SNN_GIT_COMMIT "3ece281"   ("unknown" outside a git checkout or without git)
 #   #define SNN_GIT_DIRTY 1            (tracked files differ from the commit; 0 otherwise)
-# Run at every build (cmake -P) and rewritten only when the text changes, so the one file
-# that includes it recompiles only when the commit or the dirty state changes.
+# The source is SRC/.source-commit (scripts/stamp-source) when every file it lists still has its
+# recorded hash (a copy of the tree whose git metadata is missing or stale), else git itself.
+# Run at every build (cmake -P) and rewritten only when the text changes, so the one file that
+# includes it recompiles only when the commit or the dirty state changes.
 set(commit "unknown")
 set(dirty 0)
+set(stamped 0)
+if(EXISTS ${SRC}/.source-commit)
+  execute_process(COMMAND sh -c "tail -n +3 .source-commit | sha256sum -c --quiet --status"
+                  WORKING_DIRECTORY ${SRC} RESULT_VARIABLE rc ERROR_QUIET OUTPUT_QUIET)
+  if(rc EQUAL 0)
+    file(STRINGS ${SRC}/.source-commit head LIMIT_COUNT 2)
+    list(GET head 0 l0)
+    list(GET head 1 l1)
+    if(l0 MATCHES "^commit ([0-9a-f]+)$")
+      set(commit "${CMAKE_MATCH_1}")
+      set(stamped 1)
+      if(l1 STREQUAL "dirty 1")
+        set(dirty 1)
+      endif()
+    endif()
+  endif()
+endif()
 find_package(Git QUIET)
-if(GIT_FOUND)
+if(NOT stamped AND GIT_FOUND)
   execute_process(COMMAND ${GIT_EXECUTABLE} -C ${SRC} rev-parse --short HEAD
                   OUTPUT_VARIABLE out RESULT_VARIABLE rc OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
   if(rc EQUAL 0 AND out)

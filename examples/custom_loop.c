@@ -2,7 +2,7 @@
  *
  *   build/examples/custom_loop [--in 4096] [--hidden 4096] [--out 1024] [--batch 32] [--steps 10]
  *                              [--device cpu] [--precision fp32|fp16|bf16|fp8]
- *                              [--fp8-recipe delayed|current|block|mxfp8|auto] [--lr 1e-3] [--seed 1]
+ *                              [--fp8-recipe delayed|current|block|mxfp8|auto] [--lr 3e-5] [--seed 1]
  *
  * Builds Sequential(Linear(in, hidden), GELU, Linear(hidden, out)), prepares it for the
  * precision (device -> prepare -> optimizer: the optimizer is created after prepare), and
@@ -135,7 +135,7 @@ static snn_status build(const options *o, snn_model **out) {
 
 int main(int argc, char **argv) {
     options o = {.in = 4096, .hidden = 4096, .out = 1024, .batch = 32, .steps = 10, .seed = 1,
-                 .device = "cpu", .precision = "fp32", .recipe = NULL, .lr = 1e-3f};
+                 .device = "cpu", .precision = "fp32", .recipe = NULL, .lr = 3e-5f};
     int rc = parse_args(argc, argv, &o);
     if (rc) return rc;
     if (o.recipe && strcmp(o.precision, "fp8"))

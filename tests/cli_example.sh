@@ -18,7 +18,7 @@ PY=python3
 
 run() { # NAME ARGS...
   local name=$1; shift
-  if ! "$EX" --in 128 --hidden 256 --out 64 --batch 16 --steps 8 --seed 3 "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"; then
+  if ! "$EX" --in 128 --hidden 256 --out 64 --batch 16 --steps 8 --seed 3 --lr 1e-3 "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"; then
     echo "FAIL: $name: exit $?: $(cat "$tmp/$name.err")" >&2; fail=1; return
   fi
   "$PY" - "$tmp/$name.out" "$name" <<'PY' || fail=1

@@ -395,6 +395,17 @@ static void test_misuse(void) {
     OK(snn_sequential_add(t, s));
     REFUSED(snn_sequential_add(s, t), SNN_E_INVALID, "descendants");
     REFUSED(snn_residual_create(l, &m), SNN_E_STATE, "already belongs");
+    snn_module *named = NULL;
+    OK(snn_gelu_create(&named));
+    OK(snn_module_set_name(named, "act"));
+    REFUSED(snn_residual_create(named, &m), SNN_E_INVALID, "name the Residual instead");
+    OK(snn_module_destroy(named));
+    snn_neuron_opts badk = snn_neuron_defaults(SNN_NEURON_LIF);
+    badk.kind = (snn_neuron_kind)7;
+    REFUSED(snn_neuron_create(&badk, &m), SNN_E_INVALID, "snn_neuron_create");
+    badk = snn_neuron_defaults(SNN_NEURON_LIF);
+    badk.v_threshold = NAN;
+    REFUSED(snn_neuron_create(&badk, &m), SNN_E_INVALID, "snn_neuron_create");
     /* names */
     REFUSED(snn_module_set_name(l, "3x"), SNN_E_INVALID, "not a module name");
     REFUSED(snn_module_set_name(l, "a.b"), SNN_E_INVALID, "not a module name");

@@ -55,7 +55,8 @@ typedef struct snn_module snn_module;
 snn_status snn_sequential_create(snn_module **out);
 /* Append child (see the ownership rules). seq must be a Sequential. */
 snn_status snn_sequential_add(snn_module *seq, snn_module *child);
-/* y = x + inner(x); inner must keep the per-sample shape. Takes inner on success. */
+/* y = x + inner(x); inner must keep the per-sample shape. Takes inner on success. The inner
+ * module shares the residual's name, so it must not have a name of its own. */
 snn_status snn_residual_create(snn_module *inner, snn_module **out);
 
 /* ---- layers (stateless over the B = T*N rows) ---- */

@@ -131,6 +131,9 @@ snn_status snn_residual_create(snn_module *inner, snn_module **out) {
     const char *fn = "snn_residual_create";
     SNN_TRY(need_out(fn, out));
     SNN_TRY(can_adopt(fn, NULL, inner));
+    if (local_named(inner))
+        return snn_error(SNN_E_INVALID, "%s: the inner module is named \"%s\", but it shares the residual's name; "
+                                        "name the Residual instead", fn, inner->name);
     /* snn_residual_new frees its inner module when it fails: give it a placeholder and swap
      * the caller's module in only once the residual exists. */
     snn_module *placeholder = snn_flatten_new();
