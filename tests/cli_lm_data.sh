@@ -21,7 +21,9 @@ if "$B/snn" lm prepare-data --help >/dev/null 2>&1; then
   run() { "$B/snn" lm prepare-data "$@"; }
 else
   printf 'int snn_cmd_lm_prepare_data(int, char **);\nint main(int c, char **v) { return snn_cmd_lm_prepare_data(c, v); }\n' >"$tmp/m.c"
-  if ! ${CC:-cc} -std=c17 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -I"$SRC/include" -I"$SRC/src" -I"$SRC/tools/snn" \
+  san=""
+  grep -q "^SNN_SANITIZE:BOOL=ON" "$B/CMakeCache.txt" 2>/dev/null && san="-fsanitize=address,undefined"
+  if ! ${CC:-cc} $san -std=c17 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -I"$SRC/include" -I"$SRC/src" -I"$SRC/tools/snn" \
       "$tmp/m.c" "$SRC/tools/snn/cmd_lm_data.c" "$SRC/tools/snn/args.c" "$B/libsnn.a" \
       $(pkg-config --cflags --libs libcjson) -lm -o "$tmp/prep"; then
     echo "FAIL: cannot build the stand-in" >&2; exit 1
