@@ -216,27 +216,50 @@ _Noreturn void snn_comm_abort(snn_comm *c, int code) {
     exit(code);
 }
 
+int snn_comm_agree_code(snn_comm *c, int mine, const char *msg, int *rank_out, char *msg_out, size_t cap) {
+    if (rank_out) *rank_out = -1;
+    if (msg_out && cap) msg_out[0] = 0;
+    int32_t *all = c && c->size > 1 ? malloc(sizeof(int32_t) * (size_t)c->size) : NULL;
+    int first = -1, code = 0;
+    if (!c || c->size == 1 || !all) {
+        /* one process (or no memory to agree with: then only this rank's view) */
+        free(all);
+        if (mine && rank_out) *rank_out = c ? c->rank : 0;
+        if (mine && msg_out && cap) snprintf(msg_out, cap, "%s", msg ? msg : "");
+        return mine;
+    }
+    int32_t m32 = mine;
+    if (snn_comm_allgather(c, &m32, 1, SNN_COMM_I32, all) != SNN_OK) {
+        free(all);
+        if (rank_out) *rank_out = c->rank;
+        if (msg_out && cap) snprintf(msg_out, cap, "%s", snn_last_error());
+        return mine ? mine : 1;
+    }
+    for (int r = 0; r < c->size && first < 0; r++)
+        if (all[r] != 0) first = r, code = all[r];
+    free(all);
+    if (first < 0) return 0;
+    char buf[1024];
+    memset(buf, 0, sizeof buf);
+    if (c->rank == first) snprintf(buf, sizeof buf, "%s", msg ? msg : "");
+    if (snn_comm_broadcast(c, buf, sizeof buf, SNN_COMM_U8, first) != SNN_OK)
+        snprintf(buf, sizeof buf, "rank %d failed (its message was lost: %s)", first, snn_last_error());
+    buf[sizeof buf - 1] = 0;
+    if (rank_out) *rank_out = first;
+    if (msg_out && cap) snprintf(msg_out, cap, "%s", buf);
+    return code;
+}
+
 snn_status snn_comm_agree(snn_comm *c, snn_status mine) {
     if (!c) return snn_error(SNN_E_INVALID, "agree: no communicator");
-    if (c->size == 1) return mine;
-    int32_t *all = malloc(sizeof(int32_t) * (size_t)c->size);
-    if (!all) return snn_error(SNN_E_NOMEM, "agree: out of memory");
-    int32_t m32 = (int32_t)mine;
-    snn_status st = snn_comm_allgather(c, &m32, 1, SNN_COMM_I32, all);
-    int first = -1;
-    for (int r = 0; st == SNN_OK && r < c->size && first < 0; r++)
-        if (all[r] != SNN_OK) first = r;
-    snn_status verdict = first >= 0 ? (snn_status)all[first] : SNN_OK;
-    free(all);
-    if (st != SNN_OK) return st;
-    if (first < 0) return SNN_OK;
     char msg[1024];
-    memset(msg, 0, sizeof msg);
-    if (c->rank == first) snprintf(msg, sizeof msg, "%s", snn_last_error());
-    SNN_TRY(snn_comm_broadcast(c, msg, sizeof msg, SNN_COMM_U8, first));
-    msg[sizeof msg - 1] = 0;
-    if (c->rank != first) snn_error(verdict, "%s", msg);
-    return verdict;
+    snprintf(msg, sizeof msg, "%s", mine != SNN_OK ? snn_last_error() : "");
+    int first = -1;
+    char got[1024];
+    int code = snn_comm_agree_code(c, (int)mine, msg, &first, got, sizeof got);
+    if (code == 0) return SNN_OK;
+    if (first != c->rank) snn_error((snn_status)code, "%s", got);
+    return (snn_status)code;
 }
 
 /* ---------------- the mesh ---------------- */

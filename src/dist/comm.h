@@ -69,7 +69,8 @@ int snn_comm_local_rank(const snn_comm *c);
 snn_comm_backend snn_comm_backend_of(const snn_comm *c);
 const char *snn_comm_backend_name(const snn_comm *c);
 
-/* In place: buf[i] = op over all ranks of buf[i]. */
+/* In place: buf[i] = op over all ranks of buf[i]. Every rank receives bit-identical
+ * results (floating-point sums are added in one order, on one rank, for all). */
 snn_status snn_comm_allreduce(snn_comm *c, void *buf, size_t count, snn_comm_dtype t, snn_comm_op op);
 /* Non-blocking all-reduce; *req receives a handle for snn_comm_wait. buf must stay
  * untouched until the wait. At most SNN_COMM_MAX_PENDING requests in flight. */
@@ -90,6 +91,11 @@ snn_status snn_comm_split(snn_comm *c, int color, int key, snn_comm **out);
  * status on every rank (SNN_OK if none failed) and, on the ranks that did not fail, sets
  * the message to that rank's message. A collective: call it where every rank arrives. */
 snn_status snn_comm_agree(snn_comm *c, snn_status mine);
+/* The same with an exit code and a message of the caller's own (a command line tool's
+ * failure that is not a library status): mine 0 = fine. Returns the first failing rank's
+ * code on every rank (0 if none) and, when it is not 0, that rank in *rank_out and its
+ * message in msg_out (cap bytes). */
+int snn_comm_agree_code(snn_comm *c, int mine, const char *msg, int *rank_out, char *msg_out, size_t cap);
 
 /* End every process of the job with exit code `code` (MPI_Abort on the world; exit on the
  * self backend). Print the message before calling this. */

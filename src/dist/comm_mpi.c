@@ -4,6 +4,7 @@
  * after a failure, aborts the job with snn_comm_abort). */
 #ifdef SNN_HAVE_MPI
 #include <mpi.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +14,10 @@
 typedef struct {
     MPI_Comm comm;
     MPI_Request reqs[SNN_COMM_MAX_PENDING];
+    /* a floating-point sum in flight: the broadcast that follows its reduce */
+    void *bcast_buf[SNN_COMM_MAX_PENDING];
+    int bcast_count[SNN_COMM_MAX_PENDING];
+    MPI_Datatype bcast_type[SNN_COMM_MAX_PENDING];
 } mpi_impl;
 
 static MPI_Comm comm_of(snn_comm *c) { return ((mpi_impl *)c->impl)->comm; }
@@ -41,13 +46,37 @@ static snn_status mpi_fail(int rc, const char *what) {
         if (rc_ != MPI_SUCCESS) return mpi_fail(rc_, what);                                      \
     } while (0)
 
+/* Floating-point sums are not associative, and MPI lets an all-reduce round differently
+ * on different ranks (recursive doubling adds in rank-dependent orders). Replicas must
+ * stay bit-identical, so a float sum is reduced to rank 0 once and broadcast; max, min
+ * and integer sums are exact in any order and use the all-reduce. */
+static int float_sum(snn_comm_dtype t, snn_comm_op op) {
+    return op == SNN_COMM_SUM && (t == SNN_COMM_F32 || t == SNN_COMM_F64);
+}
+
 static snn_status m_allreduce(snn_comm *c, void *buf, size_t n, snn_comm_dtype t, snn_comm_op op) {
-    MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, mpi_type(t), mpi_op(op), comm_of(c)), "all-reduce");
+    MPI_Comm cm = comm_of(c);
+    if (float_sum(t, op)) {
+        MPI_TRY(MPI_Reduce(c->rank == 0 ? MPI_IN_PLACE : buf, c->rank == 0 ? buf : NULL, (int)n, mpi_type(t),
+                           MPI_SUM, 0, cm), "reduce");
+        MPI_TRY(MPI_Bcast(buf, (int)n, mpi_type(t), 0, cm), "broadcast");
+        return SNN_OK;
+    }
+    MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, mpi_type(t), mpi_op(op), cm), "all-reduce");
     return SNN_OK;
 }
 
 static snn_status m_iallreduce(snn_comm *c, void *buf, size_t n, snn_comm_dtype t, snn_comm_op op, int slot) {
     mpi_impl *im = c->impl;
+    im->bcast_buf[slot] = NULL;
+    if (float_sum(t, op)) {
+        MPI_TRY(MPI_Ireduce(c->rank == 0 ? MPI_IN_PLACE : buf, c->rank == 0 ? buf : NULL, (int)n, mpi_type(t),
+                            MPI_SUM, 0, im->comm, &im->reqs[slot]), "non-blocking reduce");
+        im->bcast_buf[slot] = buf;
+        im->bcast_count[slot] = (int)n;
+        im->bcast_type[slot] = mpi_type(t);
+        return SNN_OK;
+    }
     MPI_TRY(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, mpi_type(t), mpi_op(op), im->comm, &im->reqs[slot]),
             "non-blocking all-reduce");
     return SNN_OK;
@@ -56,6 +85,11 @@ static snn_status m_iallreduce(snn_comm *c, void *buf, size_t n, snn_comm_dtype 
 static snn_status m_wait(snn_comm *c, int slot) {
     mpi_impl *im = c->impl;
     MPI_TRY(MPI_Wait(&im->reqs[slot], MPI_STATUS_IGNORE), "wait");
+    if (im->bcast_buf[slot]) {
+        void *b = im->bcast_buf[slot];
+        im->bcast_buf[slot] = NULL;
+        MPI_TRY(MPI_Bcast(b, im->bcast_count[slot], im->bcast_type[slot], 0, im->comm), "broadcast");
+    }
     return SNN_OK;
 }
 

@@ -325,6 +325,7 @@ void snn_precision_free(snn_precision *p) {
     free(p->dy_scaled);
     free(p->report);
     free(p->describe);
+    free(p->amax_pack);
     free(p);
 }
 
@@ -387,8 +388,10 @@ snn_status snn_precision_backward(snn_precision *p, const float *dy, snn_optimiz
         g = p->dy_scaled;
     }
     SNN_TRY(snn_model_backward(m, g));
+    if (p->sync.grads) SNN_TRY(p->sync.grads(p->sync.ctx, snn_model_grads(m), n));
     int found_inf = 0;
     if (p->use_scaler) SNN_TRY(snn_loss_scaler_unscale(&p->scaler, snn_model_grads(m), n, &found_inf));
+    if (p->use_scaler && p->sync.overflow) SNN_TRY(p->sync.overflow(p->sync.ctx, &found_inf));
     /* A negative max_norm makes snn_clip_grad_norm only measure. Without a loss scaler a
      * non-finite gradient is not skipped here: the caller sees it in the norm and the loss. */
     float norm = NAN;
@@ -396,6 +399,7 @@ snn_status snn_precision_backward(snn_precision *p, const float *dy, snn_optimiz
         norm = snn_clip_grad_norm(snn_model_grads(m), n, clip_norm > 0 ? clip_norm : -1.0f);
     SNN_TRY(snn_optimizer_step(opt, lr, found_inf));
     if (p->use_scaler) SNN_TRY(snn_loss_scaler_update(&p->scaler, found_inf));
+    if (p->sync.amax) SNN_TRY(snn_precision_sync_amax(p));
     for (int i = 0; i < p->n_mods; i++) {
         snn_prec_module *pm = &p->mods[i];
         if (!pm->has_fp8_state) continue;

@@ -8,9 +8,16 @@
 #include "args.h"
 #include "snn/snn.h"
 
+void (*args_die_hook)(int code, const char *msg);
+
 _Noreturn void die_usage(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
+    if (args_die_hook) {
+        char m[1024];
+        vsnprintf(m, sizeof m, fmt, ap);
+        args_die_hook(2, m);
+    }
     fputs("snn: error: ", stderr);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
@@ -20,6 +27,11 @@ _Noreturn void die_usage(const char *fmt, ...) {
 
 _Noreturn void die_status(int status, const char *what) {
     const char *msg = snn_last_error();
+    if (args_die_hook) {
+        char m[1280];
+        snprintf(m, sizeof m, "%s%s%s", what ? what : "", what && *msg ? ": " : "", msg);
+        args_die_hook(status == SNN_E_NOMEM || status == SNN_E_NUMERIC ? 1 : 2, m);
+    }
     fprintf(stderr, "snn: error: %s%s%s\n", what ? what : "", what && *msg ? ": " : "", msg);
     /* Invalid input of any kind (options, files, shapes, configurations) is exit 2;
      * out-of-memory or numeric failure during a run is exit 1. */

@@ -26,6 +26,10 @@ _Noreturn void die_usage(const char *fmt, ...);
 /* Print "snn: error: <library message>" and exit(1) (runtime failure, not bad input) or 2. */
 _Noreturn void die_status(int status, const char *what);
 int args_wants_help(int argc, char **argv, int first);
+/* When set, die_usage/die_status hand their exit code and message (without the
+ * "snn: error: " prefix) to this function instead of printing and exiting; it must not
+ * return. The distributed commands use it to agree on a failure across ranks. */
+extern void (*args_die_hook)(int code, const char *msg);
 
 #endif
 

@@ -53,6 +53,7 @@ static int make_dir(const char *d) {
 }
 
 int cmd_train(int argc, char **argv) {
+    if (train_dist_wanted(argc, argv)) return cmd_train_dist(argc, argv);
     model_flags mf;
     model_flags_defaults(&mf);
     data_flags df = {.dataset = NULL, .data_dir = NULL, .synthetic_train = 2048, .synthetic_test = 512};
