@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 
 #include "dist/vision_ckpt.h"
+#include "snn/checkpoint.h"
 #include "snn/optim.h"
 #include "snn/rng.h"
 
@@ -160,6 +161,15 @@ int main(int argc, char **argv) {
             CK(c1 == c2 && fabs(l1 - l2) <= 1e-6 * fabs(l2), "loss %.9g vs %.9g, correct %d vs %d", l1, l2, c1, c2);
             printf("eval PP%d TP%d from %s: logits max rel %.3g, loss %.7f (trained %.7f), correct %d/%d\n", PP, TP,
                    argv[2], rel, l1, l2, c1, N);
+        }
+        if (PP == 1 && TP == 1) { /* the artifact is also a plain model checkpoint */
+            snn_model *pm = NULL;
+            const float *py;
+            CK(snn_model_load(argv[2], 0, &pm, NULL) == SNN_OK, "snn_model_load: %s", snn_last_error());
+            if (pm && snn_model_plan(pm, T, N) == SNN_OK && snn_model_forward(pm, x, 0, &py) == SNN_OK)
+                CK(!memcmp(py, y, sizeof(float) * T * N * C), "snn_model_load gives other logits");
+            else CK(0, "plain model: %s", snn_last_error());
+            snn_model_free(pm);
         }
         snn_status agreed = snn_comm_agree(w, failures ? SNN_E_NUMERIC : SNN_OK);
         snn_vision_stage_free(st);
