@@ -22,6 +22,8 @@
 
 #include "dist/vision_ckpt.h"
 #include "snn/checkpoint.h"
+#include "snn/data.h"
+#include "snn/train.h"
 #include "snn/optim.h"
 #include "snn/rng.h"
 
@@ -46,7 +48,11 @@ enum { T = 2, N = 8, K = 2, SEED = 4242 };
 
 static snn_vision_model_config model_of(const char *name) {
     snn_vision_model_config mc;
-    if (!strcmp(name, "fcsnn")) {
+    if (!strcmp(name, "fcsnn784")) { /* Fashion-MNIST sized */
+        mc = snn_vision_model_config_default(SNN_VISION_MODEL_FCSNN);
+        mc.fcsnn.hidden = 64;
+        mc.fcsnn.depth = 2;
+    } else if (!strcmp(name, "fcsnn")) {
         mc = snn_vision_model_config_default(SNN_VISION_MODEL_FCSNN);
         mc.fcsnn.in_features = 48;
         mc.fcsnn.hidden = 32;
@@ -68,7 +74,17 @@ static snn_vision_model_config model_of(const char *name) {
     return mc;
 }
 
+static snn_dataset *g_fm; /* fcsnn784 trains on Fashion-MNIST's training set */
+
 static void batch(uint64_t seed, int s, size_t in, int C, float *x, int32_t *lab) {
+    if (g_fm && s < 1000) {
+        uint32_t idx[N];
+        float xb[N * 784];
+        for (int i = 0; i < N; i++) idx[i] = (uint32_t)(((size_t)s * N + (size_t)i) % (size_t)snn_dataset_size(g_fm));
+        snn_dataset_batch(g_fm, idx, N, xb, lab);
+        snn_encode_direct(xb, N, in, T, x);
+        return;
+    }
     for (size_t i = 0; i < (size_t)T * N * in; i++) x[i] = 1.5f * snn_rng_uniform(seed, 7 + (uint64_t)s, i);
     for (int i = 0; i < N; i++) lab[i] = (int32_t)(snn_rng_uniform(seed, 99 + (uint64_t)s, (uint64_t)i) * C) % C;
 }
@@ -126,6 +142,50 @@ int main(int argc, char **argv) {
     char path[1200], logits_path[1200];
     snprintf(logits_path, sizeof logits_path, "%s/logits.bin", dir);
 
+    if (!strcmp(argv[1], "fmnist")) {
+        /* the artifact on Fashion-MNIST's test set: batches of 250 dealt round-robin over DP,
+         * scored on the output rank (last stage, tp 0) of each replica, summed over the world */
+        snn_vision_stage *st = NULL;
+        snn_dataset *ds = NULL;
+        if (snn_vision_stage_from_artifact(argv[2], &mesh, &st) != SNN_OK) die(w, "artifact");
+        if (snn_dataset_load_fashion_mnist(NULL, 0, &ds) != SNN_OK) die(w, "fashion-mnist");
+        const int B = 250, Tm = st->cfg.time_steps, C = st->cfg.num_classes;
+        if (snn_vision_pipeline_plan(st, Tm, B, K) != SNN_OK) die(w, "plan");
+        size_t F = snn_dataset_features(ds);
+        int n = snn_dataset_size(ds);
+        float *xb = malloc(sizeof(float) * B * F), *xt = malloc(sizeof(float) * Tm * B * F),
+              *y = malloc(sizeof(float) * Tm * B * C);
+        int32_t *yb = malloc(sizeof(int32_t) * B);
+        uint32_t *idx = malloc(sizeof(uint32_t) * B);
+        double mean[64], tot[3] = {0, 0, 0};
+        long correct = 0;
+        for (int b = mesh.dp; b * B < n; b += mesh.dp_size) {
+            int valid = n - b * B < B ? n - b * B : B;
+            for (int i = 0; i < B; i++) idx[i] = (uint32_t)(b * B + (i < valid ? i : 0));
+            if (snn_dataset_batch(ds, idx, B, xb, yb) != SNN_OK) die(w, "batch");
+            snn_encode_direct(xb, B, F, Tm, xt);
+            if (snn_vision_pipeline_forward(st, xt, st->last ? y : NULL) != SNN_OK) die(w, "forward");
+            if (st->last && st->tp_rank == 0) {
+                snn_score_batch(y, Tm, B, C, yb, valid, mean, &correct, &tot[0]);
+                tot[2] += valid;
+            }
+        }
+        tot[1] = (double)correct;
+        if (snn_comm_allreduce(w, tot, 3, SNN_COMM_F64, SNN_COMM_SUM) != SNN_OK) die(w, "reduce");
+        if (R == 0)
+            printf("{\"loss\": %.17g, \"accuracy\": %.17g, \"samples\": %.0f, \"pp\": %d, \"tp\": %d, \"dp\": %d}\n",
+                   tot[0] / tot[2], tot[1] / tot[2], tot[2], PP, TP, mesh.dp_size);
+        free(xb);
+        free(xt);
+        free(y);
+        free(yb);
+        free(idx);
+        snn_dataset_free(ds);
+        snn_vision_stage_free(st);
+        snn_mesh_free(&mesh);
+        snn_comm_free(w);
+        return tot[2] == n ? 0 : 1;
+    }
     if (!strcmp(argv[1], "eval")) {
         snn_vision_stage *st = NULL;
         if (snn_vision_stage_from_artifact(argv[2], &mesh, &st) != SNN_OK) die(w, "artifact");
@@ -205,6 +265,10 @@ int main(int argc, char **argv) {
     float *x = malloc(sizeof(float) * T * N * in);
     int32_t lab[N];
     snn_optimizer *oa = make_opt(w, a->model);
+    if (!strcmp(argv[2], "fcsnn784")) { /* learn something first, so the evaluation means something */
+        if (snn_dataset_load_fashion_mnist(NULL, 1, &g_fm) != SNN_OK) die(w, "fashion-mnist");
+        train(w, a, oa, 100, 400, in, C, x, lab);
+    }
     train(w, a, oa, 0, 3, in, C, x, lab);
     snn_vision_progress pr = {3, 0, 3};
     uint64_t rng[SNN_VISION_RNG_WORDS] = {SEED, 3, 0xfeedfacecafebeefull, (uint64_t)R};
@@ -305,6 +369,7 @@ int main(int argc, char **argv) {
     free(x);
     free(y);
     free(y2);
+    snn_dataset_free(g_fm);
     snn_mesh_free(&mesh);
     snn_comm_free(w);
     return agreed == SNN_OK && !failures ? 0 : 1;
