@@ -1,8 +1,9 @@
 /* Pipeline schedules over the stages of a vision model (see vision_stage.h): GPipe training
  * with re-materialisation, and the forward-only streaming pipeline for evaluation.
  *
- * Messages between neighbouring stages are fixed-shape [T, mb, boundary] FP32 arrays (the
- * boundary shape is the stage's local input/output shape), sent with blocking send/recv
+ * Messages between neighbouring stages are fixed-shape [T, mb, boundary] arrays (the
+ * boundary shape is the stage's local input/output shape) in the compute dtype: FP32, or
+ * BF16 when the stage model is prepared with bf16 precision (activations and gradients), sent with blocking send/recv
  * over the PP communicator: activations forward with tag k, gradients backward with tag
  * K + k, so a stage never confuses two microbatches. Every buffer is allocated by
  * snn_vision_pipeline_plan; the steps allocate nothing. */
@@ -11,6 +12,8 @@
 
 #include "dist/vision_stage.h"
 #include "nn/model_internal.h"
+#include "snn/dtype.h"
+#include "snn/prepare.h"
 
 struct snn_pipeline {
     int T, N, K, mb;
@@ -23,6 +26,8 @@ struct snn_pipeline {
     double *mb_loss;      /* [K] */
     int *mb_correct;      /* [K] */
     int classes;
+    int wire_bf16;        /* messages in BF16 (the compute dtype of a bf16 run) */
+    uint16_t *wire;       /* [max(in_n, out_n)] BF16 message buffer */
 };
 
 void snn_vision_pipeline_free(snn_pipeline *p) {
@@ -34,6 +39,7 @@ void snn_vision_pipeline_free(snn_pipeline *p) {
     free(p->step0);
     free(p->mb_loss);
     free(p->mb_correct);
+    free(p->wire);
     free(p);
 }
 
@@ -73,10 +79,36 @@ snn_status snn_vision_pipeline_plan(snn_vision_stage *s, int T, int N, int K) {
     p->step0 = calloc((size_t)K, sizeof *p->step0);
     p->mb_loss = calloc((size_t)K, sizeof *p->mb_loss);
     p->mb_correct = calloc((size_t)K, sizeof *p->mb_correct);
+    p->wire = malloc(sizeof(uint16_t) * ((p->in_n > p->out_n ? p->in_n : p->out_n) + 1));
+    /* a bf16 run sends its activations and gradients in bf16, as the reference's stage buffers */
+    snn_precision *prec = snn_model_precision(s->model);
+    p->wire_bf16 = prec && snn_precision_config_of(prec)->mode == SNN_PRECISION_BF16;
     s->pipe = p;
-    if (!p->xs || !p->dys || !p->dx || !p->bn || !p->step0 || !p->mb_loss || !p->mb_correct)
+    if (!p->xs || !p->dys || !p->dx || !p->bn || !p->step0 || !p->mb_loss || !p->mb_correct || !p->wire)
         return snn_error(SNN_E_NOMEM, "cannot allocate the pipeline buffers");
     return snn_model_plan(s->model, T, mb);
+}
+
+snn_status snn_vision_pipeline_set_wire_bf16(snn_vision_stage *s, int bf16) {
+    if (!s->pipe) return snn_error(SNN_E_STATE, "snn_vision_pipeline_plan must be called first");
+    s->pipe->wire_bf16 = bf16 != 0;
+    return SNN_OK;
+}
+
+/* Fixed-shape messages between neighbouring stages, FP32 or BF16 on the wire. */
+static snn_status send_msg(snn_vision_stage *s, const float *buf, size_t n, int dst, int tag) {
+    snn_pipeline *p = s->pipe;
+    if (!p->wire_bf16) return snn_comm_send(s->pp, buf, n, SNN_COMM_F32, dst, tag);
+    for (size_t i = 0; i < n; i++) p->wire[i] = snn_f32_to_bf16(buf[i]);
+    return snn_comm_send(s->pp, p->wire, 2 * n, SNN_COMM_U8, dst, tag);
+}
+
+static snn_status recv_msg(snn_vision_stage *s, float *buf, size_t n, int src, int tag) {
+    snn_pipeline *p = s->pipe;
+    if (!p->wire_bf16) return snn_comm_recv(s->pp, buf, n, SNN_COMM_F32, src, tag);
+    SNN_TRY(snn_comm_recv(s->pp, p->wire, 2 * n, SNN_COMM_U8, src, tag));
+    for (size_t i = 0; i < n; i++) buf[i] = snn_bf16_to_f32(p->wire[i]);
+    return SNN_OK;
 }
 
 /* microbatch k of x [T, N, in] into dst [T, mb, in] */
@@ -134,11 +166,11 @@ snn_status snn_vision_pipeline_train_step(snn_vision_stage *s, const float *x, c
     for (int k = 0; k < K; k++) {
         float *xk = p->xs + (size_t)k * p->in_n;
         if (s->first) gather(p, s->in_numel, x, k, xk);
-        else SNN_TRY(snn_comm_recv(s->pp, xk, p->in_n, SNN_COMM_F32, prev, k));
+        else SNN_TRY(recv_msg(s, xk, p->in_n, prev, k));
         p->step0[k] = snn_model_step_count(m);
         SNN_TRY(snn_model_forward(m, xk, 1, &y)); /* resets the stage's neuron state first */
         if (!s->last) {
-            SNN_TRY(snn_comm_send(s->pp, y, p->out_n, SNN_COMM_F32, next, k));
+            SNN_TRY(send_msg(s, y, p->out_n, next, k));
         } else {
             float l;
             SNN_TRY(loss_of(kind, y, labels + (size_t)k * p->mb, p->T, p->mb, p->classes, &l,
@@ -159,9 +191,9 @@ snn_status snn_vision_pipeline_train_step(snn_vision_stage *s, const float *x, c
             SNN_TRY(snn_model_forward(m, p->xs + (size_t)k * p->in_n, 1, &y));
         }
         const float *dy = p->dys + (s->last ? (size_t)k * p->out_n : 0);
-        if (!s->last) SNN_TRY(snn_comm_recv(s->pp, p->dys, p->out_n, SNN_COMM_F32, next, K + k));
+        if (!s->last) SNN_TRY(recv_msg(s, p->dys, p->out_n, next, K + k));
         SNN_TRY(stage_backward(s, dy, s->first ? NULL : p->dx));
-        if (!s->first) SNN_TRY(snn_comm_send(s->pp, p->dx, p->in_n, SNN_COMM_F32, prev, K + k));
+        if (!s->first) SNN_TRY(send_msg(s, p->dx, p->in_n, prev, K + k));
     }
     memcpy(snn_model_buffers(m), p->bn, nb * sizeof(float));
     snn_model_set_step_count(m, step_after);
@@ -191,9 +223,9 @@ snn_status snn_vision_pipeline_forward(snn_vision_stage *s, const float *x, floa
     }
     for (int k = 0; k < p->K; k++) {
         if (s->first) gather(p, s->in_numel, x, k, p->xs);
-        else SNN_TRY(snn_comm_recv(s->pp, p->xs, p->in_n, SNN_COMM_F32, s->pp_rank - 1, k));
+        else SNN_TRY(recv_msg(s, p->xs, p->in_n, s->pp_rank - 1, k));
         SNN_TRY(snn_model_forward(s->model, p->xs, 0, &y));
-        if (!s->last) SNN_TRY(snn_comm_send(s->pp, y, p->out_n, SNN_COMM_F32, s->pp_rank + 1, k));
+        if (!s->last) SNN_TRY(send_msg(s, y, p->out_n, s->pp_rank + 1, k));
         else scatter(p, s->out_numel, y, k, out);
     }
     return snn_comm_barrier(s->pp); /* work never piles up across batches */

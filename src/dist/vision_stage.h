@@ -69,6 +69,10 @@ int snn_vision_stage_blocks(const snn_vision_stage *s);
  * microbatches (N % K == 0); every stage of a pipeline must use the same values. Buffers
  * are fixed-shape [T, N/K, boundary] arrays, allocated here, never in a step. */
 snn_status snn_vision_pipeline_plan(snn_vision_stage *s, int T, int N, int K);
+/* Messages between stages travel in BF16 (bf16 != 0) or FP32. plan picks BF16 when the stage
+ * model is prepared with bf16 precision, FP32 otherwise; this overrides it. Every stage of a
+ * pipeline must agree. */
+snn_status snn_vision_pipeline_set_wire_bf16(snn_vision_stage *s, int bf16);
 typedef enum snn_vision_loss { SNN_VISION_LOSS_CE = 0, SNN_VISION_LOSS_MSE = 1 } snn_vision_loss;
 /* One training step's forward and backward (gradients ACCUMULATED into the model's gradient
  * array: zero them first). x: [T, N, input] on the first stage (NULL elsewhere); labels [N]
