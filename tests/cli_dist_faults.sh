@@ -42,7 +42,7 @@ expect_refusal "microbatches" 2 "batch_size=10 must be divisible by pipeline_mic
 expect_refusal "world 3 with PP 2" 3 "world_size=3 is not divisible" $base --pipeline-parallel-size 2
 expect_refusal "TP not built" 2 "tensor and pipeline parallelism are not built" $base --tensor-parallel-size 2
 expect_refusal "bad data-parallel" 2 "must be ddp or fsdp2" $base --data-parallel zero
-expect_refusal "TP 0" 2 "tensor-parallel-size must be a positive integer" $base --tensor-parallel-size 0
+expect_refusal "TP 0" 2 "--tensor-parallel-size must be a positive integer" $base --tensor-parallel-size 0
 expect_refusal "unknown option" 2 "unknown option '--bogus'" $base --bogus 1
 # the allowed combinations still run: bf16 and fp8 (delayed) with DDP on 2 ranks
 for p in bf16 fp8; do
