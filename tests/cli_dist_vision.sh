@@ -1,6 +1,7 @@
 #!/bin/bash
 # Tensor and pipeline parallel training equal the dense model on one process (5 FP32 steps,
-# weights and loss within 1e-5 relative; tests/driver_vision_parallel.c), on 1, 2 and 4 ranks.
+# weights and loss within 1e-5 relative; tests/driver_vision_parallel.c), on 1, 2 and 4 ranks
+# (4 ranks: TP 2 x PP 2, PP 4, and DP 2 around PP 2 or TP 2).
 #
 # Spikformer runs use fixed seeds: a membrane potential that lands within rounding distance
 # of the threshold fires in one run and not in the other (TP changes the summation order of
@@ -31,4 +32,7 @@ run 2 1234 spikformer 2 1
 run 4 fresh convsnn 2 2
 run 4 fresh convsnn 4 1
 run 4 1234 spikformer 2 2
+# DP 2 around PP 2 and TP 2 (gradients averaged over the replicas, snn_vision_stage_dp_average)
+run 4 fresh fcsnn 2 1
+run 4 1234 spikformer 1 2
 exit $fail

@@ -9,8 +9,11 @@
  * microbatching (per-microbatch forward/backward, loss / K, one step).
  *
  *   driver_vision_parallel MODEL PP TP [K]    MODEL: fcsnn | convsnn | spikformer
- * Run with world = PP * TP ranks (mpirun), or alone for PP = TP = 1 (then the stage must
- * equal the dense model bit for bit). Prints one line on rank 0; exit 0 when within 1e-5. */
+ * Run with world = DP * PP * TP ranks (mpirun), or alone for PP = TP = 1 (then the stage must
+ * equal the dense model bit for bit). With DP > 1 every replica trains on its share of a
+ * global batch (gradients averaged by snn_vision_stage_dp_average) and the oracle runs the
+ * global batch with K * DP microbatches; BatchNorm statistics are then not compared (each
+ * replica keeps its own, as the reference's manual PP all-reduce does). Prints one line on rank 0; exit 0 when within 1e-5. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,10 +100,9 @@ int main(int argc, char **argv) {
     if (snn_comm_init_world(&w) != SNN_OK) return fail(NULL, "init");
     snn_mesh mesh;
     if (snn_mesh_create(w, PP, TP, &mesh) != SNN_OK) return fail(w, "mesh");
-    if (mesh.dp_size != 1) {
-        fprintf(stderr, "world must be PP * TP\n");
-        snn_comm_abort(w, 2);
-    }
+    /* with DP > 1 each replica trains on its share of a global batch of N * DP; the oracle
+     * runs the global batch with K * DP microbatches (the same microbatch size) */
+    const int DP = mesh.dp_size;
     uint64_t seed = 0;
     if (snn_comm_rank(w) == 0) {
         const char *e = getenv("SNN_TEST_SEED");
@@ -114,7 +116,7 @@ int main(int argc, char **argv) {
     if (snn_vision_stage_create(&mc, &mesh, seed, &st) != SNN_OK) return fail(w, "stage");
     if (snn_vision_model_build(&mc, seed, &dense) != SNN_OK) return fail(w, "dense");
     if (snn_vision_pipeline_plan(st, T, N, K) != SNN_OK) return fail(w, "plan");
-    int Kd = PP > 1 ? K : 1, mb = N / Kd;
+    int Kd = (PP > 1 ? K : 1) * DP, mb = N * DP / Kd, NG = N * DP;
     if (snn_model_plan(dense, T, mb) != SNN_OK) return fail(w, "dense plan");
 
     snn_optim_opts oo = snn_optim_defaults(SNN_OPTIM_SGD);
@@ -125,9 +127,10 @@ int main(int argc, char **argv) {
     if (snn_optimizer_create_for_model(&oo, dense, &dopt) != SNN_OK) return fail(w, "dense opt");
 
     size_t in = snn_model_input_numel(dense), C = (size_t)mc.num_classes;
-    float *x = malloc(sizeof(float) * T * N * in), *xm = malloc(sizeof(float) * T * mb * in);
+    float *xg = malloc(sizeof(float) * T * NG * in), *xm = malloc(sizeof(float) * T * mb * in);
+    float *x = malloc(sizeof(float) * T * N * in);
     float *dy = malloc(sizeof(float) * T * mb * C);
-    int32_t *lab = malloc(sizeof(int32_t) * N);
+    int32_t *labg = malloc(sizeof(int32_t) * NG), *lab = NULL;
     double worst_loss = 0;
     float *p0 = malloc(sizeof(float) * snn_model_num_params(dense));
     memcpy(p0, snn_model_params(dense), sizeof(float) * snn_model_num_params(dense));
@@ -135,25 +138,33 @@ int main(int argc, char **argv) {
     snn_tp_comm_stats(&tp_calls0, &tp_bytes0);
     for (int s = 0; s < steps; s++) {
         /* fresh inputs every step: Philox draws every rank can make (scaled so neurons fire) */
-        for (size_t i = 0; i < (size_t)T * N * in; i++) x[i] = 1.5f * snn_rng_uniform(seed, 7 + (uint64_t)s, i);
-        for (int i = 0; i < N; i++) lab[i] = (int32_t)(snn_rng_uniform(seed, 99 + (uint64_t)s, (uint64_t)i) * C) % (int)C;
+        for (size_t i = 0; i < (size_t)T * NG * in; i++) xg[i] = 1.5f * snn_rng_uniform(seed, 7 + (uint64_t)s, i);
+        for (int i = 0; i < NG; i++) labg[i] = (int32_t)(snn_rng_uniform(seed, 99 + (uint64_t)s, (uint64_t)i) * C) % (int)C;
+        /* this replica's samples [dp * N, (dp + 1) * N) of every time step */
+        for (int t = 0; t < T; t++)
+            memcpy(x + (size_t)t * N * in, xg + ((size_t)t * NG + (size_t)mesh.dp * N) * in, sizeof(float) * N * in);
+        lab = labg + (size_t)mesh.dp * N;
         snn_model_zero_grad(st->model);
         float loss = NAN;
         int correct = -1;
         if (snn_vision_pipeline_train_step(st, st->first ? x : NULL, st->last ? lab : NULL, SNN_VISION_LOSS_CE, &loss,
                                            &correct) != SNN_OK)
             return fail(w, "train step");
+        if (snn_vision_stage_dp_average(st, mesh.dp_comm) != SNN_OK) return fail(w, "dp average");
         if (snn_optimizer_step(opt, -1, 0) != SNN_OK) return fail(w, "step");
+        double dl_dp = loss;
+        if (snn_comm_allreduce(mesh.dp_comm, &dl_dp, 1, SNN_COMM_F64, SNN_COMM_SUM) != SNN_OK) return fail(w, "loss");
+        loss = (float)(dl_dp / DP);
         /* the oracle: one process, the same microbatching */
         snn_model_zero_grad(dense);
         double dl = 0;
         for (int k = 0; k < Kd; k++) {
             for (int t = 0; t < T; t++)
-                memcpy(xm + (size_t)t * mb * in, x + ((size_t)t * N + (size_t)k * mb) * in, sizeof(float) * mb * in);
+                memcpy(xm + (size_t)t * mb * in, xg + ((size_t)t * NG + (size_t)k * mb) * in, sizeof(float) * mb * in);
             const float *y;
             float l;
             if (snn_model_forward(dense, xm, 1, &y) != SNN_OK) return fail(w, "dense fwd");
-            if (snn_loss_cross_entropy_mean_t(y, lab + k * mb, T, mb, (int)C, &l, dy, NULL) != SNN_OK)
+            if (snn_loss_cross_entropy_mean_t(y, labg + k * mb, T, mb, (int)C, &l, dy, NULL) != SNN_OK)
                 return fail(w, "loss");
             for (size_t i = 0; i < (size_t)T * mb * C; i++) dy[i] /= (float)Kd;
             if (snn_model_backward(dense, dy) != SNN_OK) return fail(w, "dense bwd");
@@ -169,6 +180,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < snn_model_num_tensors(st->model); i++) {
         snn_tensor_info ti, di;
         snn_model_tensor(st->model, i, &ti);
+        if (DP > 1 && ti.is_buffer) continue; /* each replica's BatchNorm statistics are its own */
         int found = 0;
         for (size_t j = 0; j < snn_model_num_tensors(dense) && !found; j++) {
             snn_model_tensor(dense, j, &di);
@@ -204,7 +216,7 @@ int main(int argc, char **argv) {
     /* with TP every rank has neurons holding only their channel shard's state */
     int ok = global <= 1e-5 && red[1] <= 1e-5 && (TP == 1 ? red[2] == 0 : red[2] > 0) && moved > 1e-4 &&
              red[3] == 0 && (TP == 1 ? red[4] == 0 : red[4] < 0) && nc.n > 0;
-    if (PP == 1 && TP == 1) ok = ok && red[0] == 0 && red[1] == 0; /* a one-rank stage IS the dense model */
+    if (PP == 1 && TP == 1 && DP == 1) ok = ok && red[0] == 0 && red[1] == 0; /* a one-rank stage IS the dense model */
     /* BF16 messages between stages: the boundaries of these cuts carry spikes or small sums of
      * spikes, exact in BF16, so the forward (evaluation and the training loss) is unchanged */
     double wire_diff = 0;
@@ -234,9 +246,9 @@ int main(int argc, char **argv) {
     if (snn_comm_allreduce(w, &wire_diff, 1, SNN_COMM_F64, SNN_COMM_MAX) != SNN_OK) return fail(w, "reduce");
     ok = ok && wire_diff == 0;
     if (snn_comm_rank(w) == 0)
-        printf("%s PP%d TP%d K%d: %d steps, weights rel L2 %.3g (worst tensor %.3g, %s on rank 0), loss rel %.3g, TP all-reduces "
+        printf("%s DP%d PP%d TP%d K%d: %d steps, weights rel L2 %.3g (worst tensor %.3g, %s on rank 0), loss rel %.3g, TP all-reduces "
                "%.0f, weights moved %.3g, sharded neurons >= %.0f per rank%s: %s\n",
-               argv[1], PP, TP, K, steps, global, red[0], worst_name, red[1], red[2], moved, -red[4],
+               argv[1], DP, PP, TP, K, steps, global, red[0], worst_name, red[1], red[2], moved, -red[4],
                PP > 1 ? (wire_diff == 0 ? ", BF16 messages: same forward" : ", BF16 messages: DIFFERENT forward") : "",
                ok ? "ok" : "FAIL");
     snn_optimizer_free(opt);
@@ -246,7 +258,8 @@ int main(int argc, char **argv) {
     free(x);
     free(xm);
     free(dy);
-    free(lab);
+    free(labg);
+    free(xg);
     free(p0);
     snn_mesh_free(&mesh);
     snn_comm_free(w);

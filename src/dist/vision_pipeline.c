@@ -230,3 +230,14 @@ snn_status snn_vision_pipeline_forward(snn_vision_stage *s, const float *x, floa
     }
     return snn_comm_barrier(s->pp); /* work never piles up across batches */
 }
+
+snn_status snn_vision_stage_dp_average(snn_vision_stage *s, snn_comm *dp) {
+    int n = dp ? snn_comm_size(dp) : 1;
+    if (n == 1) return SNN_OK;
+    float *g = snn_model_grads(s->model);
+    size_t np = snn_model_num_params(s->model);
+    SNN_TRY(snn_comm_allreduce(dp, g, np, SNN_COMM_F32, SNN_COMM_SUM));
+    float inv = 1.0f / (float)n;
+    for (size_t i = 0; i < np; i++) g[i] *= inv;
+    return SNN_OK;
+}

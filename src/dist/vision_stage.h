@@ -86,6 +86,10 @@ typedef enum snn_vision_loss { SNN_VISION_LOSS_CE = 0, SNN_VISION_LOSS_MSE = 1 }
  * group: *loss and *correct are valid on every stage. */
 snn_status snn_vision_pipeline_train_step(snn_vision_stage *s, const float *x, const int32_t *labels,
                                           snn_vision_loss loss_kind, float *loss, int *correct);
+/* With PP > 1 no DDP hook runs (the reference wraps no DDP around a pipeline stage): after
+ * snn_vision_pipeline_train_step, average the stage's gradients over the DP group (sum, then
+ * 1/DP) before the optimizer step. dp NULL or of size 1: nothing. */
+snn_status snn_vision_stage_dp_average(snn_vision_stage *s, snn_comm *dp);
 /* Forward-only streaming pipeline (evaluation / prediction): the K microbatches flow through
  * the stages; the last stage writes the [T, N, classes] output into out (other stages:
  * out may be NULL). One PP barrier per batch. */
