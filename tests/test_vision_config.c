@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "snn/model.h"
 #include "snn/vision.h"
 
 static uint64_t rs;
@@ -444,6 +445,38 @@ static void test_recipe(void) {
     free(r);
 }
 
+/* zoo model -> vision config -> the same model (config text and every weight) */
+static void test_from_zoo(void) {
+    snn_model *z[3] = {NULL, NULL, NULL};
+    snn_fcsnn_opts f = {.in_features = 20 + rnd(0, 50), .hidden = rnd(4, 40), .depth = rnd(1, 3), .classes = rnd(2, 9),
+                        .tau = 1.5f + (float)rnd(0, 10) / 8};
+    snn_convsnn_opts cv = {.in_channels = rnd(1, 3), .height = 4 * rnd(1, 4), .width = 4 * rnd(1, 4),
+                           .channels = rnd(1, 8), .classes = rnd(2, 9)};
+    snn_spikformer_opts sp = {.in_channels = 3, .image_size = 16 * rnd(1, 2), .classes = rnd(2, 9), .embed_dim = 32,
+                              .heads = 4, .depth = rnd(1, 2), .mlp_ratio = 2};
+    uint64_t seed = (uint64_t)rnd(1, 1000);
+    CHECK(snn_fcsnn_create(&f, seed, &z[0]) == SNN_OK);
+    CHECK(snn_convsnn_create(&cv, seed, &z[1]) == SNN_OK);
+    CHECK(snn_spikformer_create(&sp, seed, &z[2]) == SNN_OK);
+    for (int i = 0; i < 3; i++) {
+        if (!z[i]) continue;
+        snn_vision_model_config mc;
+        snn_model *b = NULL;
+        CHECK_MSG(snn_vision_model_config_from_zoo(snn_model_config_json(z[i]), 3, &mc) == SNN_OK, "%s", snn_last_error());
+        CHECK(mc.time_steps == 3 && snn_vision_model_build(&mc, seed, &b) == SNN_OK && b);
+        if (b) {
+            CHECK(!strcmp(snn_model_config_json(b), snn_model_config_json(z[i])));
+            CHECK(snn_model_num_params(b) == snn_model_num_params(z[i]) &&
+                  !memcmp(snn_model_params(b), snn_model_params(z[i]), snn_model_num_params(b) * sizeof(float)));
+        }
+        snn_model_free(b);
+        snn_model_free(z[i]);
+    }
+    snn_vision_model_config mc;
+    CHECK(refused(snn_vision_model_config_from_zoo("{\"model\":\"mlp\",\"width\":3}", 4, &mc), "mlp", NULL));
+    CHECK(refused(snn_vision_model_config_from_zoo("{\"model\":\"fcsnn\",\"widht\":3}", 4, &mc), "widht", NULL));
+}
+
 int main(void) {
     rs = snn_test_seed();
     test_training_rules();
@@ -451,5 +484,6 @@ int main(void) {
     test_round_trip();
     test_decode_errors();
     test_recipe();
+    test_from_zoo();
     return snn_test_finish("test_vision_config");
 }

@@ -91,6 +91,10 @@ int snn_vision_model_config_equal(const snn_vision_model_config *a, const snn_vi
 /* The registry tag ("snn.vision.ConvSNNConfig") and the zoo's model name ("convsnn"). */
 const char *snn_vision_model_target(snn_vision_model_kind kind);
 const char *snn_vision_model_name(snn_vision_model_kind kind);
+/* The vision config of a zoo model from its snn_model_config_json() text (the CLI builds
+ * models from flags; this turns one into the config a TP/PP stage is built from); T is the
+ * time_steps to record. step_mode is 'm'. */
+snn_status snn_vision_model_config_from_zoo(const char *zoo_json, int time_steps, snn_vision_model_config *out);
 /* Build the dense (canonical, unsharded) model. */
 snn_status snn_vision_model_build(const snn_vision_model_config *m, uint64_t seed, snn_model **out);
 

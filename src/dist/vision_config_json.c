@@ -645,3 +645,50 @@ snn_status snn_vision_recipe_matches(const char *recipe_json, const snn_vision_t
     *match = snn_vision_training_config_equal(&r, c);
     return SNN_OK;
 }
+
+snn_status snn_vision_model_config_from_zoo(const char *zoo_json, int time_steps, snn_vision_model_config *out) {
+    cJSON *o = cJSON_Parse(zoo_json ? zoo_json : "");
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(o, "model");
+    snn_status st = SNN_OK;
+    snn_vision_model_config m;
+    memset(&m, 0, sizeof m);
+    if (!cJSON_IsString(k)) st = snn_error(SNN_E_FORMAT, "model configuration has no \"model\" name");
+    else if (!strcmp(k->valuestring, "fcsnn")) m = snn_vision_model_config_default(SNN_VISION_MODEL_FCSNN);
+    else if (!strcmp(k->valuestring, "convsnn")) m = snn_vision_model_config_default(SNN_VISION_MODEL_CONVSNN);
+    else if (!strcmp(k->valuestring, "spikformer")) m = snn_vision_model_config_default(SNN_VISION_MODEL_SPIKFORMER);
+    else st = snn_error(SNN_E_UNSUPPORTED, "model \"%s\" has no distributed vision config (fcsnn, convsnn, spikformer)",
+                        k->valuestring);
+    for (const cJSON *it = st == SNN_OK ? o->child : NULL; it && st == SNN_OK; it = it->next) {
+        const char *f = it->string;
+        if (!strcmp(f, "model")) continue;
+        int *dst = NULL;
+        float *fdst = NULL;
+        if (!strcmp(f, "classes")) dst = &m.num_classes;
+        else if (m.kind == SNN_VISION_MODEL_FCSNN) {
+            if (!strcmp(f, "in_features")) dst = &m.fcsnn.in_features;
+            else if (!strcmp(f, "hidden")) dst = &m.fcsnn.hidden;
+            else if (!strcmp(f, "depth")) dst = &m.fcsnn.depth;
+            else if (!strcmp(f, "tau")) fdst = &m.fcsnn.tau;
+        } else if (m.kind == SNN_VISION_MODEL_CONVSNN) {
+            if (!strcmp(f, "in_channels")) dst = &m.convsnn.in_channels;
+            else if (!strcmp(f, "height")) dst = &m.convsnn.height;
+            else if (!strcmp(f, "width")) dst = &m.convsnn.width;
+            else if (!strcmp(f, "channels")) dst = &m.convsnn.channels;
+        } else {
+            if (!strcmp(f, "in_channels")) dst = &m.spikformer.in_channels;
+            else if (!strcmp(f, "image_size")) dst = &m.spikformer.image_size;
+            else if (!strcmp(f, "embed_dim")) dst = &m.spikformer.embed_dim;
+            else if (!strcmp(f, "heads")) dst = &m.spikformer.heads;
+            else if (!strcmp(f, "depth")) dst = &m.spikformer.depth;
+            else if (!strcmp(f, "mlp_ratio")) fdst = &m.spikformer.mlp_ratio;
+        }
+        if (dst) st = get_int(it, f, dst);
+        else if (fdst) st = get_float(it, f, fdst);
+        else st = unknown_field(k->valuestring, f);
+    }
+    cJSON_Delete(o);
+    m.time_steps = time_steps;
+    if (st == SNN_OK) st = snn_vision_model_config_validate(&m);
+    if (st == SNN_OK) *out = m;
+    return st;
+}
