@@ -32,6 +32,10 @@ run 2 1234 spikformer 2 1
 run 4 fresh convsnn 2 2
 run 4 fresh convsnn 4 1
 run 4 1234 spikformer 2 2
+# BF16 (both prepared; within 1e-3): TP 2 and PP 2 (PP sends BF16 messages)
+run 2 fresh fcsnn 1 2 2 bf16
+run 2 fresh fcsnn 2 1 2 bf16
+run 2 fresh convsnn 2 1 2 bf16
 # DP 2 around PP 2 and TP 2 (gradients averaged over the replicas, snn_vision_stage_dp_average)
 run 4 fresh fcsnn 2 1
 run 4 1234 spikformer 1 2
