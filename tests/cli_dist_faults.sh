@@ -61,6 +61,17 @@ if [ $rc -ne 2 ] || [ "$(grep -c '^snn: error: ' "$tmp/err")" -ne 1 ] || ! grep 
   echo "FAIL: bad input on rank 1: rc=$rc after ${dt}s, stderr:" >&2; cat "$tmp/err" >&2; fail=1
 fi
 
+# a rank that aborts (snn_comm_abort) while the other waits in an all-reduce
+start=$(date +%s)
+mpi -np 2 "$B/driver_comm" --abort-last >"$tmp/out" 2>"$tmp/err"
+rc=$?
+dt=$(( $(date +%s) - start ))
+if [ $rc -eq 0 ] || [ $rc -eq 124 ] || [ $dt -ge 60 ] || grep -q "returned although" "$tmp/err"; then
+  echo "FAIL: abort on one rank: rc=$rc after ${dt}s" >&2; cat "$tmp/err" >&2; fail=1
+else
+  echo "aborting rank: the job ended with rc=$rc after ${dt}s"
+fi
+
 # a rank killed with SIGKILL in the middle of training
 mpirun --oversubscribe -np 2 -x OMP_NUM_THREADS -x OMP_WAIT_POLICY "$SNN" train --data-parallel ddp --model fcsnn \
   --hidden 64 --dataset synthetic --synthetic-size 4096 --epochs 1000 --batch-size 16 --quiet --out "$tmp/k" \
