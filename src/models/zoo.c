@@ -6,6 +6,7 @@
 
 #include "models/mlp.h"
 #include "models/zoo.h"
+#include "snn/lm.h"
 
 snn_status snn_zoo_add(snn_module *parent, snn_module *child, const char *local_name) {
     if (child && local_name) snprintf(child->name, sizeof child->name, "%s", local_name);
@@ -65,8 +66,12 @@ snn_status snn_model_create_from_config(const char *json, uint64_t seed, snn_mod
     } else if (!strcmp(kind->valuestring, "mlp")) {
         st = snn_mlp_create(json_int(o, "in_features", 0), json_int(o, "width", 0), json_int(o, "depth", 0),
                             json_int(o, "classes", 0), seed, out);
+    } else if (!strcmp(kind->valuestring, "gpt") || !strcmp(kind->valuestring, "spikelm")) {
+        snn_gpt_opts g;
+        st = snn_gpt_opts_from_json(json, &g);
+        if (st == SNN_OK) st = snn_gpt_create(&g, seed, out);
     } else {
-        st = snn_error(SNN_E_INVALID, "unknown model \"%s\" (known: fcsnn, convsnn, spikformer, mlp)",
+        st = snn_error(SNN_E_INVALID, "unknown model \"%s\" (known: fcsnn, convsnn, spikformer, mlp, gpt, spikelm)",
                        kind->valuestring);
     }
     cJSON_Delete(o);

@@ -1,0 +1,78 @@
+/* snn — language models: `gpt` (GPT-2 layout) and `spikelm` (the same network with an
+ * elastic bi-spiking transition after the input and pre-MLP norm of every layer).
+ *
+ * Both are ordinary snn_model trees: input [T][N][S] token ids (as FP32 integer values,
+ * the prompt tiled T times along the batch: folded row t*N + n), output the logits
+ * [T][N][S][vocab]; the loss reduces them over T (mean or sum) first. Parameter names are
+ * GPT-2's: wte.weight, wpe.weight, h.{i}.ln_1.weight, h.{i}.attn.c_attn.weight (fused
+ * q|k|v, [out, in] as in PyTorch's Linear), h.{i}.attn.c_proj.*, h.{i}.ln_2.*,
+ * h.{i}.mlp.c_fc.*, h.{i}.mlp.c_proj.*, ln_f.*, and lm_head.weight when untied. */
+#ifndef SNN_LM_H
+#define SNN_LM_H
+
+#include <stdint.h>
+#include "error.h"
+#include "model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { SNN_LM_NORM_LAYERNORM = 0, SNN_LM_NORM_RMSNORM = 1 } snn_lm_norm;
+typedef enum { SNN_LM_ACT_GELU = 0, SNN_LM_ACT_SWIGLU = 1 } snn_lm_act;
+typedef enum { SNN_LM_POS_LEARNED = 0, SNN_LM_POS_ROPE = 1 } snn_lm_pos;
+
+typedef struct snn_gpt_opts {
+    int spiking;          /* 0: gpt, 1: spikelm */
+    int vocab;            /* > 0 */
+    int context;          /* max_sequence_length, > 0 */
+    int seq;              /* S of this instance, 1..context */
+    int layers, hidden, heads;
+    int groups;           /* query groups (GQA), divides heads */
+    int ffn;              /* MLP width */
+    snn_lm_norm norm;
+    snn_lm_act act;
+    snn_lm_pos pos;
+    int bias;             /* linear biases */
+    int tied;             /* share embedding and output weights */
+    float eps;            /* norm epsilon */
+    float rope_theta;
+    int time_steps;       /* T (gpt: 1) */
+    int reduce_sum;       /* temporal output reduction: 0 mean, 1 sum */
+    float spike_decay;    /* spikelm, [0, 1] */
+    float spike_amplitude;/* spikelm, > 0 */
+} snn_gpt_opts;
+
+/* GPT-2 small's shape scaled down: vocab 256, context 128, 4 layers, hidden 128, 4 heads,
+ * groups = heads, ffn 4*hidden, LayerNorm, GELU, learned positions, biases, tied, eps 1e-5,
+ * T 1, mean; spikelm: T 4, decay 0.25, amplitude 1. */
+snn_gpt_opts snn_gpt_defaults(int spiking);
+/* Check every field; the message names the field. */
+snn_status snn_gpt_opts_check(const snn_gpt_opts *o);
+snn_status snn_gpt_create(const snn_gpt_opts *o, uint64_t seed, snn_model **out);
+/* The options of a gpt/spikelm model (from its configuration JSON). */
+snn_status snn_gpt_opts_of(const snn_model *m, snn_gpt_opts *o);
+snn_status snn_gpt_opts_from_json(const char *json, snn_gpt_opts *o);
+
+/* Decoding. temperature 0 = greedy (argmax of the T-reduced logits, first maximum);
+ * else softmax(z / temperature) restricted to the top_k (<= 0: all) most likely tokens and
+ * the smallest set whose mass reaches top_p (1: all), drawn with the seed. */
+typedef struct snn_lm_sampling {
+    float temperature;
+    int top_k;
+    float top_p;
+    uint64_t seed;
+    int eos;              /* -1: none; a finished row keeps emitting eos */
+} snn_lm_sampling;
+
+/* Cached generation from prompts [B][P] (ids): prefill once, then one decode step per new
+ * token with the token tiled T times; only the KV cache persists between steps (the neuron
+ * state restarts from reset in every call). P + max_new must fit the context.
+ * out [B][P + max_new]. The model's parameters are read, not changed. */
+snn_status snn_gpt_generate(snn_model *m, const int32_t *prompt, int B, int P, int max_new,
+                            const snn_lm_sampling *s, int32_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
