@@ -143,9 +143,9 @@ static snn_gpt_opts parse_opts(char **a) {
     o.heads = atoi(a[6]);
     o.groups = atoi(a[7]);
     o.ffn = atoi(a[8]);
-    o.norm = (snn_lm_norm)atoi(a[9]);
-    o.act = (snn_lm_act)atoi(a[10]);
-    o.pos = (snn_lm_pos)atoi(a[11]);
+    o.norm = (snn_lm_normalization)atoi(a[9]);
+    o.act = (snn_lm_activation)atoi(a[10]);
+    o.pos = atoi(a[11]) ? SNN_LM_POS_ROPE : SNN_LM_POS_LEARNED_ABSOLUTE; /* 0 learned, 1 rope */
     o.bias = atoi(a[12]);
     o.tied = atoi(a[13]);
     o.time_steps = atoi(a[14]);

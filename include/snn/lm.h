@@ -12,16 +12,15 @@
 
 #include <stdint.h>
 #include "error.h"
+#include "lm_config.h"
 #include "model.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-typedef enum { SNN_LM_NORM_LAYERNORM = 0, SNN_LM_NORM_RMSNORM = 1 } snn_lm_norm;
-typedef enum { SNN_LM_ACT_GELU = 0, SNN_LM_ACT_SWIGLU = 1 } snn_lm_act;
-typedef enum { SNN_LM_POS_LEARNED = 0, SNN_LM_POS_ROPE = 1 } snn_lm_pos;
-
+/* The network's shape as plain numbers (the enums are lm_config.h's). The Megatron-style
+ * records of lm_config.h map onto it with snn_gpt_opts_from_model_config. */
 typedef struct snn_gpt_opts {
     int spiking;          /* 0: gpt, 1: spikelm */
     int vocab;            /* > 0 */
@@ -30,9 +29,9 @@ typedef struct snn_gpt_opts {
     int layers, hidden, heads;
     int groups;           /* query groups (GQA), divides heads */
     int ffn;              /* MLP width */
-    snn_lm_norm norm;
-    snn_lm_act act;
-    snn_lm_pos pos;
+    snn_lm_normalization norm;
+    snn_lm_activation act;     /* GELU here is the exact (erf) form */
+    snn_lm_position_embedding pos;
     int bias;             /* linear biases */
     int tied;             /* share embedding and output weights */
     float eps;            /* norm epsilon */

@@ -31,7 +31,7 @@ snn_gpt_opts snn_gpt_defaults(int spiking) {
         .ffn = 512,
         .norm = SNN_LM_NORM_LAYERNORM,
         .act = SNN_LM_ACT_GELU,
-        .pos = SNN_LM_POS_LEARNED,
+        .pos = SNN_LM_POS_LEARNED_ABSOLUTE,
         .bias = 1,
         .tied = 1,
         .eps = 1e-5f,
@@ -199,7 +199,7 @@ snn_status snn_gpt_opts_from_json(const char *json, snn_gpt_opts *out) {
              jint(j, "num_attention_heads", &o.heads) && jint(j, "num_query_groups", &o.groups) &&
              jint(j, "ffn_hidden_size", &o.ffn) && jstr(j, "normalization", "LayerNorm", "RMSNorm", &norm) &&
              jstr(j, "activation", "gelu", "swiglu", &act) &&
-             jstr(j, "position_embedding_type", "learned_absolute", "rope", &pos) &&
+             jstr(j, "position_embedding_type", "rope", "learned_absolute", &pos) &&
              jint(j, "add_bias_linear", &o.bias) && jint(j, "share_embeddings_and_output_weights", &o.tied) &&
              jnum(j, "layernorm_epsilon", &o.eps) && jnum(j, "rotary_base", &o.rope_theta) &&
              jint(j, "time_steps", &o.time_steps) &&
@@ -207,9 +207,9 @@ snn_status snn_gpt_opts_from_json(const char *json, snn_gpt_opts *out) {
              jnum(j, "spike_decay", &o.spike_decay) && jnum(j, "spike_amplitude", &o.spike_amplitude);
     cJSON_Delete(j);
     if (!ok) return snn_error(SNN_E_FORMAT, "language-model configuration: a field is missing or invalid");
-    o.norm = (snn_lm_norm)norm;
-    o.act = (snn_lm_act)act;
-    o.pos = (snn_lm_pos)pos;
+    o.norm = (snn_lm_normalization)norm;
+    o.act = (snn_lm_activation)act;
+    o.pos = (snn_lm_position_embedding)pos;
     SNN_TRY(snn_gpt_opts_check(&o));
     *out = o;
     return SNN_OK;
@@ -245,7 +245,7 @@ snn_status snn_gpt_create(const snn_gpt_opts *o, uint64_t seed, snn_model **out)
     if (!root) return snn_error(SNN_E_NOMEM, "out of memory");
     snn_module *wte = snn_embedding_new(o->vocab, o->hidden);
     snn_status st = snn_zoo_add(root, wte, "wte");
-    if (st == SNN_OK && o->pos == SNN_LM_POS_LEARNED) st = snn_zoo_add(root, snn_posemb_new(o->context, o->hidden), "wpe");
+    if (st == SNN_OK && o->pos == SNN_LM_POS_LEARNED_ABSOLUTE) st = snn_zoo_add(root, snn_posemb_new(o->context, o->hidden), "wpe");
     snn_module *h = NULL;
     if (st == SNN_OK) {
         h = snn_sequential_new();
