@@ -53,6 +53,12 @@ snn_status snn_gpt_create(const snn_gpt_opts *o, uint64_t seed, snn_model **out)
 snn_status snn_gpt_opts_of(const snn_model *m, snn_gpt_opts *o);
 snn_status snn_gpt_opts_from_json(const char *json, snn_gpt_opts *o);
 
+/* The network of a Megatron-style model record (lm_config.h) for sequences of length seq.
+ * Refused (SNN_E_UNSUPPORTED, naming the field) where the record asks for something this
+ * network does not have: kv_channels other than hidden / heads, a QKV bias without the
+ * linear biases. Precision and topology fields are not the network's business. */
+snn_status snn_gpt_opts_from_model_config(const snn_lm_model_config *mc, int seq, snn_gpt_opts *o);
+
 /* Decoding. temperature 0 = greedy (argmax of the T-reduced logits, first maximum);
  * else softmax(z / temperature) restricted to the top_k (<= 0: all) most likely tokens and
  * the smallest set whose mass reaches top_p (1: all), drawn with the seed. */
@@ -70,6 +76,17 @@ typedef struct snn_lm_sampling {
  * out [B][P + max_new]. The model's parameters are read, not changed. */
 snn_status snn_gpt_generate(snn_model *m, const int32_t *prompt, int B, int P, int max_new,
                             const snn_lm_sampling *s, int32_t *out);
+
+/* Per-token language-model cross-entropy on logits reduced over T.
+ *   logits [T][N][S][V]; z = mean_t (reduce_sum 0) or sum_t (reduce_sum 1) of them;
+ *   labels [N][S] in [0, V); mask [N][S] (NULL = all ones).
+ *   token_loss out [N][S]: mask * (logsumexp(z) - z[label]) in double;
+ *   *loss_sum = sum of token_loss (in order), *count = sum of mask;
+ *   dlogits (may be NULL) [T][N][S][V] = grad_scale * d(loss_sum)/d(logits).
+ * Labels outside [0, V) are refused before anything is written. */
+snn_status snn_lm_cross_entropy(const float *logits, const int32_t *labels, const float *mask, int T,
+                                int N, int S, int V, int reduce_sum, double *token_loss,
+                                double *loss_sum, double *count, float *dlogits, float grad_scale);
 
 #ifdef __cplusplus
 }

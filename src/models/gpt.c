@@ -215,6 +215,38 @@ snn_status snn_gpt_opts_from_json(const char *json, snn_gpt_opts *out) {
     return SNN_OK;
 }
 
+snn_status snn_gpt_opts_from_model_config(const snn_lm_model_config *mc, int seq, snn_gpt_opts *out) {
+    const snn_lm_transformer_config *t = &mc->transformer;
+    snn_gpt_opts o = snn_gpt_defaults(mc->type == SNN_LM_MODEL_SPIKELM);
+    o.vocab = mc->vocab_size > (1 << 24) ? -1 : (int)mc->vocab_size;
+    o.context = mc->max_sequence_length > (1 << 20) ? -1 : (int)mc->max_sequence_length;
+    o.seq = seq;
+    o.layers = t->num_layers;
+    o.hidden = t->hidden_size;
+    o.heads = t->num_attention_heads;
+    o.groups = snn_lm_transformer_query_groups(t);
+    o.ffn = snn_lm_transformer_ffn(t);
+    o.norm = t->normalization;
+    o.act = t->activation;
+    o.pos = mc->position_embedding_type;
+    o.bias = t->add_bias_linear;
+    o.tied = mc->share_embeddings_and_output_weights;
+    o.eps = (float)t->layernorm_epsilon;
+    o.time_steps = mc->time_steps;
+    o.reduce_sum = mc->temporal_output_reduction == SNN_LM_REDUCE_SUM;
+    o.spike_decay = (float)mc->spike_decay;
+    o.spike_amplitude = (float)mc->spike_amplitude;
+    if (t->hidden_size > 0 && t->num_attention_heads > 0 &&
+        snn_lm_transformer_kv_channels(t) * t->num_attention_heads != t->hidden_size)
+        return snn_error(SNN_E_UNSUPPORTED, "kv_channels %d: this network needs kv_channels * "
+                         "num_attention_heads == hidden_size", snn_lm_transformer_kv_channels(t));
+    if (t->add_qkv_bias && !t->add_bias_linear)
+        return snn_error(SNN_E_UNSUPPORTED, "add_qkv_bias without add_bias_linear is not supported");
+    SNN_TRY(snn_gpt_opts_check(&o));
+    *out = o;
+    return SNN_OK;
+}
+
 snn_status snn_gpt_opts_of(const snn_model *m, snn_gpt_opts *o) {
     return snn_gpt_opts_from_json(snn_model_config_json(m), o);
 }

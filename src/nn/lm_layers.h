@@ -9,6 +9,7 @@
 #define SNN_NN_LM_LAYERS_H
 
 #include "nn/module.h"
+#include "snn/lm.h"
 
 /* [S] ids -> [S, dim]; weight [vocab, dim]. */
 snn_module *snn_embedding_new(int vocab, int dim);
@@ -41,16 +42,5 @@ snn_module *snn_lm_head_new(int dim, int vocab, snn_module *tied);
  *   s_t = a * round(clamp(v_t / a, -1, 1))  (round half to even),
  * backward straight through the rounding: ds/dv = 1 where |v / a| <= 1, else 0. */
 snn_module *snn_bispike_new(float decay, float amplitude);
-
-/* Per-token language-model cross-entropy on logits reduced over T.
- *   logits [T][N][S][V]; z = mean_t (reduce_sum 0) or sum_t (reduce_sum 1) of them;
- *   labels [N][S] in [0, V); mask [N][S] (NULL = all ones).
- *   token_loss out [N][S]: mask * (logsumexp(z) - z[label]) in double;
- *   *loss_sum = sum of token_loss (in order), *count = sum of mask;
- *   dlogits (may be NULL) [T][N][S][V] = grad_scale * d(loss_sum)/d(logits).
- * Labels outside [0, V) are refused before anything is written. */
-snn_status snn_lm_cross_entropy(const float *logits, const int32_t *labels, const float *mask, int T,
-                                int N, int S, int V, int reduce_sum, double *token_loss,
-                                double *loss_sum, double *count, float *dlogits, float grad_scale);
 
 #endif
