@@ -224,8 +224,10 @@ snn_status snn_gpt_opts_from_model_config(const snn_lm_model_config *mc, int seq
     o.layers = t->num_layers;
     o.hidden = t->hidden_size;
     o.heads = t->num_attention_heads;
-    o.groups = snn_lm_transformer_query_groups(t);
-    o.ffn = snn_lm_transformer_ffn(t);
+    /* the record's "0 = derived" conventions (lm_config.h) */
+    o.groups = t->num_query_groups ? t->num_query_groups : t->num_attention_heads;
+    o.ffn = t->ffn_hidden_size ? t->ffn_hidden_size : 4 * t->hidden_size;
+    const int kv = t->kv_channels ? t->kv_channels : (t->num_attention_heads ? t->hidden_size / t->num_attention_heads : 0);
     o.norm = t->normalization;
     o.act = t->activation;
     o.pos = mc->position_embedding_type;
@@ -237,9 +239,9 @@ snn_status snn_gpt_opts_from_model_config(const snn_lm_model_config *mc, int seq
     o.spike_decay = (float)mc->spike_decay;
     o.spike_amplitude = (float)mc->spike_amplitude;
     if (t->hidden_size > 0 && t->num_attention_heads > 0 &&
-        snn_lm_transformer_kv_channels(t) * t->num_attention_heads != t->hidden_size)
+        kv * t->num_attention_heads != t->hidden_size)
         return snn_error(SNN_E_UNSUPPORTED, "kv_channels %d: this network needs kv_channels * "
-                         "num_attention_heads == hidden_size", snn_lm_transformer_kv_channels(t));
+                         "num_attention_heads == hidden_size", kv);
     if (t->add_qkv_bias && !t->add_bias_linear)
         return snn_error(SNN_E_UNSUPPORTED, "add_qkv_bias without add_bias_linear is not supported");
     SNN_TRY(snn_gpt_opts_check(&o));
