@@ -283,11 +283,11 @@ int snn_lm_transformer_kv_channels(const snn_lm_transformer_config *c);  /* kv o
 int64_t snn_lm_training_decay_steps(const snn_lm_training_config *c);    /* or train_steps */
 
 /* Learning rate after `consumed_samples` samples, Megatron Core's scheduler in samples:
- * warmup = lr_warmup_steps*global, decay = decay_steps*global; during warm-up
- * lr * consumed/warmup (from 0); after decay: min_lr; between, with
- * r = (consumed - warmup) / (decay - warmup): constant lr; linear min + (lr-min)(1-r);
- * cosine min + (lr-min)(cos(pi r)+1)/2; inverse-square-root
- * max(min_lr, lr * sqrt(max(warmup,1)) / sqrt(max(consumed,1))). NAN for an invalid config. */
+ * warmup = lr_warmup_steps*global, decay = decay_steps*global samples. While
+ * consumed <= warmup (warmup > 0): lr * consumed / warmup (from 0). Then: constant: lr;
+ * past decay: min_lr; inverse-square-root: max(min_lr, lr*sqrt(max(warmup,1))/sqrt(max(consumed,1)));
+ * else with r = (consumed - warmup) / (decay - warmup): linear min + (lr-min)(1-r), cosine
+ * min + (lr-min)(cos(pi r)+1)/2. NAN when lr/min_lr are None or the schedule is invalid. */
 double snn_lm_lr_at(const snn_lm_training_config *c, int64_t consumed_samples);
 
 /* ---- names (NULL for out-of-range values) -------------------------------------------- */
