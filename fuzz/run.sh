@@ -1,6 +1,6 @@
 #!/bin/sh
 # Build the libFuzzer targets with clang (ASan + UBSan) and run each for SECONDS seconds.
-#   fuzz/run.sh [SECONDS] [TARGET...]     default: 60 s, all targets (idx ckpt digits)
+#   fuzz/run.sh [SECONDS] [TARGET...]     default: 60 s, all targets (idx ckpt digits npy)
 # Needs clang and libclang-rt-14-dev (Debian 12): apt-get install -y clang libclang-rt-14-dev
 # Work files go to build-fuzz/ (git-ignored): binaries, corpora, crash reproducers.
 # Not part of CTest. Exit status: non-zero when a target found a crash.
@@ -8,7 +8,7 @@ set -eu
 cd "$(dirname "$0")/.."
 secs=${1:-60}
 [ $# -gt 0 ] && shift
-targets=${*:-idx ckpt digits}
+targets=${*:-idx ckpt digits npy}
 CC=${CC:-clang}
 if ! command -v "$CC" >/dev/null 2>&1; then
   echo "fuzz/run.sh: $CC not found; apt-get install -y clang libclang-rt-14-dev" >&2
@@ -27,12 +27,14 @@ $CC $flags -o "$out/fuzz_digits" fuzz/fuzz_digits.c $data_src -lz -lm
 # shellcheck disable=SC2086
 $CC $flags -o "$out/fuzz_ckpt" fuzz/fuzz_ckpt.c src/train/checkpoint.c src/core/error.c \
   $(pkg-config --cflags --libs libcjson) -lm
+# shellcheck disable=SC2086
+$CC $flags -o "$out/fuzz_npy" fuzz/fuzz_npy.c src/data/npy.c src/data/tokens.c src/core/error.c -lm
 
 # Seed corpora: small valid files of each kind (written by Python's struct/json).
 python3 - "$out" <<'PY'
 import gzip, json, os, struct, sys
 out = sys.argv[1]
-for t in ("idx", "ckpt", "digits"):
+for t in ("idx", "ckpt", "digits", "npy"):
     os.makedirs(os.path.join(out, "corpus_" + t), exist_ok=True)
 def put(t, name, data):
     open(os.path.join(out, "corpus_" + t, name), "wb").write(data)
@@ -56,6 +58,16 @@ put("ckpt", "empty", st({}, {"format": "snn-checkpoint-v1"}))
 row = ",".join(str(i % 17) for i in range(64))
 put("digits", "two.csv", (row + ",3\n" + row + ",7\n").encode())
 put("digits", "one.csv.gz", gzip.compress((row + ",1\n").encode()))
+def npy(descr, shape, raw, major=1):
+    d = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, shape)
+    pre = 10 if major == 1 else 12
+    d = d + " " * (-(pre + len(d) + 1) % 64) + "\n"
+    ln = struct.pack("<H", len(d)) if major == 1 else struct.pack("<I", len(d))
+    return b"\x93NUMPY" + bytes([major, 0]) + ln + d.encode() + raw
+put("npy", "i4", npy("<i4", "(2, 3)", struct.pack("<6i", 1, 2, 3, 4, 5, 6)))
+put("npy", "i8v2", npy("<i8", "(1, 2)", struct.pack("<2q", 7, 300), 2))
+put("npy", "u2", npy("<u2", "(3, 2)", struct.pack("<6H", 9, 8, 7, 6, 5, 4)))
+put("npy", "empty", npy("<i4", "(0, 4)", b""))
 PY
 
 status=0

@@ -24,9 +24,10 @@ snn_status snn_token_dataset_open(const char *dir, const char *split, int64_t vo
     snn_npy_array a;
     SNN_TRY(snn_npy_read(path, &a));
     if (a.rows < 1 || a.cols < 2) {
+        snn_status st = snn_error(SNN_E_FORMAT, "%s: shape (%lld, %lld): at least one row of at least 2 tokens needed",
+                                  path, (long long)a.rows, (long long)a.cols);
         snn_npy_free(&a);
-        return snn_error(SNN_E_FORMAT, "%s: shape (%lld, %lld): at least one row of at least 2 tokens needed", path,
-                         (long long)a.rows, (long long)a.cols);
+        return st;
     }
     size_t n = (size_t)a.rows * (size_t)a.cols; /* the reader checked the byte size */
     int32_t *tok = malloc(n * sizeof *tok);
@@ -37,10 +38,11 @@ snn_status snn_token_dataset_open(const char *dir, const char *split, int64_t vo
                   : a.dtype == SNN_NPY_INT64 ? ((const int64_t *)a.data)[i]
                                              : ((const uint16_t *)a.data)[i];
         if (v < 0 || v >= hi) {
+            snn_status st = snn_error(SNN_E_FORMAT, "%s: token %lld at row %zu, column %zu is outside [0, %lld)",
+                                      path, (long long)v, i / (size_t)a.cols, i % (size_t)a.cols, (long long)hi);
             free(tok);
             snn_npy_free(&a);
-            return snn_error(SNN_E_FORMAT, "%s: token %lld at row %zu, column %zu is outside [0, %lld)", path,
-                             (long long)v, i / (size_t)a.cols, i % (size_t)a.cols, (long long)hi);
+            return st;
         }
         tok[i] = (int32_t)v;
     }
