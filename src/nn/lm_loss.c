@@ -33,23 +33,36 @@ snn_status snn_lm_cross_entropy(const float *logits, const int32_t *labels, cons
     for (long long i = 0; i < NS; i++) {
         const float *l = logits + (size_t)i * V;
         const float mk = mask ? mask[i] : 1.0f;
-        float mx = -INFINITY;
-        for (int v = 0; v < V; v++) {
-            float z = zred(l + v, T, stride, inv);
-            mx = z > mx ? z : mx;
-        }
-        double se = 0.0;
-        for (int v = 0; v < V; v++) se += exp((double)zred(l + v, T, stride, inv) - mx);
-        const double lse = mx + log(se);
-        token_loss[i] = mk * (lse - (double)zred(l + labels[i], T, stride, inv));
+        const int lab = labels[i];
         if (dlogits) {
+            /* the t = 0 slice of this token's gradient holds z, then exp(z - max) */
             float *d = dlogits + (size_t)i * V;
-            const float c = grad_scale * mk * gt;
+            float mx = -INFINITY;
             for (int v = 0; v < V; v++) {
-                float p = (float)exp((double)zred(l + v, T, stride, inv) - lse);
-                float g = c * (p - (v == labels[i] ? 1.0f : 0.0f));
+                d[v] = zred(l + v, T, stride, inv);
+                mx = d[v] > mx ? d[v] : mx;
+            }
+            const float zl = d[lab];
+            double se = 0.0;
+            for (int v = 0; v < V; v++) {
+                d[v] = expf(d[v] - mx);
+                se += d[v];
+            }
+            token_loss[i] = mk * (mx + log(se) - (double)zl);
+            const float c = grad_scale * mk * gt, is = (float)(1.0 / se);
+            for (int v = 0; v < V; v++) {
+                float g = c * (d[v] * is - (v == lab ? 1.0f : 0.0f));
                 for (int t = 0; t < T; t++) d[(size_t)t * stride + v] = g;
             }
+        } else {
+            float mx = -INFINITY;
+            for (int v = 0; v < V; v++) {
+                float z = zred(l + v, T, stride, inv);
+                mx = z > mx ? z : mx;
+            }
+            double se = 0.0;
+            for (int v = 0; v < V; v++) se += expf(zred(l + v, T, stride, inv) - mx);
+            token_loss[i] = mk * (mx + log(se) - (double)zred(l + lab, T, stride, inv));
         }
     }
     double ls = 0.0, cn = 0.0;
