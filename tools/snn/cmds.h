@@ -6,5 +6,6 @@ int cmd_eval(int argc, char **argv);
 int cmd_predict(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_lm(int argc, char **argv);
 
 #endif
