@@ -1,9 +1,10 @@
 # CUDA tests and benchmarks, included by CMakeLists.txt when -DSNN_CUDA=ON.
-# The library's CUDA sources (src/backend/cuda/*.cu) are added to libsnn by CMakeLists.txt.
+# The library's CUDA sources (src/backend/cuda/*.cu) are the object library snn_cuda, part of
+# libsnn (CMakeLists.txt).
 
 # The top-level warning flags are meant for the C compiler; hand them to nvcc's host compiler
 # instead of nvcc itself (nvcc rejects -Wall / -Wextra as its own options).
-get_target_property(_snn_opts snn COMPILE_OPTIONS)
+get_target_property(_snn_opts snn_cuda COMPILE_OPTIONS)
 if(_snn_opts)
   set(_snn_fixed "")
   foreach(_o ${_snn_opts})
@@ -13,17 +14,17 @@ if(_snn_opts)
       list(APPEND _snn_fixed "${_o}")
     endif()
   endforeach()
-  set_target_properties(snn PROPERTIES COMPILE_OPTIONS "${_snn_fixed}")
+  set_target_properties(snn_cuda PROPERTIES COMPILE_OPTIONS "${_snn_fixed}")
 endif()
 
-# libsnn was created before CMAKE_CUDA_ARCHITECTURES was set: give it the architecture here.
+# The architecture of the library's CUDA objects (CMakeLists.txt sets the default, 90).
 if(NOT CMAKE_CUDA_ARCHITECTURES)
   set(CMAKE_CUDA_ARCHITECTURES 90)
 endif()
-set_target_properties(snn PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
+set_target_properties(snn_cuda PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
 
 set(SNN_CUDA_FLAGS -std=c++17 -O3 --expt-relaxed-constexpr -Xcompiler=-Wall,-Wno-unused-parameter,-Wno-unknown-pragmas)
-target_compile_options(snn PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:${SNN_CUDA_FLAGS}>)
+target_compile_options(snn_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:${SNN_CUDA_FLAGS}>)
 
 # GPU tests: exit 77 (skipped) when no GPU is usable, so a CUDA build without a GPU still passes.
 file(GLOB _snn_cuda_tests CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/cuda/test_cuda_*.c)

@@ -18,14 +18,14 @@ out=build-fuzz
 mkdir -p "$out"
 flags="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -std=c17
        -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Iinclude -Isrc -Wno-unknown-pragmas"
-data_src="src/data/dataset.c src/data/idx.c src/data/digits.c src/data/encode.c src/core/error.c src/core/rng.c"
+data_src="src/data/dataset.c src/data/idx.c src/data/digits.c src/data/encode.c src/data/zsrc.c src/core/error.c src/core/rng.c src/core/file.c"
 # shellcheck disable=SC2086
 $CC $flags -o "$out/fuzz_idx" fuzz/fuzz_idx.c $data_src -lz -lm
 # shellcheck disable=SC2086
 $CC $flags -o "$out/fuzz_digits" fuzz/fuzz_digits.c $data_src -lz -lm
 # The reader (checkpoint.c) links alone; the model half lives in checkpoint_model.c.
 # shellcheck disable=SC2086
-$CC $flags -o "$out/fuzz_ckpt" fuzz/fuzz_ckpt.c src/train/checkpoint.c src/core/error.c \
+$CC $flags -o "$out/fuzz_ckpt" fuzz/fuzz_ckpt.c src/train/checkpoint.c src/core/error.c src/core/file.c \
   $(pkg-config --cflags --libs libcjson) -lm
 # shellcheck disable=SC2086
 $CC $flags -o "$out/fuzz_npy" fuzz/fuzz_npy.c src/data/npy.c src/data/tokens.c src/core/error.c -lm

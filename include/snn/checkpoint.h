@@ -109,12 +109,18 @@ snn_status snn_ckpt_metadata_at(const snn_ckpt *c, size_t i, const char **key, c
 snn_status snn_model_save(const snn_model *m, const char *path, const char *const *meta_kv);
 /* Copy the checkpoint's tensors into an existing model: every model tensor must be present
  * as F32 with the same shape (SNN_E_FORMAT otherwise); extra tensors in the file (optimizer
- * or precision state) are ignored. */
+ * or precision state) are ignored. A NaN or infinite value is refused (SNN_E_NUMERIC). All
+ * is checked before anything is copied: on error the model is unchanged. */
 snn_status snn_model_load_weights(snn_model *m, const snn_ckpt *ckpt);
 /* Rebuild the model from its "snn_model_config" metadata, then load its weights.
  * ckpt_out (optional) receives the open checkpoint for further tensors/metadata; the
  * caller closes it. */
 snn_status snn_model_load(const char *path, uint64_t seed, snn_model **out, snn_ckpt **ckpt_out);
+/* The same from an open checkpoint (snn_ckpt_open_memory, for instance). Before the model
+ * is allocated, the tensors its configuration needs are matched against the header (names,
+ * F32, shapes, and in all no more bytes than the file holds); the weights are refused when
+ * any value is NaN or infinite (SNN_E_NUMERIC). */
+snn_status snn_model_from_checkpoint(const snn_ckpt *c, uint64_t seed, snn_model **out);
 
 #ifdef __cplusplus
 }

@@ -89,6 +89,12 @@ typedef struct snn_tensor_info {
 size_t snn_model_num_tensors(const snn_model *m);
 snn_status snn_model_tensor(const snn_model *m, size_t i, snn_tensor_info *info);
 
+/* SNN_OK when every parameter and buffer is finite; else SNN_E_NUMERIC with a message
+ * naming the first tensor holding a NaN or an infinity and the index of that value.
+ * One pass over the model's values (no allocation): call it before evaluating or saving
+ * a model that came from outside. */
+snn_status snn_model_check_finite(const snn_model *m);
+
 #ifdef __cplusplus
 }
 #endif

@@ -82,8 +82,16 @@ void snn_optimizer_free(snn_optimizer *opt);
  * Fails (changing nothing) on a non-finite lr. */
 snn_status snn_optimizer_step(snn_optimizer *opt, float lr, int skip);
 
+/* 1 if the last (non-skipped) step wrote a NaN or an infinity into the parameters: the
+ * check is fused into the update (an OR over the new values, no extra pass), so a loop can
+ * stop a run whose weights diverged without reading them back. Cleared by every step. */
+int snn_optimizer_nonfinite(const snn_optimizer *opt);
+
 const snn_optim_opts *snn_optimizer_opts(const snn_optimizer *opt);
 size_t snn_optimizer_numel(const snn_optimizer *opt);
+/* The parameter array the optimizer updates (NULL for NULL): lets a caller check that an
+ * optimizer belongs to a given model (snn_model_params). */
+const float *snn_optimizer_params(const snn_optimizer *opt);
 
 /* Checkpointing. State tensors, each of snn_optimizer_numel() floats, in a fixed order:
  *   SGD with momentum: "momentum_buffer"; SGD without momentum: none;

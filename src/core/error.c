@@ -13,11 +13,15 @@ const char *snn_last_error(void) { return last_error; }
 
 void snn_clear_error(void) { last_error[0] = '\0'; }
 
+/* Format into a scratch buffer first: an argument may be snn_last_error() itself (a caller
+ * re-wrapping the current message), and vsnprintf's source and destination must not overlap. */
 snn_status snn_error(snn_status code, const char *fmt, ...) {
+    char msg[sizeof last_error];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    memcpy(last_error, msg, sizeof last_error);
     return code;
 }
 
@@ -28,6 +32,7 @@ snn_status snn_error_prefix(snn_status code, const char *fmt, ...) {
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
     memcpy(old, last_error, sizeof old);
+    old[sizeof old - 1] = '\0';
     snprintf(last_error, sizeof last_error, "%s: %s", prefix, old);
     return code;
 }

@@ -1,6 +1,6 @@
 /* scikit-learn's digits data set as CSV (sklearn/datasets/data/digits.csv.gz): one sample
- * per line, 64 pixel values 0..16 (8x8, row-major) then the label. Read through zlib, so
- * the file may be gzip-compressed or plain. */
+ * per line, 64 pixel values 0..16 (8x8, row-major) then the label. The file may be
+ * gzip-compressed (trailer checked) or plain. */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -9,7 +9,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "data/data_internal.h"
 
@@ -62,41 +61,70 @@ static snn_status parse_line(const char *path, long lineno, char *line, float *p
     return SNN_OK;
 }
 
+/* Buffered line reader over a zsrc: like fgets, one line (with its '\n') or up to cap-1
+ * bytes per call; *have = its length (0 at the end of the data). */
+typedef struct {
+    snn_zsrc *z;
+    char buf[1 << 16];
+    size_t pos, len;
+    int end;
+} line_reader;
+
+static snn_status next_line(line_reader *r, char *line, size_t cap, int *have) {
+    size_t n = 0;
+    *have = 0;
+    while (n + 1 < cap) {
+        if (r->pos == r->len) {
+            if (r->end) break;
+            size_t got;
+            SNN_TRY(snn_zsrc_read(r->z, r->buf, sizeof r->buf, &got));
+            r->pos = 0;
+            r->len = got;
+            if (got < sizeof r->buf) r->end = 1;
+            if (!got) break;
+        }
+        char c = r->buf[r->pos++];
+        line[n++] = c;
+        if (c == '\n') break;
+    }
+    line[n] = '\0';
+    *have = (int)n;
+    return SNN_OK;
+}
+
+static int reader_at_end(const line_reader *r) { return r->end && r->pos == r->len; }
+
 snn_status snn_dataset_load_digits_csv(const char *path, snn_dataset **out) {
     if (!out) return snn_error(SNN_E_INVALID, "snn_dataset_load_digits_csv: out is NULL");
     *out = NULL;
     if (!path) path = SNN_DIGITS_CSV_PATH;
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) {
-        int e = errno;
-        if (!strcmp(path, SNN_DIGITS_CSV_PATH))
-            return snn_error(SNN_E_IO, "cannot open %s: %s; the digits data set comes with scikit-learn "
+    line_reader *lr = calloc(1, sizeof *lr);
+    if (!lr) return snn_error(SNN_E_NOMEM, "out of memory reading %s", path);
+    snn_status st = snn_zsrc_open(path, "digits CSV file", &lr->z);
+    if (st != SNN_OK) {
+        free(lr);
+        if (!strcmp(path, SNN_DIGITS_CSV_PATH) && access(path, F_OK) != 0)
+            return snn_error(st, "%s; the digits data set comes with scikit-learn "
                              "(`apt-get install python3-sklearn`), or pass the path of a digits CSV",
-                             path, strerror(e));
-        return snn_error(SNN_E_IO, "cannot open %s: %s", path, strerror(e));
-    }
-    struct stat sb;
-    if (fstat(fd, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        close(fd);
-        return snn_error(SNN_E_IO, "%s is a directory, not a digits CSV file", path);
-    }
-    gzFile gz = gzdopen(fd, "rb");
-    if (!gz) {
-        close(fd);
-        return snn_error(SNN_E_NOMEM, "cannot set up zlib to read %s", path);
+                             snn_last_error());
+        return st;
     }
     char *line = malloc(DIGITS_LINE_MAX);
     float *x = NULL;
     int32_t *y = NULL;
     size_t n = 0, cap = 0;
     long lineno = 0;
-    int maxl = -1;
-    snn_status st = line ? SNN_OK : snn_error(SNN_E_NOMEM, "out of memory reading %s", path);
-    while (st == SNN_OK && gzgets(gz, line, DIGITS_LINE_MAX)) {
+    int maxl = -1, have = 0;
+    if (!line) st = snn_error(SNN_E_NOMEM, "out of memory reading %s", path);
+    while (st == SNN_OK && (st = next_line(lr, line, DIGITS_LINE_MAX, &have)) == SNN_OK && have) {
         lineno++;
-        size_t len = strlen(line);
+        size_t len = (size_t)have;
         int complete = len > 0 && line[len - 1] == '\n';
-        if (!complete && !gzeof(gz)) {
+        if (memchr(line, '\0', len) != NULL) {
+            st = snn_error(SNN_E_FORMAT, "%s: line %ld holds a NUL byte: not a digits CSV file", path, lineno);
+            break;
+        }
+        if (!complete && !reader_at_end(lr)) {
             st = snn_error(SNN_E_FORMAT, "%s: line %ld is longer than %d bytes: not a digits CSV file",
                            path, lineno, DIGITS_LINE_MAX - 2);
             break;
@@ -124,16 +152,9 @@ snn_status snn_dataset_load_digits_csv(const char *path, snn_dataset **out) {
         if (st == SNN_OK && y[n] > maxl) maxl = y[n];
         n++;
     }
-    if (st == SNN_OK) {
-        int err;
-        const char *msg = gzerror(gz, &err);
-        if (err != Z_OK)
-            st = snn_error(err == Z_ERRNO ? SNN_E_IO : SNN_E_FORMAT, "%s: %s after line %ld", path,
-                           err == Z_ERRNO ? strerror(errno) : (err == Z_BUF_ERROR ? "the gzip stream ends early" : msg),
-                           lineno);
-    }
     if (st == SNN_OK && n == 0) st = snn_error(SNN_E_FORMAT, "%s: no samples (empty file)", path);
-    gzclose(gz);
+    snn_zsrc_close(lr->z);
+    free(lr);
     free(line);
     snn_dataset *ds = NULL;
     if (st == SNN_OK) st = snn_dataset_alloc((int)n, 1, 8, 8, &ds);

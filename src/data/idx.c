@@ -1,4 +1,4 @@
-/* IDX files (MNIST family) from disk (gzip or raw, through zlib) or from memory.
+/* IDX files (MNIST family) from disk (gzip, with its trailer checked, or raw) or from memory.
  *
  * Hostile input is expected: the header is checked against a size cap before anything
  * is allocated, and the payload buffer grows only as real bytes arrive, so a 100-byte
@@ -10,17 +10,16 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "data/data_internal.h"
 
 #define IDX_TYPE_UBYTE 0x08
 #define IDX_CHUNK ((size_t)1 << 22)
 
-/* A byte source: a zlib file (gzip or plain, zlib decides) or a memory buffer. */
+/* A byte source: a file (raw or gzip, src/data/zsrc.c) or a memory buffer. */
 typedef struct {
     const char *name;
-    gzFile gz;
+    snn_zsrc *z;
     const uint8_t *mem;
     size_t len, pos;
 } idx_src;
@@ -28,50 +27,25 @@ typedef struct {
 /* Read up to n bytes into dst; *got = bytes read (short only at the end of the data). */
 static snn_status src_read(idx_src *s, void *dst, size_t n, size_t *got) {
     *got = 0;
-    if (!s->gz) {
+    if (!s->z) {
         size_t k = s->len - s->pos < n ? s->len - s->pos : n;
         memcpy(dst, s->mem + s->pos, k);
         s->pos += k;
         *got = k;
         return SNN_OK;
     }
-    while (*got < n) {
-        size_t want = n - *got < IDX_CHUNK ? n - *got : IDX_CHUNK;
-        int r = gzread(s->gz, (char *)dst + *got, (unsigned)want);
-        if (r < 0) {
-            int err;
-            const char *msg = gzerror(s->gz, &err);
-            if (err == Z_ERRNO)
-                return snn_error(SNN_E_IO, "%s: read error: %s", s->name, strerror(errno));
-            return snn_error(SNN_E_FORMAT, "%s: corrupt gzip data (%s)", s->name, msg ? msg : "?");
-        }
-        if (r == 0) break;
-        *got += (size_t)r;
-    }
-    return SNN_OK;
+    return snn_zsrc_read(s->z, dst, n, got);
 }
 
 static snn_status src_open_file(idx_src *s, const char *path) {
     memset(s, 0, sizeof *s);
     s->name = path;
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return snn_error(SNN_E_IO, "cannot open %s: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
-        close(fd);
-        return snn_error(SNN_E_IO, "%s is a directory, not an IDX file", path);
-    }
-    s->gz = gzdopen(fd, "rb");
-    if (!s->gz) {
-        close(fd);
-        return snn_error(SNN_E_NOMEM, "cannot set up zlib to read %s", path);
-    }
-    return SNN_OK;
+    return snn_zsrc_open(path, "IDX file", &s->z);
 }
 
 static void src_close(idx_src *s) {
-    if (s->gz) gzclose(s->gz);
-    s->gz = NULL;
+    snn_zsrc_close(s->z);
+    s->z = NULL;
 }
 
 static uint32_t be32(const uint8_t *p) {
@@ -81,7 +55,7 @@ static uint32_t be32(const uint8_t *p) {
 /* Say "(decompressed)" after byte counts of gzip files, where the count is not the file
  * size a user sees with ls. */
 static const char *src_unit(const idx_src *s) {
-    return s->gz && !gzdirect(s->gz) ? " (decompressed)" : "";
+    return snn_zsrc_is_gzip(s->z) ? " (decompressed)" : "";
 }
 
 /* Read one IDX file of unsigned bytes with `ndims` dimensions. On success *data (malloc'd)
@@ -98,7 +72,7 @@ static snn_status idx_read(idx_src *s, int ndims, const char *what, uint32_t dim
     uint32_t magic = be32(hdr), want = (uint32_t)IDX_TYPE_UBYTE << 8 | (uint32_t)ndims;
     if (magic != want) {
         const char *hint = "";
-        if (!s->gz && hdr[0] == 0x1f && hdr[1] == 0x8b) hint = " (this is gzip data: decompress it first)";
+        if (!s->z && hdr[0] == 0x1f && hdr[1] == 0x8b) hint = " (this is gzip data: decompress it first)";
         else if (hdr[0] == 0 && hdr[1] == 0 && hdr[2] != IDX_TYPE_UBYTE)
             hint = " (only unsigned-byte IDX data, type 0x08, is supported)";
         else if (hdr[0] == 0 && hdr[1] == 0 && hdr[3] != ndims)
@@ -127,7 +101,7 @@ static snn_status idx_read(idx_src *s, int ndims, const char *what, uint32_t dim
     if (total > SNN_IDX_MAX_BYTES)
         return snn_error(SNN_E_FORMAT, "%s: the IDX header claims %s, more than the %zu MiB limit",
                          s->name, shape, SNN_IDX_MAX_BYTES >> 20);
-    if (!s->gz && s->len - s->pos < total)
+    if (!s->z && s->len - s->pos < total)
         return snn_error(SNN_E_FORMAT, "%s: truncated: expected %llu bytes (%zu-byte header + %s), found %zu",
                          s->name, (unsigned long long)(hlen + total), hlen, shape, s->len);
     /* Grow as data arrives: a lying header cannot make us allocate more than ~2x what
@@ -154,12 +128,9 @@ static snn_status idx_read(idx_src *s, int ndims, const char *what, uint32_t dim
         cap = next;
     }
     if (have < total) {
-        int gzerr = 0;
-        if (s->gz) gzerror(s->gz, &gzerr);
         free(buf);
-        return snn_error(SNN_E_FORMAT, "%s: truncated: expected %llu bytes (%zu-byte header + %s), found %zu%s%s",
-                         s->name, (unsigned long long)(hlen + total), hlen, shape, hlen + have,
-                         src_unit(s), gzerr == Z_BUF_ERROR ? "; the gzip stream ends early" : "");
+        return snn_error(SNN_E_FORMAT, "%s: truncated: expected %llu bytes (%zu-byte header + %s), found %zu%s",
+                         s->name, (unsigned long long)(hlen + total), hlen, shape, hlen + have, src_unit(s));
     }
     /* Anything after the payload means the header and the file disagree. */
     uint8_t extra[256];

@@ -14,10 +14,19 @@ snn_status snn_convsnn_create(const snn_convsnn_opts *o, uint64_t seed, snn_mode
     if (!c.channels) c.channels = 128;
     if (!c.classes) c.classes = 10;
     *out = NULL;
-    if (c.in_channels < 0 || c.channels < 0 || c.classes < 0 || c.height < 4 || c.width < 4 ||
-        c.height % 4 || c.width % 4)
+    SNN_TRY(snn_zoo_range("convsnn", "in_channels", c.in_channels, 1, SNN_ZOO_MAX_CHANNELS));
+    SNN_TRY(snn_zoo_range("convsnn", "channels", c.channels, 1, SNN_ZOO_MAX_CHANNELS));
+    SNN_TRY(snn_zoo_range("convsnn", "classes", c.classes, 1, SNN_ZOO_MAX_WIDTH));
+    SNN_TRY(snn_zoo_range("convsnn", "height", c.height, 4, SNN_ZOO_MAX_SIDE));
+    SNN_TRY(snn_zoo_range("convsnn", "width", c.width, 4, SNN_ZOO_MAX_SIDE));
+    if (c.height % 4 || c.width % 4)
         return snn_error(SNN_E_INVALID,
                          "convsnn: image sides must be positive multiples of 4 (got %dx%d)", c.height, c.width);
+    /* the largest activations: the input and the first convolution's output */
+    SNN_TRY(snn_zoo_product("convsnn", "in_channels x height x width", c.in_channels, c.height, c.width,
+                            SNN_ZOO_MAX_ACT));
+    SNN_TRY(snn_zoo_product("convsnn", "channels x height x width", c.channels, c.height, c.width,
+                            SNN_ZOO_MAX_ACT));
     snn_neuron_opts ifn = snn_neuron_defaults(SNN_NEURON_IF);
     snn_module *root = snn_sequential_new();
     if (!root) return snn_error(SNN_E_NOMEM, "out of memory");

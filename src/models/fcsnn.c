@@ -1,5 +1,6 @@
 /* fcsnn: flatten -> [Linear -> LIF] x depth -> Linear. The output [T, N, classes] is read
  * as a rate code: the loss uses its mean over T. */
+#include <math.h>
 #include <stdio.h>
 
 #include "models/zoo.h"
@@ -12,9 +13,11 @@ snn_status snn_fcsnn_create(const snn_fcsnn_opts *o, uint64_t seed, snn_model **
     if (!f.classes) f.classes = 10;
     if (f.tau == 0) f.tau = 2.0f;
     *out = NULL;
-    if (f.in_features < 0 || f.hidden < 0 || f.depth < 0 || f.classes < 0 || f.depth > 1000)
-        return snn_error(SNN_E_INVALID, "fcsnn: sizes must be positive (in %d, hidden %d, depth %d, classes %d)",
-                         f.in_features, f.hidden, f.depth, f.classes);
+    SNN_TRY(snn_zoo_range("fcsnn", "in_features", f.in_features, 1, SNN_ZOO_MAX_FEATURES));
+    SNN_TRY(snn_zoo_range("fcsnn", "hidden", f.hidden, 1, SNN_ZOO_MAX_WIDTH));
+    SNN_TRY(snn_zoo_range("fcsnn", "depth", f.depth, 1, SNN_ZOO_MAX_DEPTH));
+    SNN_TRY(snn_zoo_range("fcsnn", "classes", f.classes, 1, SNN_ZOO_MAX_WIDTH));
+    if (!isfinite(f.tau)) return snn_error(SNN_E_INVALID, "fcsnn: tau must be finite");
     snn_neuron_opts lif = snn_neuron_defaults(SNN_NEURON_LIF);
     lif.tau = f.tau;
     SNN_TRY(snn_neuron_opts_validate(&lif));

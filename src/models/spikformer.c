@@ -114,10 +114,29 @@ snn_status snn_spikformer_create(const snn_spikformer_opts *o, uint64_t seed, sn
         return snn_error(SNN_E_INVALID, "spikformer: --image-size must be a positive multiple of 16 (patch size 16), got %d", s.image_size);
     if (s.embed_dim <= 0 || s.embed_dim % 8)
         return snn_error(SNN_E_INVALID, "spikformer: --embed-dim must be a positive multiple of 8, got %d", s.embed_dim);
-    if (s.heads <= 0 || s.embed_dim % s.heads)
+    if (s.heads <= 0 || s.embed_dim <= 0 || s.embed_dim % s.heads)
         return snn_error(SNN_E_INVALID, "spikformer: --embed-dim %d is not divisible by --heads %d", s.embed_dim, s.heads);
-    if (s.depth < 0 || s.classes <= 0 || s.in_channels <= 0 || s.mlp_ratio <= 0)
+    if (s.depth < 0 || s.classes <= 0 || s.in_channels <= 0 || !(s.mlp_ratio > 0))
         return snn_error(SNN_E_INVALID, "spikformer: depth, classes, channels and mlp ratio must be positive");
+    SNN_TRY(snn_zoo_range("spikformer", "image_size", s.image_size, 16, SNN_ZOO_MAX_SIDE));
+    SNN_TRY(snn_zoo_range("spikformer", "embed_dim", s.embed_dim, 8, SNN_ZOO_MAX_CHANNELS));
+    SNN_TRY(snn_zoo_range("spikformer", "in_channels", s.in_channels, 1, SNN_ZOO_MAX_CHANNELS));
+    SNN_TRY(snn_zoo_range("spikformer", "classes", s.classes, 1, SNN_ZOO_MAX_WIDTH));
+    SNN_TRY(snn_zoo_range("spikformer", "depth", s.depth, 1, SNN_ZOO_MAX_DEPTH));
+    if (!(s.mlp_ratio <= 64.0f) || (double)s.embed_dim * s.mlp_ratio < 1.0 ||
+        (double)s.embed_dim * s.mlp_ratio > SNN_ZOO_MAX_WIDTH)
+        return snn_error(SNN_E_INVALID, "spikformer: mlp_ratio must give an MLP width in 1..%d (embed_dim x ratio, ratio <= 64)",
+                         SNN_ZOO_MAX_WIDTH);
+    int64_t tokens = (int64_t)(s.image_size / 16) * (s.image_size / 16);
+    int64_t hidden = (int64_t)((float)s.embed_dim * s.mlp_ratio);
+    SNN_TRY(snn_zoo_product("spikformer", "in_channels x image_size^2", s.in_channels, s.image_size, s.image_size,
+                            SNN_ZOO_MAX_ACT));
+    SNN_TRY(snn_zoo_product("spikformer", "embed_dim/8 x image_size^2", s.embed_dim / 8, s.image_size,
+                            s.image_size, SNN_ZOO_MAX_ACT));
+    SNN_TRY(snn_zoo_product("spikformer", "3 x embed_dim x tokens", 3, s.embed_dim, tokens, SNN_ZOO_MAX_ACT));
+    SNN_TRY(snn_zoo_product("spikformer", "mlp width x tokens", hidden, tokens, 1, SNN_ZOO_MAX_ACT));
+    SNN_TRY(snn_zoo_product("spikformer", "embed_dim x embed_dim / heads (attention)", s.embed_dim,
+                            s.embed_dim / s.heads, 1, SNN_ZOO_MAX_ACT));
     snn_module *root = snn_sequential_new();
     if (!root) return snn_error(SNN_E_NOMEM, "out of memory");
     snn_status st = build(root, &s);

@@ -36,4 +36,15 @@ struct snn_model {
 snn_status snn_model_build(snn_module *root, const char *kind, const char *config_json,
                            snn_shape in, uint64_t seed, snn_model **out);
 
+/* At most this many parameter plus buffer values in one model (16 GiB of FP32). */
+#define SNN_MODEL_MAX_PARAMS ((size_t)1 << 32)
+
+/* A check that snn_model_build runs once the tensor table (names, shapes) is filled in
+ * and before the parameter buffers are allocated; tensor data pointers are NULL during
+ * the call. Thread-local; fn NULL removes it. snn_model_load uses it to compare a
+ * checkpoint's tensors with the model its configuration describes before the model
+ * costs any memory. */
+typedef snn_status (*snn_model_build_check)(const snn_model *m, void *ctx);
+void snn_model_set_build_check(snn_model_build_check fn, void *ctx);
+
 #endif

@@ -58,6 +58,7 @@ snn_status snn_module_add_child(snn_module *parent, snn_module *child) {
     }
     parent->children = c;
     c[parent->n_children++] = child;
+    child->parent = parent;
     return SNN_OK;
 }
 

@@ -113,6 +113,8 @@ struct snn_module {
     void *prec;                  /* precision wrapper state (src/precision), NULL if none;
                                     while set, ops points at the wrapper's table */
     const snn_module_ops *own_ops; /* the module's own table while wrapped, else NULL */
+    snn_module *parent;          /* the container holding it (set by snn_module_add_child) */
+    int sealed;                  /* part of a model: the public API refuses to change it */
 };
 
 /* The module's own ops table, also while a precision wrapper is installed: type checks
@@ -135,7 +137,7 @@ void snn_module_free(snn_module *m);  /* frees children recursively */
 /* Declare a parameter during setup. Returns its index or -1 (too many). */
 int snn_module_add_param(snn_module *m, const char *name, snn_shape shape, snn_param_kind kind,
                          int decay);
-/* Append a child (containers). Takes ownership. */
+/* Append a child (containers). Takes ownership (frees the child on failure); sets its parent. */
 snn_status snn_module_add_child(snn_module *parent, snn_module *child);
 /* Give every module its dotted name: children of `m` are named prefix.i unless they have
  * a local name already (then prefix.localname). */

@@ -40,6 +40,7 @@ struct snn_optimizer {
     const char *state_name[2];
     int n_state;
     long steps;
+    int nonfinite;       /* the last step wrote a NaN or an infinity */
 };
 
 snn_optim_opts snn_optim_defaults(snn_optim_kind kind) {
@@ -188,8 +189,10 @@ void snn_optimizer_free(snn_optimizer *opt) {
 
 const snn_optim_opts *snn_optimizer_opts(const snn_optimizer *opt) { return &opt->o; }
 size_t snn_optimizer_numel(const snn_optimizer *opt) { return opt->n; }
+const float *snn_optimizer_params(const snn_optimizer *opt) { return opt ? opt->params : NULL; }
 size_t snn_optimizer_num_states(const snn_optimizer *opt) { return (size_t)opt->n_state; }
 long snn_optimizer_steps(const snn_optimizer *opt) { return opt->steps; }
+int snn_optimizer_nonfinite(const snn_optimizer *opt) { return opt ? opt->nonfinite : 0; }
 
 snn_status snn_optimizer_set_steps(snn_optimizer *opt, long steps) {
     if (steps < 0) return snn_error(SNN_E_INVALID, "optimizer step count must be >= 0 (got %ld)", steps);
@@ -216,7 +219,11 @@ snn_status snn_optimizer_find_state(snn_optimizer *opt, const char *name, snn_op
 
 /* ---- updates ---------------------------------------------------------------------------- */
 
-static void sgd_step(snn_optimizer *opt, double lr) {
+/* x - x is 0 for a finite x and NaN for an infinity or a NaN: one subtraction and an
+ * unordered compare per element, folded into an OR, flags a diverged update. */
+#define OPT_BAD(x) (((x) - (x)) != 0.0f)
+
+static int sgd_step(snn_optimizer *opt, double lr) {
     const size_t n = opt->n;
     float *restrict p = opt->params;
     const float *restrict g = opt->grads;
@@ -225,24 +232,30 @@ static void sgd_step(snn_optimizer *opt, double lr) {
     const float keep = (float)(1.0 - (double)opt->o.dampening); /* torch: alpha = 1 - dampening */
     const float nlr = (float)(-lr);
     const int l2 = wd != 0, nest = opt->o.nesterov;
+    int bad = 0;
     if (mom == 0) {
-#pragma omp parallel for simd schedule(static) if (n >= OPT_PAR_MIN)
+#pragma omp parallel for simd schedule(static) reduction(|:bad) if (n >= OPT_PAR_MIN)
         for (size_t i = 0; i < n; i++) {
             float d = (l2 && dm[i]) ? OPT_FMA(p[i], wd, g[i]) : g[i];
-            p[i] = OPT_FMA(d, nlr, p[i]);
+            float q = OPT_FMA(d, nlr, p[i]);
+            p[i] = q;
+            bad |= OPT_BAD(q);
         }
-        return;
+        return bad;
     }
     float *restrict buf = opt->state[0];
     const int first = opt->steps == 0; /* torch: buffer = clone(d_p) on the first step */
-#pragma omp parallel for simd schedule(static) if (n >= OPT_PAR_MIN)
+#pragma omp parallel for simd schedule(static) reduction(|:bad) if (n >= OPT_PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         float d = (l2 && dm[i]) ? OPT_FMA(p[i], wd, g[i]) : g[i];
         float b = first ? d : OPT_FMA(d, keep, buf[i] * mom);
         buf[i] = b;
         d = nest ? OPT_FMA(b, mom, d) : b;
-        p[i] = OPT_FMA(d, nlr, p[i]);
+        float q = OPT_FMA(d, nlr, p[i]);
+        p[i] = q;
+        bad |= OPT_BAD(q);
     }
+    return bad;
 }
 
 typedef struct adam_args {
@@ -270,11 +283,12 @@ static inline float adam_one(const adam_args *a, float pi, float gi, float *mi_i
  * -fno-math-errno, so with AVX2+FMA the body is written with intrinsics; every lane does
  * exactly the rounded operations of adam_one (vsqrtps and vdivps are IEEE-exact), so the
  * two paths give identical bits. */
-static void adam_range(const adam_args *a, size_t lo, size_t hi) {
+static int adam_range(const adam_args *a, size_t lo, size_t hi) {
     float *restrict p = a->p, *restrict m = a->m, *restrict v = a->v;
     const float *restrict g = a->g;
     const uint8_t *restrict dm = a->dm;
     size_t i = lo;
+    int bad = 0;
 #if defined(__AVX2__) && defined(__FMA__)
     const __m256 fb1 = _mm256_set1_ps(a->fb1), fc1 = _mm256_set1_ps(a->fc1);
     const __m256 fb2 = _mm256_set1_ps(a->fb2), fc2 = _mm256_set1_ps(a->fc2);
@@ -282,6 +296,7 @@ static void adam_range(const adam_args *a, size_t lo, size_t hi) {
     const __m256 eps = _mm256_set1_ps(a->eps), wd = _mm256_set1_ps(a->wd);
     const __m256 shrink = _mm256_set1_ps(a->shrink);
     const __m256i zero = _mm256_setzero_si256();
+    __m256 badv = _mm256_setzero_ps();
     for (; i + 8 <= hi; i += 8) {
         __m256 pi = _mm256_loadu_ps(p + i), gi = _mm256_loadu_ps(g + i);
         if (a->l2 || a->decoupled) {
@@ -295,13 +310,22 @@ static void adam_range(const adam_args *a, size_t lo, size_t hi) {
         _mm256_storeu_ps(m + i, mi);
         _mm256_storeu_ps(v + i, vi);
         __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vi), bc2s), eps);
-        _mm256_storeu_ps(p + i, _mm256_add_ps(pi, _mm256_div_ps(_mm256_mul_ps(nstep, mi), denom)));
+        __m256 q = _mm256_add_ps(pi, _mm256_div_ps(_mm256_mul_ps(nstep, mi), denom));
+        _mm256_storeu_ps(p + i, q);
+        __m256 z = _mm256_sub_ps(q, q);
+        badv = _mm256_or_ps(badv, _mm256_cmp_ps(z, z, _CMP_UNORD_Q));
     }
+    bad = _mm256_movemask_ps(badv) != 0;
 #endif
-    for (; i < hi; i++) p[i] = adam_one(a, p[i], g[i], &m[i], &v[i], dm[i]);
+    for (; i < hi; i++) {
+        float q = adam_one(a, p[i], g[i], &m[i], &v[i], dm[i]);
+        p[i] = q;
+        bad |= OPT_BAD(q);
+    }
+    return bad;
 }
 
-static void adam_step(snn_optimizer *opt, double lr) {
+static int adam_step(snn_optimizer *opt, double lr) {
     const size_t n = opt->n;
     const double b1 = opt->o.beta1, b2 = opt->o.beta2, t = (double)(opt->steps + 1);
     const double bc1 = 1.0 - pow(b1, t), bc2 = 1.0 - pow(b2, t);
@@ -316,7 +340,8 @@ static void adam_step(snn_optimizer *opt, double lr) {
         .l2 = !adamw && opt->o.weight_decay != 0,
         .decoupled = adamw && opt->o.weight_decay != 0,
     };
-#pragma omp parallel if (n >= OPT_PAR_MIN)
+    int bad = 0;
+#pragma omp parallel reduction(|:bad) if (n >= OPT_PAR_MIN)
     {
         size_t lo = 0, hi = n;
 #ifdef _OPENMP
@@ -328,18 +353,21 @@ static void adam_step(snn_optimizer *opt, double lr) {
         if (lo > n) lo = n;
         if (hi > n) hi = n;
 #endif
-        adam_range(&a, lo, hi);
+        bad |= adam_range(&a, lo, hi);
     }
+    return bad;
 }
 
 snn_status snn_optimizer_step(snn_optimizer *opt, float lr, int skip) {
     if (!opt) return snn_error(SNN_E_INVALID, "snn_optimizer_step: optimizer is NULL");
-    if (skip) return SNN_OK;
+    if (skip) {
+        opt->nonfinite = 0;
+        return SNN_OK;
+    }
     if (!isfinite(lr))
         return snn_error(SNN_E_INVALID, "learning rate is not finite (%g); check the schedule with snn_lr_sched_check", lr);
     if (lr < 0) lr = opt->o.lr;
-    if (opt->o.kind == SNN_OPTIM_SGD) sgd_step(opt, (double)lr);
-    else adam_step(opt, (double)lr);
+    opt->nonfinite = opt->o.kind == SNN_OPTIM_SGD ? sgd_step(opt, (double)lr) : adam_step(opt, (double)lr);
     opt->steps++;
     return SNN_OK;
 }

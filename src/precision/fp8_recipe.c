@@ -128,17 +128,20 @@ snn_status snn_fp8_state_update(snn_fp8_tensor_state *st, const snn_fp8_recipe_p
 snn_status snn_fp8_state_load(snn_fp8_tensor_state *st, float scale, const float *history,
                               int history_len) {
     if (!st) return snn_error(SNN_E_INVALID, "FP8 state load needs a state");
-    if (!isfinite(scale) || scale <= 0.0f)
-        return snn_error(SNN_E_FORMAT, "FP8 %s scale in the checkpoint must be finite and > 0, "
-                         "got %g", role_name(st->role), (double)scale);
+    /* A tiny positive scale is as fatal as NaN: its inverse overflows to inf and the
+     * layer turns to NaN. A normal float has a finite inverse (updates clamp to FLT_MAX). */
+    if (!(scale >= FLT_MIN && scale <= FLT_MAX))
+        return snn_error(SNN_E_FORMAT, "FP8 %s scale in the checkpoint must be a finite normal float "
+                         "in [%g, %g] (its inverse must be finite), got %g", role_name(st->role),
+                         (double)FLT_MIN, (double)FLT_MAX, (double)scale);
     if (history_len != st->history_len)
         return snn_error(SNN_E_FORMAT, "FP8 %s amax history in the checkpoint has %d values, the "
                          "recipe uses amax_history_len=%d", role_name(st->role), history_len,
                          st->history_len);
     for (int i = 0; i < history_len; i++)
-        if (!(history[i] >= 0.0f) || isnan(history[i]))
-            return snn_error(SNN_E_FORMAT, "FP8 %s amax history value %d is negative or NaN",
-                             role_name(st->role), i);
+        if (!(history[i] >= 0.0f) || !isfinite(history[i]))
+            return snn_error(SNN_E_FORMAT, "FP8 %s amax history value %d is %g: it must be finite and >= 0",
+                             role_name(st->role), i, (double)history[i]);
     if (history_len) memcpy(st->amax_history, history, sizeof(float) * (size_t)history_len);
     st->scale = scale;
     st->scale_inv = 1.0f / scale;

@@ -1,4 +1,5 @@
 /* Training checkpoints: model tensors + precision, FP8, loss-scaler and optimizer state. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,6 +7,7 @@
 #include "precision/runtime.h"
 #include "snn/checkpoint.h"
 #include "snn/snn.h"
+#include "train/checkpoint_internal.h"
 
 static const char *role_name[3] = {"input", "weight", "grad"};
 
@@ -108,8 +110,7 @@ snn_status snn_precision_check_checkpoint(const snn_precision_config *cfg, const
     const char *have = snn_ckpt_metadata(c, "snn_precision_config");
     snn_precision_config hc = snn_precision_config_default();
     if (have && snn_precision_config_from_json(have, &hc) != SNN_OK)
-        return snn_error(SNN_E_FORMAT, "%s: its snn_precision_config metadata is invalid: %s", snn_ckpt_path(c),
-                         snn_last_error());
+        return snn_error_prefix(SNN_E_FORMAT, "%s: its snn_precision_config metadata is invalid", snn_ckpt_path(c));
     char got[1024];
     SNN_TRY(snn_precision_config_to_json(&hc, got, sizeof got));
     if (strcmp(got, want))
@@ -120,60 +121,123 @@ snn_status snn_precision_check_checkpoint(const snn_precision_config *cfg, const
     return SNN_OK;
 }
 
+/* A decimal integer in 0..max, the whole string (metadata is text from the file). */
+static snn_status meta_uint(const snn_ckpt *c, const char *key, uint64_t max, uint64_t *out) {
+    const char *v = snn_ckpt_metadata(c, key);
+    *out = 0;
+    if (!v) return SNN_OK;
+    uint64_t n = 0;
+    const char *q = v;
+    for (; *q >= '0' && *q <= '9'; q++)
+        if (__builtin_mul_overflow(n, 10u, &n) || __builtin_add_overflow(n, (uint64_t)(*q - '0'), &n) || n > max)
+            break;
+    if (q == v || *q || n > max)
+        return snn_error(SNN_E_FORMAT, "%s: metadata \"%s\" must be an integer in 0..%llu, got \"%.40s\"",
+                         snn_ckpt_path(c), key, (unsigned long long)max, v);
+    *out = n;
+    return SNN_OK;
+}
+
+/* One F32 tensor of exactly n values, all finite (and >= 0 when nonneg). */
+static snn_status find_f32(const snn_ckpt *c, const char *name, size_t n, int nonneg, snn_ckpt_tensor *t) {
+    SNN_TRY(snn_ckpt_find(c, name, t));
+    if (t->dtype != SNN_CKPT_F32 || t->numel != n)
+        return snn_error(SNN_E_SHAPE, "%s: tensor \"%s\" must be F32 with %zu values, it is %s with %zu",
+                         snn_ckpt_path(c), name, n, snn_ckpt_dtype_name(t->dtype), t->numel);
+    size_t bad = snn_ckpt_first_nonfinite_f32(t->data, n);
+    if (bad < n)
+        return snn_error(SNN_E_NUMERIC, "%s: tensor \"%s\" holds a NaN or an infinity at index %zu",
+                         snn_ckpt_path(c), name, bad);
+    for (size_t i = 0; nonneg && i < n; i++) {
+        float v;
+        memcpy(&v, (const uint8_t *)t->data + 4 * i, 4);
+        if (v < 0)
+            return snn_error(SNN_E_NUMERIC, "%s: tensor \"%s\" holds %g at index %zu; it must be >= 0",
+                             snn_ckpt_path(c), name, (double)v, i);
+    }
+    return SNN_OK;
+}
+
+/* Everything is checked before anything is written (the model, the FP8 state, the loss
+ * scaler, the optimizer), so a bad checkpoint leaves the training state as it was. */
 static snn_status restore_impl(snn_model *m, const snn_precision_config *cfg, snn_precision *p,
                                snn_loss_scaler *scaler, snn_optimizer *opt, const snn_ckpt *c) {
+    if (!m || !c) return snn_error(SNN_E_INVALID, "training checkpoint restore: NULL model or checkpoint");
+    if (p && p->model != m)
+        return snn_error(SNN_E_INVALID, "training checkpoint restore: the precision was prepared for another model");
+    if (opt && (snn_optimizer_params(opt) != snn_model_params(m) || snn_optimizer_numel(opt) != snn_model_num_params(m)))
+        return snn_error(SNN_E_INVALID, "training checkpoint restore: the optimizer belongs to another model");
     snn_precision_config def = snn_precision_config_default();
     SNN_TRY(snn_precision_check_checkpoint(cfg ? cfg : &def, c));
-    SNN_TRY(snn_model_load_weights(m, c));
-    const char *ms = snn_ckpt_metadata(c, "model_step");
-    if (ms) snn_model_set_step_count(m, strtoull(ms, NULL, 10));
+    SNN_TRY(snn_model_check_weights(m, c));
+    uint64_t model_step, opt_steps;
+    SNN_TRY(meta_uint(c, "model_step", UINT64_MAX, &model_step));
+    SNN_TRY(meta_uint(c, "optimizer_steps", (uint64_t)LONG_MAX, &opt_steps));
     char name[512];
-    for (int i = 0; p && i < p->n_mods; i++) {
-        snn_prec_module *pm = &p->mods[i];
-        if (!pm->has_fp8_state) continue;
-        for (int r = 0; r < 3; r++) {
-            snn_fp8_tensor_state *s = state_of(pm, r);
-            float scale;
-            snprintf(name, sizeof name, "__precision__.%s.%s.scale", pm->m->name, role_name[r]);
-            SNN_TRY(snn_ckpt_read(c, name, SNN_CKPT_F32, &scale, sizeof scale));
-            float *hist = NULL;
-            if (s->history_len > 0) {
-                hist = malloc(sizeof(float) * (size_t)s->history_len);
-                if (!hist) return snn_error(SNN_E_NOMEM, "out of memory");
-                snprintf(name, sizeof name, "__precision__.%s.%s.amax_history", pm->m->name, role_name[r]);
-                snn_status st = snn_ckpt_read(c, name, SNN_CKPT_F32, hist, sizeof(float) * (size_t)s->history_len);
-                if (st != SNN_OK) {
-                    free(hist);
-                    return st;
+    snn_ckpt_tensor t;
+    /* pass 0 checks, pass 1 applies */
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; p && i < p->n_mods; i++) {
+            snn_prec_module *pm = &p->mods[i];
+            if (!pm->has_fp8_state) continue;
+            for (int r = 0; r < 3; r++) {
+                snn_fp8_tensor_state *s = state_of(pm, r), probe = *s;
+                float scale;
+                snprintf(name, sizeof name, "__precision__.%s.%s.scale", pm->m->name, role_name[r]);
+                SNN_TRY(find_f32(c, name, 1, 0, &t));
+                memcpy(&scale, t.data, 4);
+                float *hist = NULL;
+                if (s->history_len > 0) {
+                    snprintf(name, sizeof name, "__precision__.%s.%s.amax_history", pm->m->name, role_name[r]);
+                    SNN_TRY(find_f32(c, name, (size_t)s->history_len, 1, &t));
+                    hist = malloc(sizeof(float) * (size_t)s->history_len);
+                    if (!hist) return snn_error(SNN_E_NOMEM, "out of memory restoring the FP8 state");
+                    memcpy(hist, t.data, sizeof(float) * (size_t)s->history_len);
                 }
+                /* pass 0 loads into a copy whose history points at scratch: range checks only */
+                float *scratch = NULL;
+                if (pass == 0 && s->history_len > 0) {
+                    scratch = malloc(sizeof(float) * (size_t)s->history_len);
+                    if (!scratch) {
+                        free(hist);
+                        return snn_error(SNN_E_NOMEM, "out of memory restoring the FP8 state");
+                    }
+                    probe.amax_history = scratch;
+                }
+                snn_status st = snn_fp8_state_load(pass == 0 ? &probe : s, scale, hist, s->history_len);
+                free(scratch);
+                free(hist);
+                if (st != SNN_OK) return snn_error_prefix(st, "%s: module %s", snn_ckpt_path(c), pm->m->name);
             }
-            snn_status st = snn_fp8_state_load(s, scale, hist, s->history_len);
-            free(hist);
-            SNN_TRY(st);
+        }
+        if (scaler) {
+            float scale;
+            int32_t tracker;
+            SNN_TRY(find_f32(c, "__precision__.loss_scale", 1, 0, &t));
+            memcpy(&scale, t.data, 4);
+            SNN_TRY(snn_ckpt_read(c, "__precision__.growth_tracker", SNN_CKPT_I32, &tracker, sizeof tracker));
+            snn_loss_scaler probe = *scaler;
+            SNN_TRY(snn_loss_scaler_set_state(pass == 0 ? &probe : scaler, scale, tracker));
+        }
+        if (opt) {
+            const char *kind = snn_ckpt_metadata(c, "optimizer");
+            const char *mine = snn_optim_kind_name(snn_optimizer_opts(opt)->kind);
+            if (!kind || strcmp(kind, mine))
+                return snn_error(SNN_E_INVALID, "%s holds %.40s optimizer state, but the optimizer is %s",
+                                 snn_ckpt_path(c), kind ? kind : "no", mine);
+            for (size_t i = 0; i < snn_optimizer_num_states(opt); i++) {
+                snn_optim_state os;
+                SNN_TRY(snn_optimizer_state(opt, i, &os));
+                snprintf(name, sizeof name, "__optim__.%s", os.name);
+                /* Adam's second moment under a square root: negative values are NaN later */
+                SNN_TRY(find_f32(c, name, os.numel, strstr(os.name, "exp_avg_sq") != NULL, &t));
+                if (pass == 1) memcpy(os.data, t.data, t.nbytes);
+            }
+            if (pass == 1) SNN_TRY(snn_optimizer_set_steps(opt, (long)opt_steps));
         }
     }
-    if (scaler) {
-        float scale;
-        int32_t tracker;
-        SNN_TRY(snn_ckpt_read(c, "__precision__.loss_scale", SNN_CKPT_F32, &scale, sizeof scale));
-        SNN_TRY(snn_ckpt_read(c, "__precision__.growth_tracker", SNN_CKPT_I32, &tracker, sizeof tracker));
-        SNN_TRY(snn_loss_scaler_set_state(scaler, scale, tracker));
-    }
-    if (opt) {
-        const char *kind = snn_ckpt_metadata(c, "optimizer");
-        const char *mine = snn_optim_kind_name(snn_optimizer_opts(opt)->kind);
-        if (!kind || strcmp(kind, mine))
-            return snn_error(SNN_E_INVALID, "%s holds %s optimizer state, but the optimizer is %s", snn_ckpt_path(c),
-                             kind ? kind : "no", mine);
-        for (size_t i = 0; i < snn_optimizer_num_states(opt); i++) {
-            snn_optim_state os;
-            SNN_TRY(snn_optimizer_state(opt, i, &os));
-            snprintf(name, sizeof name, "__optim__.%s", os.name);
-            SNN_TRY(snn_ckpt_read(c, name, SNN_CKPT_F32, os.data, os.numel * sizeof(float)));
-        }
-        const char *steps = snn_ckpt_metadata(c, "optimizer_steps");
-        SNN_TRY(snn_optimizer_set_steps(opt, steps ? strtol(steps, NULL, 10) : 0));
-    }
+    SNN_TRY(snn_model_load_weights(m, c));
+    if (snn_ckpt_metadata(c, "model_step")) snn_model_set_step_count(m, model_step);
     return SNN_OK;
 }
 

@@ -325,25 +325,31 @@ void snn_precision_free(snn_precision *p) {
     free(p->dy_scaled);
     free(p->report);
     free(p->describe);
+    free(p->amax_pack);
     free(p);
 }
 
-const snn_precision_config *snn_precision_config_of(const snn_precision *p) { return &p->cfg; }
+const snn_precision_config *snn_precision_config_of(const snn_precision *p) { return p ? &p->cfg : NULL; }
 snn_precision *snn_model_precision(snn_model *m) { return m ? (snn_precision *)m->precision : NULL; }
 snn_status snn_precision_set_spike_fp8(snn_precision *p, int enabled) {
+    if (!p) return snn_error(SNN_E_INVALID, "snn_precision_set_spike_fp8: precision is NULL");
     p->spike_fp8 = enabled != 0;
     return SNN_OK;
 }
 
 int snn_precision_spike_fp8_modules(const snn_precision *p) {
+    if (!p) return 0;
     int n = 0;
     for (int i = 0; i < p->n_mods; i++) n += p->mods[i].spike_input;
     return p->spike_fp8 ? n : 0;
 }
 
-float snn_precision_loss_scale(const snn_precision *p) { return p->use_scaler ? snn_loss_scaler_scale(&p->scaler) : 1.0f; }
+float snn_precision_loss_scale(const snn_precision *p) { return !p ? NAN : p->use_scaler ? snn_loss_scaler_scale(&p->scaler) : 1.0f; }
 
 snn_status snn_precision_plan(snn_precision *p, int T, int N) {
+    if (!p) return snn_error(SNN_E_INVALID, "snn_precision_plan: precision is NULL");
+    if (!p->model) return snn_error(SNN_E_STATE, "snn_precision_plan: the model of this precision has been freed");
+    if (T <= 0 || N <= 0) return snn_error(SNN_E_INVALID, "snn_precision_plan: T and N must be positive, got %d and %d", T, N);
     size_t B = (size_t)T * (size_t)N, need = 0;
     for (int i = 0; i < p->n_mods; i++) {
         snn_prec_module *pm = &p->mods[i];
@@ -375,8 +381,18 @@ snn_status snn_precision_plan(snn_precision *p, int T, int N) {
 
 snn_status snn_precision_backward(snn_precision *p, const float *dy, snn_optimizer *opt, float lr, float clip_norm,
                                   float *grad_norm, int *skipped) {
-    snn_model *m = p->model;
+    if (!p) return snn_error(SNN_E_INVALID, "snn_precision_backward: precision is NULL");
+    if (!dy) return snn_error(SNN_E_INVALID, "snn_precision_backward: dy is NULL");
     if (!opt) return snn_error(SNN_E_INVALID, "snn_precision_backward needs an optimizer");
+    snn_model *m = p->model;
+    if (!m) return snn_error(SNN_E_STATE, "snn_precision_backward: the model of this precision has been freed");
+    /* An optimizer of another model would step that model's weights with its (zero)
+     * gradients: this one would silently train nothing. */
+    if (snn_optimizer_params(opt) != snn_model_params(m) || snn_optimizer_numel(opt) != snn_model_num_params(m))
+        return snn_error(SNN_E_INVALID, "snn_precision_backward: the optimizer was created for another model "
+                         "(create it with snn_optimizer_create_for_model on this precision's model)");
+    if (m->T <= 0 || !m->last_x)
+        return snn_error(SNN_E_STATE, "snn_precision_backward: no forward pass to differentiate (plan and run forward first)");
     size_t n = snn_model_num_params(m);
     size_t ndy = (size_t)m->T * m->N * snn_shape_numel(m->root->out);
     snn_model_zero_grad(m);
@@ -387,8 +403,10 @@ snn_status snn_precision_backward(snn_precision *p, const float *dy, snn_optimiz
         g = p->dy_scaled;
     }
     SNN_TRY(snn_model_backward(m, g));
+    if (p->sync.grads) SNN_TRY(p->sync.grads(p->sync.ctx, snn_model_grads(m), n));
     int found_inf = 0;
     if (p->use_scaler) SNN_TRY(snn_loss_scaler_unscale(&p->scaler, snn_model_grads(m), n, &found_inf));
+    if (p->use_scaler && p->sync.overflow) SNN_TRY(p->sync.overflow(p->sync.ctx, &found_inf));
     /* A negative max_norm makes snn_clip_grad_norm only measure. Without a loss scaler a
      * non-finite gradient is not skipped here: the caller sees it in the norm and the loss. */
     float norm = NAN;
@@ -396,6 +414,7 @@ snn_status snn_precision_backward(snn_precision *p, const float *dy, snn_optimiz
         norm = snn_clip_grad_norm(snn_model_grads(m), n, clip_norm > 0 ? clip_norm : -1.0f);
     SNN_TRY(snn_optimizer_step(opt, lr, found_inf));
     if (p->use_scaler) SNN_TRY(snn_loss_scaler_update(&p->scaler, found_inf));
+    if (p->sync.amax) SNN_TRY(snn_precision_sync_amax(p));
     for (int i = 0; i < p->n_mods; i++) {
         snn_prec_module *pm = &p->mods[i];
         if (!pm->has_fp8_state) continue;
@@ -411,6 +430,7 @@ snn_status snn_precision_backward(snn_precision *p, const float *dy, snn_optimiz
 /* ---------- describe ---------- */
 
 const char *snn_precision_describe(snn_precision *p) {
+    if (!p) return NULL;
     char cfgjson[1024];
     if (snn_precision_config_to_json(&p->cfg, cfgjson, sizeof cfgjson) != SNN_OK) snprintf(cfgjson, sizeof cfgjson, "{}");
     cJSON *top = cJSON_CreateObject();

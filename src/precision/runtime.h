@@ -27,6 +27,18 @@ typedef struct snn_prec_module {
 /* m->precision_flags bits */
 #define SNN_PREC_SPIKE_INPUT 1
 
+/* Data-parallel hook (src/dist/ddp.c) into snn_precision_backward, so that the step's own
+ * order stays in one place: grads after backward, before unscaling (average over the DP
+ * group); overflow after unscaling (FP16: every rank takes the same skip decision); amax
+ * before the delayed-scaling update (MAX over DP of every state's amax_history[0], packed
+ * in snn_precision_fp8_states order). Any hook may be NULL. */
+typedef struct snn_precision_sync {
+    void *ctx;
+    snn_status (*grads)(void *ctx, float *g, size_t n);
+    snn_status (*overflow)(void *ctx, int *found_inf);
+    snn_status (*amax)(void *ctx, float *amax, size_t n);
+} snn_precision_sync;
+
 struct snn_precision {
     snn_precision_config cfg;
     snn_model *model;
@@ -46,7 +58,19 @@ struct snn_precision {
     char *describe;               /* last snn_precision_describe() */
     int neurons_converted;
     int spike_fp8;                /* use the spike path where it applies (default 1) */
+    snn_precision_sync sync;      /* data-parallel hook (zero: none) */
+    float *amax_pack;             /* [3 * FP8 modules] for sync.amax (prec_sync.c) */
 };
+
+/* Install (or with NULL remove) the data-parallel hook; sizes the amax pack up front so
+ * that the step allocates nothing. */
+snn_status snn_precision_set_sync(struct snn_precision *p, const snn_precision_sync *s);
+/* The FP8 tensor states in a fixed order (module order; input, weight, grad each):
+ * count, and the i-th (NULL past the end). Delayed scaling's amax histories live here. */
+size_t snn_precision_fp8_state_count(const struct snn_precision *p);
+snn_fp8_tensor_state *snn_precision_fp8_state(struct snn_precision *p, size_t i);
+/* Called by snn_precision_backward before the delayed-scaling update. */
+snn_status snn_precision_sync_amax(struct snn_precision *p);
 
 /* Size the scratch for (T, N); called by snn_model_plan. */
 snn_status snn_precision_plan(struct snn_precision *p, int T, int N);

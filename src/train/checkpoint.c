@@ -17,6 +17,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/error_internal.h"
+#include "core/file_internal.h"
 #include "snn/checkpoint.h"
 #include "snn/snn.h"
 
@@ -431,15 +432,22 @@ void snn_ckpt_close(snn_ckpt *c) {
     free(c);
 }
 
-/* Count JSON values (commas, colons and openers outside strings) without parsing. */
-static size_t json_value_count(const uint8_t *s, size_t n) {
+/* Count JSON values (commas, colons and openers outside strings) without parsing, and
+ * note any \u0000 escape inside a string: cJSON decodes it into a NUL that silently cuts
+ * the name short ("layers.0.weight\u0000evil" would load as "layers.0.weight"). */
+static size_t json_value_count(const uint8_t *s, size_t n, int *has_nul) {
     size_t count = 0;
     int in_str = 0;
+    *has_nul = 0;
     for (size_t i = 0; i < n; i++) {
         uint8_t ch = s[i];
         if (in_str) {
-            if (ch == '\\') i++;
-            else if (ch == '"') in_str = 0;
+            if (ch == '\\') {
+                if (n - i > 5 && s[i + 1] == 'u' && !memcmp(s + i + 2, "0000", 4)) *has_nul = 1;
+                i++;
+            } else if (ch == '"') {
+                in_str = 0;
+            }
         } else if (ch == '"') {
             in_str = 1;
         } else if (ch == ',' || ch == ':' || ch == '[' || ch == '{') {
@@ -554,8 +562,12 @@ static snn_status parse(snn_ckpt *c) {
     if (hl < 2 || c->buf[8] != '{') return BAD("%s: the header is not a JSON object", p);
     const uint8_t *h = c->buf + 8;
     if (!utf8_valid(h, (size_t)hl)) return BAD("%s: the header is not valid UTF-8", p);
-    if (json_value_count(h, (size_t)hl) > CKPT_MAX_JSON_VALUES)
+    int has_nul;
+    if (json_value_count(h, (size_t)hl, &has_nul) > CKPT_MAX_JSON_VALUES)
         return BAD("%s: the header holds more than %u JSON values", p, CKPT_MAX_JSON_VALUES);
+    if (has_nul)
+        return BAD("%s: a name or value in the header contains an escaped NUL (\\u0000); tensor names and "
+                   "metadata are NUL-free strings", p);
     c->data = h + hl;
     c->data_len = c->len - 8 - (size_t)hl;
     const char *end = NULL;
@@ -659,12 +671,13 @@ snn_status snn_ckpt_open_memory(const void *buf, size_t len, const char *name, s
 snn_status snn_ckpt_open(const char *path, snn_ckpt **out) {
     if (!out || !path) return snn_error(SNN_E_INVALID, "snn_ckpt_open: NULL argument");
     *out = NULL;
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return snn_error(SNN_E_IO, "cannot open checkpoint %s: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    int fd;
+    uint64_t fsize;
+    SNN_TRY(snn_open_regular(path, "checkpoint", &fd, &fsize));
+    if (fsize > SIZE_MAX) {
         close(fd);
-        return snn_error(SNN_E_IO, "%s is not a regular file", path);
+        return snn_error(SNN_E_NOMEM, "%s: %llu bytes do not fit in memory on this host", path,
+                         (unsigned long long)fsize);
     }
     snn_ckpt *c;
     snn_status st = ckpt_new(path, &c);
@@ -672,7 +685,7 @@ snn_status snn_ckpt_open(const char *path, snn_ckpt **out) {
         close(fd);
         return st;
     }
-    c->len = (size_t)sb.st_size;
+    c->len = (size_t)fsize;
     c->buf = malloc(c->len ? c->len : 1);
     if (!c->buf) st = snn_error(SNN_E_NOMEM, "out of memory reading %s (%zu bytes)", path, c->len);
     size_t have = 0;

@@ -1,3 +1,4 @@
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -8,9 +9,16 @@
 #include "args.h"
 #include "snn/snn.h"
 
+void (*args_die_hook)(int code, const char *msg);
+
 _Noreturn void die_usage(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
+    if (args_die_hook) {
+        char m[1024];
+        vsnprintf(m, sizeof m, fmt, ap);
+        args_die_hook(2, m);
+    }
     fputs("snn: error: ", stderr);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
@@ -20,10 +28,46 @@ _Noreturn void die_usage(const char *fmt, ...) {
 
 _Noreturn void die_status(int status, const char *what) {
     const char *msg = snn_last_error();
+    if (args_die_hook) {
+        char m[1280];
+        snprintf(m, sizeof m, "%s%s%s", what ? what : "", what && *msg ? ": " : "", msg);
+        args_die_hook(status == SNN_E_NOMEM || status == SNN_E_NUMERIC ? 1 : 2, m);
+    }
     fprintf(stderr, "snn: error: %s%s%s\n", what ? what : "", what && *msg ? ": " : "", msg);
     /* Invalid input of any kind (options, files, shapes, configurations) is exit 2;
      * out-of-memory or numeric failure during a run is exit 1. */
     exit(status == SNN_E_NOMEM || status == SNN_E_NUMERIC ? 1 : 2);
+}
+
+_Noreturn void die_setup(int status, const char *what) {
+    (void)status;
+    const char *msg = snn_last_error();
+    fprintf(stderr, "snn: error: %s%s%s\n", what ? what : "", what && *msg ? ": " : "", msg);
+    exit(2);
+}
+
+opt *args_find(opt *table, int n, const char *name) {
+    for (int k = 0; k < n; k++)
+        if (!strcmp(table[k].name, name)) return &table[k];
+    return NULL;
+}
+
+void args_range(opt *table, int n, const char *name, double lo, double hi) {
+    opt *o = args_find(table, n, name);
+    if (!o || (o->type != OPT_INT && o->type != OPT_LONG && o->type != OPT_FLOAT)) {
+        fprintf(stderr, "snn: internal error: no numeric option %s\n", name);
+        abort();
+    }
+    o->ranged = 1;
+    o->lo = lo;
+    o->hi = hi;
+}
+
+/* "1048576", "1e-05": ranges as a user would write them */
+static const char *num_text(char *buf, size_t len, double v) {
+    if (v == floor(v) && fabs(v) < 1e18) snprintf(buf, len, "%.0f", v);
+    else snprintf(buf, len, "%g", v);
+    return buf;
 }
 
 int args_wants_help(int argc, char **argv, int first) {
@@ -33,35 +77,51 @@ int args_wants_help(int argc, char **argv, int first) {
 }
 
 static void parse_value(const char *cmd, opt *o, const char *v) {
-    char *end = NULL;
+    char *end = NULL, a[32], b[32];
     errno = 0;
     switch (o->type) {
     case OPT_INT:
     case OPT_LONG: {
-        long x = strtol(v, &end, 10);
-        if (errno || !*v || *end) die_usage("%s: %s expects an integer, got '%s'", cmd, o->name, v);
-        if (o->type == OPT_INT) {
-            if (x < -2147483647L || x > 2147483647L) die_usage("%s: %s is out of range: %s", cmd, o->name, v);
-            *(int *)o->dst = (int)x;
-        } else {
-            *(long *)o->dst = x;
+        /* strtol accepts leading spaces and a sign; a number is digits with an optional '-' */
+        if (!*v || !(isdigit((unsigned char)v[0]) || (v[0] == '-' && isdigit((unsigned char)v[1]))))
+            die_usage("%s: %s expects an integer, got '%s'", cmd, o->name, v);
+        long long x = strtoll(v, &end, 10);
+        if (*end) die_usage("%s: %s expects an integer, got '%s'", cmd, o->name, v);
+        double lo = o->ranged ? o->lo : 1;
+        double hi = o->ranged ? o->hi : (o->type == OPT_INT ? 2147483647.0 : 9.2e18);
+        if (errno == ERANGE || (double)x < lo || (double)x > hi) {
+            if (!o->ranged && x < 1) die_usage("%s: %s must be a positive integer, got '%s'", cmd, o->name, v);
+            die_usage("%s: %s must be between %s and %s, got '%s'", cmd, o->name, num_text(a, sizeof a, lo),
+                      num_text(b, sizeof b, hi), v);
         }
+        if (o->type == OPT_INT) *(int *)o->dst = (int)x;
+        else *(long *)o->dst = (long)x;
         break;
     }
     case OPT_U64: {
-        if (*v == '-') die_usage("%s: %s expects a non-negative integer, got '%s'", cmd, o->name, v);
+        if (!isdigit((unsigned char)v[0])) die_usage("%s: %s expects a non-negative integer, got '%s'", cmd, o->name, v);
         unsigned long long x = strtoull(v, &end, 10);
-        if (errno || !*v || *end) die_usage("%s: %s expects a non-negative integer, got '%s'", cmd, o->name, v);
+        if (errno || *end) die_usage("%s: %s expects a non-negative integer below 2^64, got '%s'", cmd, o->name, v);
         *(uint64_t *)o->dst = x;
         break;
     }
     case OPT_FLOAT: {
+        if (!*v || isspace((unsigned char)v[0])) die_usage("%s: %s expects a number, got '%s'", cmd, o->name, v);
         float x = strtof(v, &end);
-        if (errno || !*v || *end || !isfinite(x)) die_usage("%s: %s expects a number, got '%s'", cmd, o->name, v);
+        if (*end || !isfinite(x) || (errno == ERANGE && x != 0))
+            die_usage("%s: %s expects a finite number, got '%s'", cmd, o->name, v);
+        if (errno == ERANGE) die_usage("%s: %s is too small to represent, got '%s'", cmd, o->name, v);
+        if (!o->ranged) {
+            if (!(x > 0)) die_usage("%s: %s must be positive, got '%s'", cmd, o->name, v);
+        } else if ((double)x < o->lo || (double)x > o->hi) {
+            die_usage("%s: %s must be between %s and %s, got '%s'", cmd, o->name, num_text(a, sizeof a, o->lo),
+                      num_text(b, sizeof b, o->hi), v);
+        }
         *(float *)o->dst = x;
         break;
     }
     case OPT_STRING:
+        if (!*v) die_usage("%s: %s needs a non-empty value", cmd, o->name);
         *(const char **)o->dst = v;
         break;
     default:

@@ -162,6 +162,9 @@ int bench_rss_reset_peak(void);     /* 1 if the kernel reset VmHWM to the curren
 /* Call at the start of a run; bench_metadata_end adds the load average at the end. */
 cJSON *bench_metadata(int argc, char **argv);
 void bench_metadata_end(cJSON *md);
+/* Write the report to path ('-': stdout, NULL: nowhere) and, with --json (bench_json),
+ * as one line at the end of stdout. A write error exits 2 naming the file. */
+extern int bench_json;
 void bench_write_json(const char *path, const cJSON *doc);
 /* Split "a,b c" style lists of positive integers; exits 2 on bad values. Returns count. */
 int bench_int_list(const char *flag, const str_list *l, int *out, int cap);

@@ -39,23 +39,24 @@ int bench_flags_options(bench_flags *f, opt *t, int neuron) {
         t[n++] = (opt){"--neuron-fwd", OPT_STRING, &f->fwd, "neuron forward arithmetic: fp8 | fp16 | bf16 | fp32", "--triton-fwd", 0};
         t[n++] = (opt){"--neuron-bwd", OPT_STRING, &f->bwd, "neuron backward arithmetic: fp8 | fp16 | bf16 | fp32", "--triton-bwd", 0};
     }
-    t[n++] = (opt){"--trials", OPT_INT, &f->trials, "runs per precision, order rotated per trial (default 3)", NULL, 0};
-    t[n++] = (opt){"--warmup", OPT_INT, &f->warmup, "untimed training (and inference) steps per run", NULL, 0};
-    t[n++] = (opt){"--training-steps", OPT_INT, &f->training_steps, "timed training steps per run", "--steps", 0};
-    t[n++] = (opt){"--inference-steps", OPT_INT, &f->inference_steps, "timed inference steps per run", NULL, 0};
+    t[n++] = opt_num("--trials", OPT_INT, &f->trials, "runs per precision, order rotated per trial (default 3)", NULL, 1.0, 1000000.0);
+    t[n++] = opt_num("--warmup", OPT_INT, &f->warmup, "untimed training (and inference) steps per run", NULL, 0.0, 1000000000.0);
+    t[n++] = opt_num("--training-steps", OPT_INT, &f->training_steps, "timed training steps per run", "--steps", 1.0, 1000000000.0);
+    t[n++] = opt_num("--inference-steps", OPT_INT, &f->inference_steps, "timed inference steps per run", NULL, 1.0, 1000000000.0);
     t[n++] = (opt){"--seed", OPT_U64, &f->seed, "seed of the base weights, input and targets", NULL, 0};
     t[n++] = (opt){"--device", OPT_STRING, &f->device, "cpu (default), cuda or cuda:N (linear, fcsnn, crossover; needs -DSNN_CUDA=ON)", NULL, 0};
     t[n++] = (opt){"--output", OPT_STRING, &f->output, "write the JSON report here ('-': stdout)", NULL, 0};
-    t[n++] = (opt){"--min-training-speedup", OPT_FLOAT, &f->min_training_speedup, "FP8 training win threshold (default 1.05)", NULL, 0};
-    t[n++] = (opt){"--min-inference-speedup", OPT_FLOAT, &f->min_inference_speedup, "FP8 inference win threshold (default 1.05)", NULL, 0};
+    t[n++] = (opt){"--json", OPT_FLAG, &bench_json, "print the JSON report as the last line of stdout", NULL, 0};
+    t[n++] = opt_num("--min-training-speedup", OPT_FLOAT, &f->min_training_speedup, "FP8 training win threshold (default 1.05)", NULL, 0.0, 1000000.0);
+    t[n++] = opt_num("--min-inference-speedup", OPT_FLOAT, &f->min_inference_speedup, "FP8 inference win threshold (default 1.05)", NULL, 0.0, 1000000.0);
     t[n++] = (opt){"--require-efficiency", OPT_FLAG, &f->require_efficiency, "exit 1 unless every FP8 row wins both", NULL, 0};
     t[n++] = (opt){"--quiet", OPT_FLAG, &f->quiet, "no progress lines on stderr", NULL, 0};
     t[n++] = (opt){"--converge", OPT_STRING, &f->converge, "also train each precision on fashion-mnist and report test accuracy", NULL, 0};
-    t[n++] = (opt){"--converge-epochs", OPT_INT, &f->converge_epochs, "--converge budget in epochs (default 1)", NULL, 0};
-    t[n++] = (opt){"--converge-steps", OPT_INT, &f->converge_steps, "--converge budget in optimizer steps (overrides epochs)", NULL, 0};
+    t[n++] = opt_num("--converge-epochs", OPT_INT, &f->converge_epochs, "--converge budget in epochs (default 1)", NULL, 1.0, 1000000.0);
+    t[n++] = opt_num("--converge-steps", OPT_INT, &f->converge_steps, "--converge budget in optimizer steps (overrides epochs)", NULL, 1.0, 1000000000.0);
     t[n++] = (opt){"--converge-optimizer", OPT_STRING, &f->converge_optimizer, "--converge optimizer: adam | sgd (default adam)", NULL, 0};
-    t[n++] = (opt){"--converge-lr", OPT_FLOAT, &f->converge_lr, "--converge learning rate (adam 1e-3; sgd: the workload's --lr)", NULL, 0};
-    t[n++] = (opt){"--converge-test-samples", OPT_INT, &f->converge_test_samples, "evaluate on the first N test samples (default all)", NULL, 0};
+    t[n++] = opt_num("--converge-lr", OPT_FLOAT, &f->converge_lr, "--converge learning rate (adam 1e-3; sgd: the workload's --lr)", NULL, 1e-38, 1e+38);
+    t[n++] = opt_num("--converge-test-samples", OPT_INT, &f->converge_test_samples, "evaluate on the first N test samples (default all)", NULL, 1.0, 1000000000.0);
     t[n++] = (opt){"--data-dir", OPT_STRING, &f->data_dir, "fashion-mnist directory (default: Debian's location)", NULL, 0};
     return n;
 }
@@ -228,8 +229,15 @@ static void add_commit(cJSON *md) {
             return;
         }
     }
-    /* The binary lives in a build directory inside the source tree: ask git there, so the
-     * commit is found whatever the working directory is. */
+    /* The commit the library was built from (recorded by the build): what this binary runs. */
+    if (strcmp(snn_build_commit(), "unknown")) {
+        cJSON_AddStringToObject(md, "commit", snn_build_commit());
+        cJSON_AddBoolToObject(md, "commit_dirty", snn_build_dirty());
+        cJSON_AddStringToObject(md, "commit_source", "build");
+        return;
+    }
+    /* Built outside git: the binary lives in a build directory inside the source tree, ask
+     * git there, so the commit is found whatever the working directory is. */
     char exe[4096], cmd[4200], out[128];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n > 0) {
@@ -332,20 +340,35 @@ void bench_metadata_end(cJSON *md) {
 
 /* ---------------- output ---------------- */
 
+int bench_json = 0;
+
 void bench_write_json(const char *path, const cJSON *doc) {
-    if (!path) return;
-    char *s = cJSON_Print(doc);
-    if (!s) die_status(SNN_E_NOMEM, "formatting the JSON report");
-    if (!strcmp(path, "-")) {
-        printf("%s\n", s);
-    } else {
-        FILE *f = fopen(path, "w");
-        if (!f) die_usage("cannot write '%s': %s", path, strerror(errno));
-        int ok = fprintf(f, "%s\n", s) >= 0;
-        ok &= fclose(f) == 0;
-        if (!ok) die_usage("cannot write '%s': %s", path, strerror(errno));
+    if (path) {
+        char *s = cJSON_Print(doc);
+        if (!s) die_status(SNN_E_NOMEM, "formatting the JSON report");
+        if (!strcmp(path, "-")) {
+            int ok = printf("%s\n", s) >= 0 && fflush(stdout) == 0;
+            if (!ok) die_usage("cannot write the JSON report to stdout: %s", strerror(errno));
+        } else {
+            FILE *f = fopen(path, "w");
+            if (!f) die_usage("cannot write '%s': %s", path, strerror(errno));
+            /* a full disk shows at the flush or the close: a report is never left empty
+             * after the checks were printed */
+            int ok = fprintf(f, "%s\n", s) >= 0;
+            ok &= fflush(f) == 0;
+            ok &= !ferror(f);
+            ok &= fclose(f) == 0;
+            if (!ok) die_usage("cannot write '%s': %s", path, strerror(errno));
+        }
+        free(s);
     }
-    free(s);
+    if (bench_json) {
+        char *s = cJSON_PrintUnformatted(doc);
+        if (!s) die_status(SNN_E_NOMEM, "formatting the JSON report");
+        int ok = printf("%s\n", s) >= 0 && fflush(stdout) == 0;
+        free(s);
+        if (!ok) die_usage("cannot write the JSON report to stdout: %s", strerror(errno));
+    }
 }
 
 int bench_int_list(const char *flag, const str_list *l, int *out, int cap) {

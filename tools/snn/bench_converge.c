@@ -8,6 +8,7 @@
 
 #include "bench.h"
 #include "snn/loss.h"
+#include "snn/train.h"
 #include "snn/optim.h"
 
 void bench_converge_load(const bench_flags *f, bench_converge_data *d) {
@@ -99,7 +100,7 @@ cJSON *bench_converge_run(const bench_workload *w0, const snn_precision_config *
     double train_s = now_seconds() - t0;
     double acc = NAN, test_loss = NAN;
     if (!diverged) {
-        st = evaluate(m, d->test, T, N, SNN_ENCODING_DIRECT, w.seed, &acc, &test_loss);
+        st = snn_evaluate(m, d->test, T, N, SNN_ENCODING_DIRECT, w.seed, &acc, &test_loss);
         if (st != SNN_OK) die_status(st, "--converge: evaluating");
     }
     cJSON *o = cJSON_CreateObject();

@@ -198,10 +198,10 @@ int bench_crossover(int argc, char **argv) {
     int n = 0;
     t[n++] = (opt){"--widths", OPT_STRINGS, &widths_arg, "widths to sweep, e.g. 256,512,1024 (default 256,512,1024)", NULL, 0};
     t[n++] = (opt){"--batch-sizes", OPT_STRINGS, &batches_arg, "batch sizes to sweep (default 256)", "--batch-size", 0};
-    t[n++] = (opt){"--depth", OPT_INT, &depth, "Linear layers (default 4)", NULL, 0};
-    t[n++] = (opt){"--num-classes", OPT_INT, &classes, "output width (default: each width)", "--classes", 0};
-    t[n++] = (opt){"--lr", OPT_FLOAT, &lr, "SGD learning rate (default 1e-3)", NULL, 0};
-    t[n++] = (opt){"--momentum", OPT_FLOAT, &momentum, "SGD momentum (default 0)", NULL, 0};
+    t[n++] = opt_num("--depth", OPT_INT, &depth, "Linear layers (default 4)", NULL, 1.0, 1000.0);
+    t[n++] = opt_num("--num-classes", OPT_INT, &classes, "output width (default: each width)", "--classes", 1.0, 1048576.0);
+    t[n++] = opt_num("--lr", OPT_FLOAT, &lr, "SGD learning rate (default 1e-3)", NULL, 1e-38, 1e+38);
+    t[n++] = opt_num("--momentum", OPT_FLOAT, &momentum, "SGD momentum (default 0)", NULL, 0.0, 1.0);
     t[n++] = (opt){"--svg", OPT_STRING, &svg, "write the speed-up plot (SVG) here", NULL, 0};
     /* --precisions and --require-efficiency do not apply: the sweep always compares fp8 with
      * the baseline, and a sweep is expected to contain losing points. */

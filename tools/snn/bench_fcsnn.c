@@ -16,15 +16,15 @@ int bench_fcsnn(int argc, char **argv) {
     float tau = 2.0f, lr = 5e-2f, momentum = 0.9f;
     opt t[48];
     int n = 0;
-    t[n++] = (opt){"--time-steps", OPT_INT, &T, "T (default 4)", "--T", 0};
-    t[n++] = (opt){"--batch-size", OPT_INT, &batch, "samples per step (default 64)", NULL, 0};
-    t[n++] = (opt){"--input-dim", OPT_INT, &in, "input features (default 784)", NULL, 0};
-    t[n++] = (opt){"--hidden-dim", OPT_INT, &hidden, "hidden width (default 512)", "--hidden", 0};
-    t[n++] = (opt){"--num-classes", OPT_INT, &classes, "output width (default 16)", "--classes", 0};
-    t[n++] = (opt){"--depth", OPT_INT, &depth, "Linear layers: depth-1 [Linear->LIF] blocks + output Linear (default 3)", NULL, 0};
-    t[n++] = (opt){"--tau", OPT_FLOAT, &tau, "LIF time constant (default 2)", NULL, 0};
-    t[n++] = (opt){"--lr", OPT_FLOAT, &lr, "SGD learning rate (default 0.05)", NULL, 0};
-    t[n++] = (opt){"--momentum", OPT_FLOAT, &momentum, "SGD momentum (default 0.9)", NULL, 0};
+    t[n++] = opt_num("--time-steps", OPT_INT, &T, "T (default 4)", "--T", 1.0, 100000.0);
+    t[n++] = opt_num("--batch-size", OPT_INT, &batch, "samples per step (default 64)", NULL, 1.0, 1048576.0);
+    t[n++] = opt_num("--input-dim", OPT_INT, &in, "input features (default 784)", NULL, 1.0, 16777216.0);
+    t[n++] = opt_num("--hidden-dim", OPT_INT, &hidden, "hidden width (default 512)", "--hidden", 1.0, 1048576.0);
+    t[n++] = opt_num("--num-classes", OPT_INT, &classes, "output width (default 16)", "--classes", 1.0, 1048576.0);
+    t[n++] = opt_num("--depth", OPT_INT, &depth, "Linear layers: depth-1 [Linear->LIF] blocks + output Linear (default 3)", NULL, 1.0, 1000.0);
+    t[n++] = opt_num("--tau", OPT_FLOAT, &tau, "LIF time constant (default 2)", NULL, 1e-30, 1000000.0);
+    t[n++] = opt_num("--lr", OPT_FLOAT, &lr, "SGD learning rate (default 0.05)", NULL, 1e-38, 1e+38);
+    t[n++] = opt_num("--momentum", OPT_FLOAT, &momentum, "SGD momentum (default 0.9)", NULL, 0.0, 1.0);
     n += bench_flags_options(&f, t + n, 1);
     if (args_wants_help(argc, argv, 3)) {
         args_help("snn bench fcsnn [options]",

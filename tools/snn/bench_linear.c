@@ -112,12 +112,12 @@ int bench_linear(int argc, char **argv) {
     float lr = 1e-3f, momentum = 0;
     opt t[48];
     int n = 0;
-    t[n++] = (opt){"--batch-size", OPT_INT, &batch, "samples per step (default 256)", NULL, 0};
-    t[n++] = (opt){"--width", OPT_INT, &width, "input and hidden width (default 512)", NULL, 0};
-    t[n++] = (opt){"--depth", OPT_INT, &depth, "Linear layers, GELU between them (default 4)", NULL, 0};
-    t[n++] = (opt){"--num-classes", OPT_INT, &classes, "output width (default: --width)", "--classes", 0};
-    t[n++] = (opt){"--lr", OPT_FLOAT, &lr, "SGD learning rate (default 1e-3)", NULL, 0};
-    t[n++] = (opt){"--momentum", OPT_FLOAT, &momentum, "SGD momentum (default 0)", NULL, 0};
+    t[n++] = opt_num("--batch-size", OPT_INT, &batch, "samples per step (default 256)", NULL, 1.0, 1048576.0);
+    t[n++] = opt_num("--width", OPT_INT, &width, "input and hidden width (default 512)", NULL, 1.0, 1048576.0);
+    t[n++] = opt_num("--depth", OPT_INT, &depth, "Linear layers, GELU between them (default 4)", NULL, 1.0, 1000.0);
+    t[n++] = opt_num("--num-classes", OPT_INT, &classes, "output width (default: --width)", "--classes", 1.0, 1048576.0);
+    t[n++] = opt_num("--lr", OPT_FLOAT, &lr, "SGD learning rate (default 1e-3)", NULL, 1e-38, 1e+38);
+    t[n++] = opt_num("--momentum", OPT_FLOAT, &momentum, "SGD momentum (default 0)", NULL, 0.0, 1.0);
     n += bench_flags_options(&f, t + n, 0);
     if (args_wants_help(argc, argv, 3)) {
         args_help("snn bench linear [options]",

@@ -105,10 +105,10 @@ int bench_neuron(int argc, char **argv) {
     int n = 0;
     t[n++] = (opt){"--sizes", OPT_STRINGS, &sizes_arg, "TxN[,TxN...] (default 16x65536,64x65536,64x262144)", NULL, 0};
     t[n++] = (opt){"--neuron", OPT_STRING, &neuron, "if | lif | plif (default lif)", "--neurons", 0};
-    t[n++] = (opt){"--tau", OPT_FLOAT, &tau, "LIF/PLIF tau (default 2: k = 0.5)", NULL, 0};
-    t[n++] = (opt){"--warmup", OPT_INT, &warmup, "untimed calls per kernel and size (default 2)", NULL, 0};
-    t[n++] = (opt){"--repeats", OPT_INT, &repeats, "timed calls per kernel and size (default 10)", NULL, 0};
-    t[n++] = (opt){"--copy-mib", OPT_INT, &copy_mib, "size of the memcpy bandwidth reference in MiB (default 256)", NULL, 0};
+    t[n++] = opt_num("--tau", OPT_FLOAT, &tau, "LIF/PLIF tau (default 2: k = 0.5)", NULL, 1e-30, 1000000.0);
+    t[n++] = opt_num("--warmup", OPT_INT, &warmup, "untimed calls per kernel and size (default 2)", NULL, 0.0, 1000000000.0);
+    t[n++] = opt_num("--repeats", OPT_INT, &repeats, "timed calls per kernel and size (default 10)", NULL, 1.0, 1000000000.0);
+    t[n++] = opt_num("--copy-mib", OPT_INT, &copy_mib, "size of the memcpy bandwidth reference in MiB (default 256)", NULL, 1.0, 1048576.0);
     t[n++] = (opt){"--seed", OPT_U64, &seed, "seed of x and gs, N(0, 1) (default 0)", NULL, 0};
     t[n++] = (opt){"--device", OPT_STRING, &device, "cpu (default) | cuda | cuda:N", NULL, 0};
     t[n++] = (opt){"--storage", OPT_STRING, &storage, "cuda: f32 (default) | bf16 | f16 storage of x, s, h, gs, gx", NULL, 0};
@@ -116,6 +116,7 @@ int bench_neuron(int argc, char **argv) {
     t[n++] = (opt){"--neuron-fwd", OPT_STRING, &nfwd, "mixed precision: forward arithmetic fp32 | fp16 | bf16 | fp8", "--triton-fwd", 0};
     t[n++] = (opt){"--neuron-bwd", OPT_STRING, &nbwd, "mixed precision: backward arithmetic fp32 | fp16 | bf16 | fp8", "--triton-bwd", 0};
     t[n++] = (opt){"--output", OPT_STRING, &output, "write the JSON report here ('-': stdout)", NULL, 0};
+    t[n++] = (opt){"--json", OPT_FLAG, &bench_json, "print the JSON report as the last line of stdout", NULL, 0};
     t[n++] = (opt){"--quiet", OPT_FLAG, &quiet, "no progress lines", NULL, 0};
     if (args_wants_help(argc, argv, 3)) {
         args_help("snn bench neuron [options]",

@@ -3,17 +3,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "cmds.h"
 #include "common.h"
 #include "snn/checkpoint.h"
+#include "snn/train.h"
 #include "train_cuda.h"
-
-/* Time steps and encoding recorded in the checkpoint (defaults if absent). */
-static int ckpt_time_steps(const snn_ckpt *c) {
-    const char *v = snn_ckpt_metadata(c, "time_steps");
-    int T = v ? atoi(v) : 4;
-    return T > 0 && T <= 100000 ? T : 4;
-}
 
 int cmd_eval(int argc, char **argv) {
     const char *ckpt_path = NULL, *encoding = NULL;
@@ -24,8 +20,8 @@ int cmd_eval(int argc, char **argv) {
         {"--checkpoint", OPT_STRING, &ckpt_path, "model.safetensors written by snn train (required)", NULL, 0},
         {"--dataset", OPT_STRING, &df.dataset, "fashion-mnist | digits | synthetic (required)", NULL, 0},
         {"--data-dir", OPT_STRING, &df.data_dir, "directory of the data files", NULL, 0},
-        {"--batch-size", OPT_INT, &batch, "samples per forward (default 256)", NULL, 0},
-        {"--T", OPT_INT, &T, "time steps (default: the checkpoint's)", "--time-steps", 0},
+        opt_num("--batch-size", OPT_INT, &batch, "samples per forward (default 256)", NULL, 1, SNN_TRAIN_MAX_BATCH),
+        opt_num("--T", OPT_INT, &T, "time steps (default: the checkpoint's)", "--time-steps", 1, SNN_TRAIN_MAX_T),
         {"--encoding", OPT_STRING, &encoding, "direct | poisson (default: the checkpoint's)", NULL, 0},
         {"--seed", OPT_U64, &seed, "seed for synthetic data and Poisson encoding (default 42)", NULL, 0},
         {"--json", OPT_FLAG, &json, "print a JSON object as the last line", NULL, 0},
@@ -41,14 +37,12 @@ int cmd_eval(int argc, char **argv) {
     }
     args_parse("eval", all, n, argc, argv, 2);
     if (!ckpt_path) die_usage("eval: --checkpoint is required");
-    if (batch <= 0) die_usage("--batch-size must be positive, got %d", batch);
     snn_model *m = NULL;
     snn_ckpt *ck = NULL;
     snn_precision *prec = NULL;
     load_checkpoint(ckpt_path, seed, &pf, &m, &ck, &prec);
     snn_status st;
-    if (T == 0) T = ckpt_time_steps(ck);
-    if (T < 0) die_usage("--T must be positive");
+    if (T == 0) T = (int)ckpt_int_metadata(ck, "time_steps", 1, SNN_TRAIN_MAX_T, 4);
     if (!encoding) encoding = snn_ckpt_metadata(ck, "encoding") ? snn_ckpt_metadata(ck, "encoding") : "direct";
     snn_encoding enc;
     if (snn_encoding_from_name(encoding, &enc) != SNN_OK) die_usage("unknown encoding '%s'", encoding);
@@ -57,7 +51,9 @@ int cmd_eval(int argc, char **argv) {
     mf.model = snn_model_kind(m);
     snn_dataset *test = NULL;
     st = data_load(&df, &mf, seed, NULL, &test);
-    if (st != SNN_OK) die_status(st, "loading the data");
+    if (st != SNN_OK) die_setup(st, "loading the data");
+    if (snn_dataset_size(test) < 1)
+        die_usage("the %s test split has no samples to evaluate on", df.dataset);
     if (snn_dataset_features(test) != snn_model_input_numel(m))
         die_usage("the dataset has %zu features per sample but the model expects %zu", snn_dataset_features(test),
                   snn_model_input_numel(m));
@@ -68,17 +64,26 @@ int cmd_eval(int argc, char **argv) {
     if (device_is_cuda(pf.device))
         st = eval_cuda(m, test, T, batch, enc, seed, pf.device, gpu_precision_config(&pf, ck), ck, &acc, &loss);
     else
-        st = evaluate(m, test, T, batch, enc, seed, &acc, &loss);
-    if (st != SNN_OK) die_status(st, "evaluating");
+        st = snn_evaluate(m, test, T, batch, enc, seed, &acc, &loss);
+    if (st != SNN_OK) die_status(st == SNN_E_NUMERIC ? SNN_E_FORMAT : st, NULL);
     double dt = now_seconds() - t0;
     printf("test accuracy: %.4f (%d samples)\n", acc, snn_dataset_size(test));
-    if (json)
-        printf("{\"checkpoint\":\"%s\",\"dataset\":\"%s\",\"accuracy\":%.6f,\"test_accuracy\":%.6f,\"loss\":%.6f,"
-               "\"samples\":%d,\"T\":%d,\"samples_per_s\":%.1f,\"wall_s\":%.3f}\n",
-               ckpt_path, df.dataset, acc, acc, loss, snn_dataset_size(test), T, snn_dataset_size(test) / dt, dt);
+    if (json) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "checkpoint", ckpt_path);
+        cJSON_AddStringToObject(j, "dataset", df.dataset);
+        cJSON_AddNumberToObject(j, "accuracy", acc);
+        cJSON_AddNumberToObject(j, "test_accuracy", acc);
+        cJSON_AddNumberToObject(j, "loss", loss);
+        cJSON_AddNumberToObject(j, "samples", snn_dataset_size(test));
+        cJSON_AddNumberToObject(j, "T", T);
+        cJSON_AddNumberToObject(j, "samples_per_s", dt > 0 ? snn_dataset_size(test) / dt : 0);
+        cJSON_AddNumberToObject(j, "wall_s", dt);
+        print_json_line(j);
+    }
     snn_dataset_free(test);
     snn_ckpt_close(ck);
     snn_precision_free(prec);
     snn_model_free(m);
-    return 0;
+    return finish_stdout();
 }

@@ -36,8 +36,8 @@ int cmd_inspect(int argc, char **argv) {
     opt t[32];
     int n = model_flags_options(&mf, t);
     n += precision_flags_options(&pf, t + n);
-    t[n++] = (opt){"--in-features", OPT_INT, &in_features, "fcsnn: input features (default 784)", NULL, 0};
-    t[n++] = (opt){"--in-channels", OPT_INT, &channels, "convsnn/spikformer: image channels (1 / 3)", NULL, 0};
+    t[n++] = opt_num("--in-features", OPT_INT, &in_features, "fcsnn: input features (default 784)", NULL, 1.0, 16777216.0);
+    t[n++] = opt_num("--in-channels", OPT_INT, &channels, "convsnn/spikformer: image channels (1 / 3)", NULL, 1.0, 65536.0);
     t[n++] = (opt){"--json", OPT_FLAG, &json, "print the full JSON report", NULL, 0};
     if (args_wants_help(argc, argv, 2)) {
         args_help("snn inspect --model M [model options] [precision options] [--json]",

@@ -2,7 +2,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <math.h>
+#include <errno.h>
+
+#include <cjson/cJSON.h>
 
 #include "common.h"
 #include "snn/checkpoint.h"
@@ -23,31 +27,65 @@ void model_flags_defaults(model_flags *f) {
 int model_flags_options(model_flags *f, opt *t) {
     int n = 0;
     t[n++] = (opt){"--model", OPT_STRING, &f->model, "fcsnn | convsnn | spikformer (default fcsnn)", NULL, 0};
-    t[n++] = (opt){"--T", OPT_INT, &f->T, "time steps (default 4)", "--time-steps", 0};
-    t[n++] = (opt){"--hidden", OPT_INT, &f->hidden, "fcsnn: hidden width (default 512)", NULL, 0};
-    t[n++] = (opt){"--depth", OPT_INT, &f->depth, "fcsnn: [Linear->LIF] blocks (2); spikformer: blocks (6)", NULL, 0};
-    t[n++] = (opt){"--tau", OPT_FLOAT, &f->tau, "fcsnn: LIF time constant (default 2)", NULL, 0};
-    t[n++] = (opt){"--channels", OPT_INT, &f->channels, "convsnn: conv channels (default 128)", NULL, 0};
-    t[n++] = (opt){"--image-size", OPT_INT, &f->image_size, "spikformer: image side, multiple of 16 (default 224)", NULL, 0};
-    t[n++] = (opt){"--num-classes", OPT_INT, &f->num_classes, "classes of synthetic data (10; spikformer 1000)", "--classes", 0};
-    t[n++] = (opt){"--embed-dim", OPT_INT, &f->embed_dim, "spikformer: embedding width (default 384)", NULL, 0};
-    t[n++] = (opt){"--heads", OPT_INT, &f->heads, "spikformer: attention heads (default 12)", NULL, 0};
+    t[n++] = opt_num("--T", OPT_INT, &f->T, "time steps (default 4)", "--time-steps", 1, 100000);
+    t[n++] = opt_num("--hidden", OPT_INT, &f->hidden, "fcsnn: hidden width (default 512)", NULL, 1, 65536);
+    t[n++] = opt_num("--depth", OPT_INT, &f->depth, "fcsnn: [Linear->LIF] blocks (2); spikformer: blocks (6)", NULL, 1, 1000);
+    t[n++] = opt_num("--tau", OPT_FLOAT, &f->tau, "fcsnn: LIF time constant, > 1 (default 2)", NULL, 1e-30, 1e6);
+    t[n++] = opt_num("--channels", OPT_INT, &f->channels, "convsnn: conv channels (default 128)", NULL, 1, 4096);
+    t[n++] = opt_num("--image-size", OPT_INT, &f->image_size, "spikformer: image side, multiple of 16 (default 224)", NULL, 16, 4096);
+    t[n++] = opt_num("--num-classes", OPT_INT, &f->num_classes, "classes of synthetic data (10; spikformer 1000)", "--classes", 2, 100000);
+    t[n++] = opt_num("--embed-dim", OPT_INT, &f->embed_dim, "spikformer: embedding width (default 384)", NULL, 1, 16384);
+    t[n++] = opt_num("--heads", OPT_INT, &f->heads, "spikformer: attention heads (default 12)", NULL, 1, 1024);
     return n;
 }
 
-static void check_positive(const char *name, int v) {
-    if (v < 0) die_usage("%s must be positive, got %d", name, v);
+void print_json_line(cJSON *j) {
+    char *txt = j ? cJSON_PrintUnformatted(j) : NULL;
+    cJSON_Delete(j);
+    if (!txt) die_status(SNN_E_NOMEM, "writing the JSON summary");
+    int bad = fputs(txt, stdout) == EOF || fputc('\n', stdout) == EOF;
+    free(txt);
+    if (bad) die_usage("cannot write to stdout: %s", strerror(errno));
+}
+
+int finish_stdout(void) {
+    if (fflush(stdout) != 0 || ferror(stdout)) die_usage("cannot write to stdout: %s", strerror(errno));
+    return 0;
+}
+
+double machine_bytes(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (double)pages * (double)page : 0;
+}
+
+void check_fits(const char *what, double bytes) {
+    double have = machine_bytes();
+    if (have > 0 && bytes > have)
+        die_usage("%s needs about %.1f GiB (%.0f bytes), more than this machine's %.1f GiB of memory", what,
+                  bytes / 1073741824.0, bytes, have / 1073741824.0);
+}
+
+/* Parameters, gradients and two optimizer moments in FP32 (16 bytes a parameter), from the
+ * zoo's layer shapes: checked before the constructors allocate and initialise anything. */
+double model_bytes_estimate(const model_flags *f, int c, int h, int w, int classes) {
+    double p = 0;
+    if (!strcmp(f->model, "fcsnn")) {
+        double hid = f->hidden ? f->hidden : 512, d = f->depth ? f->depth : 2, in = (double)c * h * w;
+        p = in * hid + (d - 1) * hid * hid + hid * classes + d * hid + classes;
+    } else if (!strcmp(f->model, "convsnn")) {
+        double ch = f->channels ? f->channels : 128;
+        p = ch * c * 9 + ch * ch * 9 + ch * (h / 4) * (w / 4) * 2048.0 + 2048.0 * classes;
+    } else if (!strcmp(f->model, "spikformer")) {
+        double e = f->embed_dim ? f->embed_dim : 384, d = f->depth ? f->depth : 6;
+        p = 10 * e * e + 12 * e * e * d + e * classes;
+    }
+    return 16 * p;
 }
 
 snn_status model_build(const model_flags *f, int c, int h, int w, int classes, uint64_t seed,
                        snn_model **out) {
-    check_positive("--hidden", f->hidden);
-    check_positive("--depth", f->depth);
-    check_positive("--channels", f->channels);
-    check_positive("--image-size", f->image_size);
-    check_positive("--embed-dim", f->embed_dim);
-    check_positive("--heads", f->heads);
     if (f->T <= 0 || f->T > 100000) die_usage("--T must be between 1 and 100000, got %d", f->T);
+    check_fits("the model", model_bytes_estimate(f, c, h, w, classes));
     if (!strcmp(f->model, "fcsnn")) {
         snn_fcsnn_opts o = {.in_features = c * h * w, .hidden = f->hidden, .depth = f->depth,
                             .classes = classes, .tau = f->tau};
@@ -60,6 +98,13 @@ snn_status model_build(const model_flags *f, int c, int h, int w, int classes, u
     }
     if (!strcmp(f->model, "spikformer")) {
         if (h != w) die_usage("spikformer needs square images, the data has %dx%d", h, w);
+        /* the model takes the data's image size: a different --image-size would be ignored */
+        if (f->image_size && f->image_size != h)
+            die_usage("--image-size %d does not match the data's %dx%d images (spikformer takes the data's size)",
+                      f->image_size, h, w);
+        if (h % 16)
+            die_usage("spikformer needs an image side that is a multiple of 16; the data's images are %dx%d "
+                      "(--dataset synthetic --image-size S makes S x S images)", h, w);
         snn_spikformer_opts o = {.in_channels = c, .image_size = h, .classes = classes,
                                  .embed_dim = f->embed_dim, .heads = f->heads, .depth = f->depth};
         return snn_spikformer_create(&o, seed, out);
@@ -105,61 +150,6 @@ snn_status data_load(const data_flags *d, const model_flags *f, uint64_t seed, s
     die_usage("unknown dataset '%s' (choose fashion-mnist, digits or synthetic)", name);
 }
 
-void score_batch(const float *y, int T, int N, int C, const int32_t *yb, int valid, double *mean,
-                 long *correct, double *loss_sum) {
-    for (int i = 0; i < valid; i++) {
-        /* prediction and cross-entropy on the mean output over T */
-        int best = 0;
-        double mx = -1e300, z = 0;
-        for (int c = 0; c < C; c++) {
-            double s = 0;
-            for (int t = 0; t < T; t++) s += y[((size_t)t * N + i) * C + c];
-            mean[c] = s / T;
-            if (mean[c] > mx) {
-                mx = mean[c];
-                best = c;
-            }
-        }
-        for (int c = 0; c < C; c++) z += exp(mean[c] - mx);
-        *loss_sum += -(mean[yb[i]] - mx - log(z));
-        *correct += best == yb[i];
-    }
-}
-
-snn_status evaluate(snn_model *m, const snn_dataset *ds, int T, int N, snn_encoding enc,
-                    uint64_t seed, double *accuracy, double *loss) {
-    int n = snn_dataset_size(ds);
-    size_t F = snn_dataset_features(ds);
-    int C = (int)snn_model_output_numel(m);
-    if (n <= 0) return SNN_E_INVALID;
-    if (N > n) N = n;
-    SNN_TRY_TOOL(snn_model_plan(m, T, N));
-    float *xb = malloc(sizeof(float) * F * (size_t)N);
-    float *xt = malloc(sizeof(float) * F * (size_t)N * (size_t)T);
-    int32_t *yb = malloc(sizeof(int32_t) * (size_t)N);
-    uint32_t *idx = malloc(sizeof(uint32_t) * (size_t)N);
-    double *mean = malloc(sizeof(double) * (size_t)C);
-    snn_status st = (xb && xt && yb && idx && mean) ? SNN_OK : SNN_E_NOMEM;
-    long correct = 0;
-    double loss_sum = 0;
-    for (int start = 0; start < n && st == SNN_OK; start += N) {
-        /* the last batch is padded with sample 0; only the `valid` real samples count */
-        int valid = n - start < N ? n - start : N;
-        for (int i = 0; i < N; i++) idx[i] = (uint32_t)(start + (i < valid ? i : 0));
-        st = snn_dataset_batch(ds, idx, N, xb, yb);
-        if (st == SNN_OK) st = snn_encode(enc, xb, N, F, T, seed, 0xE7A1000000000000ull + (uint64_t)start, xt);
-        const float *y = NULL;
-        if (st == SNN_OK) st = snn_model_forward(m, xt, 0, &y);
-        if (st != SNN_OK) break;
-        score_batch(y, T, N, C, yb, valid, mean, &correct, &loss_sum);
-    }
-    free(xb); free(xt); free(yb); free(idx); free(mean);
-    if (st != SNN_OK) return st;
-    *accuracy = (double)correct / n;
-    if (loss) *loss = loss_sum / n;
-    return SNN_OK;
-}
-
 int precision_flags_options(precision_flags *f, opt *t) {
     int n = 0;
     t[n++] = (opt){"--precision", OPT_STRING, &f->mode, "fp32 | fp16 | bf16 | fp8 (default fp32)", NULL, 0};
@@ -185,7 +175,8 @@ snn_precision_config precision_flags_config(const precision_flags *f) {
 void load_checkpoint(const char *path, uint64_t seed, const precision_flags *pf, snn_model **m, snn_ckpt **ck,
                      snn_precision **prec) {
     snn_status st = snn_model_load(path, seed, m, ck);
-    if (st != SNN_OK) die_status(st, NULL);
+    /* a file holding NaN weights is bad input, not a failure of the run */
+    if (st != SNN_OK) die_status(st == SNN_E_NUMERIC ? SNN_E_FORMAT : st, NULL);
     snn_precision_config pcfg;
     const char *pc = snn_ckpt_metadata(*ck, "snn_precision_config");
     if (precision_flags_given(pf)) {
@@ -205,6 +196,18 @@ void load_checkpoint(const char *path, uint64_t seed, const precision_flags *pf,
      * without them delayed scaling would quantise with its initial scale of 1. */
     st = snn_training_checkpoint_restore(*m, *prec, NULL, *ck);
     if (st != SNN_OK) die_status(st, "restoring the precision state");
+}
+
+long ckpt_int_metadata(const snn_ckpt *ck, const char *key, long lo, long hi, long def) {
+    const char *v = snn_ckpt_metadata(ck, key);
+    if (!v) return def;
+    char *end = NULL;
+    errno = 0;
+    long x = (v[0] >= '0' && v[0] <= '9') || (v[0] == '-' && v[1] >= '0' && v[1] <= '9') ? strtol(v, &end, 10) : 0;
+    if (!end || *end || errno || x < lo || x > hi)
+        die_usage("%s: metadata \"%s\" is \"%.40s\", expected an integer between %ld and %ld", snn_ckpt_path(ck), key,
+                  v, lo, hi);
+    return x;
 }
 
 int device_parse(const char *what, const char *dev) {

@@ -35,16 +35,21 @@ typedef struct data_flags {
 snn_status data_load(const data_flags *d, const model_flags *f, uint64_t seed, snn_dataset **train,
                      snn_dataset **test);
 
-/* Accuracy of m on ds with T steps and batch N (partial last batch padded). */
-snn_status evaluate(snn_model *m, const snn_dataset *ds, int T, int N, snn_encoding enc,
-                    uint64_t seed, double *accuracy, double *loss);
-
-/* Accumulate predictions (argmax of the mean over T) and the cross-entropy of that mean for
- * the first `valid` samples of y [T][N][C]; mean is scratch of C doubles. */
-void score_batch(const float *y, int T, int N, int C, const int32_t *yb, int valid, double *mean,
-                 long *correct, double *loss_sum);
-
 double now_seconds(void);
+
+/* Print a cJSON object as one line on stdout and free it (exit 2 if it cannot be
+ * printed). */
+struct cJSON;
+void print_json_line(struct cJSON *j);
+/* Flush stdout; a write error (a full disk, a closed pipe) is exit 2 with a message
+ * instead of a silent truncation. Returns 0 for main's exit code. */
+int finish_stdout(void);
+
+/* Physical memory of this machine in bytes (0 if unknown). */
+double machine_bytes(void);
+/* Exit 2 naming the size when `bytes` cannot fit in this machine's memory. */
+void check_fits(const char *what, double bytes);
+double model_bytes_estimate(const model_flags *f, int c, int h, int w, int classes);
 
 /* --device: -1 for NULL or "cpu", N for "cuda" / "cuda:N". Anything else exits 2, and so does
  * cuda in a build without CUDA; `what` (may be NULL) prefixes the message ("bench linear"). */
@@ -65,5 +70,8 @@ snn_precision_config precision_flags_config(const precision_flags *f);
 /* Open a checkpoint written by snn train, rebuild its model and prepare it under the
  * precision it was trained with (flags that disagree are refused). Exits on failure. */
 struct snn_ckpt;
+/* An integer metadata value of a checkpoint, strictly: absent gives def; text, a sign
+ * where none belongs, overflow or a value outside [lo, hi] exits 2 naming the key. */
+long ckpt_int_metadata(const struct snn_ckpt *ck, const char *key, long lo, long hi, long def);
 void load_checkpoint(const char *path, uint64_t seed, const precision_flags *pf, snn_model **m,
                      struct snn_ckpt **ck, snn_precision **prec);

@@ -55,10 +55,11 @@ int main(int argc, char **argv) {
     const char *c = argv[1];
     if (!strcmp(c, "--version") || !strcmp(c, "version")) {
 #ifdef SNN_HAVE_CUDA
-        printf("snn %s (cuda)\n", snn_version());
+        const char *dev = " (cuda)";
 #else
-        printf("snn %s\n", snn_version());
+        const char *dev = "";
 #endif
+        printf("snn %s%s commit %s%s\n", snn_version(), dev, snn_build_commit(), snn_build_dirty() ? " (dirty)" : "");
         return 0;
     }
     if (!strcmp(c, "--help") || !strcmp(c, "-h") || !strcmp(c, "help")) {

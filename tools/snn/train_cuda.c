@@ -8,9 +8,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "common.h"
 #include "snn/checkpoint.h"
 #include "snn/prepare.h"
+#include "snn/train.h"
 #include "train_cuda.h"
 
 int device_is_cuda(const char *device) { return device && !strncmp(device, "cuda", 4); }
@@ -32,8 +35,12 @@ snn_precision_config gpu_precision_config(const precision_flags *pf, const struc
 #ifndef SNN_HAVE_CUDA
 
 /* device_parse exits 2 with "built without CUDA" before any of these could run */
-int train_cuda(const train_cuda_args *a) {
-    device_parse(NULL, a->device);
+int train_cuda_run(snn_model *m, const snn_train_opts *o, const snn_train_position *pos, const struct snn_ckpt *resume,
+                   const snn_dataset *train, const snn_dataset *test, const char *model_name, const char *device,
+                   const snn_precision_config *pcfg, int quiet, int json) {
+    (void)m; (void)o; (void)pos; (void)resume; (void)train; (void)test; (void)model_name; (void)pcfg;
+    (void)quiet; (void)json;
+    device_parse(NULL, device);
     return 2;
 }
 
@@ -202,7 +209,7 @@ static snn_status evaluate_gpu(snn_cuda_model *g, const snn_dataset *ds, int T, 
         if (st == SNN_OK && xt)
             st = snn_encode(enc, xb, valid, F, T, seed, 0xE7A1000000000000ull + (uint64_t)start, xt);
         if (st == SNN_OK) st = snn_cuda_model_forward(g, xt ? xt : xb, xt != NULL, valid, y);
-        if (st == SNN_OK) score_batch(y, T, N, C, yb, valid, mean, &correct, &loss_sum);
+        if (st == SNN_OK) snn_score_batch(y, T, N, C, yb, valid, mean, &correct, &loss_sum);
     }
     free(xb); free(xt); free(y); free(yb); free(idx); free(mean);
     if (st != SNN_OK) return st;
@@ -275,63 +282,108 @@ void gpu_infer_close(gpu_infer *s) {
     free(s);
 }
 
-int train_cuda(const train_cuda_args *a) {
-    snn_dtype ct = compute_type(&a->pcfg);
+static void metrics_line(FILE *f, const char *path, int epoch, long step, double tl, double ta, double tel,
+                         double tea, double sps, double dt, double wall, int partial, const char *device) {
+    if (fprintf(f,
+                "{\"epoch\":%d,\"step\":%ld,\"train_loss\":%.6f,\"train_accuracy\":%.6f,\"test_loss\":%.6f,"
+                "\"test_accuracy\":%.6f,\"samples_per_s\":%.1f,\"epoch_s\":%.3f,\"wall_s\":%.3f%s,\"device\":\"%s\"}\n",
+                epoch, step, tl, ta, tel, tea, sps, dt, wall, partial ? ",\"partial\":true" : "", device) < 0 ||
+        fflush(f) != 0)
+        die_usage("cannot write '%s'", path);
+}
+
+int train_cuda_run(snn_model *m, const snn_train_opts *o, const snn_train_position *rpos, const struct snn_ckpt *resume,
+                   const snn_dataset *train, const snn_dataset *test, const char *model_name, const char *device,
+                   const snn_precision_config *pcfg_in, int quiet, int json) {
+    snn_precision_config pcfg = *pcfg_in;
+    snn_dtype ct = compute_type(&pcfg);
+    snn_status st = snn_train_opts_check(o);
+    if (st != SNN_OK) die_status(st, "checking the training options");
+    int ntrain = snn_dataset_size(train);
+    int N = o->batch_size < ntrain ? o->batch_size : ntrain, T = o->T;
+    int nb = ntrain / N;
+    long total_steps = (long)o->epochs * nb;
+    snn_lr_sched sched = {.kind = o->schedule, .base_lr = o->optim.lr, .warmup_steps = o->warmup,
+                          .warmup_start_factor = 0.1f, .total_steps = total_steps > o->warmup ? total_steps : o->warmup + 1,
+                          .min_lr = 0, .step_size = nb, .gamma = 0.5f};
+    if (snn_lr_sched_check(&sched) != SNN_OK) die_status(SNN_E_INVALID, "learning-rate schedule");
+    /* The runner keeps the optimizer state; this host optimizer carries it in and out of
+     * checkpoints (the same layout, so CPU and GPU checkpoints resume on either). */
+    snn_optimizer *opt = NULL;
+    st = snn_optimizer_create_for_model(&o->optim, m, &opt);
+    if (st != SNN_OK) die_status(st, "creating the optimizer");
+    snn_loss_scaler scaler0;
+    snn_loss_scaler_init(&scaler0, NULL);
+    train_fp8_state fp8 = {0};
+    snn_train_position pos = {.epoch = 1, .steps_per_epoch = nb, .total_steps = total_steps, .train_samples = ntrain};
+    if (resume) {
+        if (rpos->train_samples != ntrain || rpos->steps_per_epoch != nb)
+            die_usage("the checkpoint's run has %d training samples in %d steps an epoch, this one %d in %d",
+                      rpos->train_samples, rpos->steps_per_epoch, ntrain, nb);
+        st = pcfg.mode == SNN_PRECISION_FP8 ? train_cuda_fp8_resume(m, &pcfg, opt, resume, &fp8)
+                                            : snn_training_checkpoint_restore_cfg(m, &pcfg, &scaler0, opt, resume);
+        if (st != SNN_OK) die_status(st, "resuming");
+        pos = *rpos;
+        pos.total_steps = total_steps;
+    }
     snn_cuda *c = NULL;
-    snn_status st = snn_cuda_open_for_tool(a->device, &c);
+    st = snn_cuda_open_for_tool(device, &c);
     if (st != SNN_OK) die_status(st, "opening the GPU");
-    int N = a->N, T = a->T, ntrain = snn_dataset_size(a->train);
-    snn_model *m = a->m;
-    size_t F = snn_dataset_features(a->train), C = snn_model_output_numel(m);
-    snn_cuda_model_opts o = {.T = T, .N = N, .compute = ct, .loss = a->use_mse ? SNN_CUDA_LOSS_MSE_RATE : SNN_CUDA_LOSS_CE,
-                             .clip = a->clip, .fp8 = &a->pcfg, .neuron = &a->pcfg};
+    size_t F = snn_dataset_features(train), C = snn_model_output_numel(m);
+    snn_cuda_model_opts co = {.T = T, .N = N, .compute = ct,
+                              .loss = o->loss == SNN_TRAIN_LOSS_MSE_RATE ? SNN_CUDA_LOSS_MSE_RATE : SNN_CUDA_LOSS_CE,
+                              .clip = o->clip, .fp8 = &pcfg, .neuron = &pcfg};
     snn_cuda_model *g = NULL;
-    st = snn_cuda_model_create(c, m, &o, &a->oo, &g);
+    st = snn_cuda_model_create(c, m, &co, &o->optim, &g);
     if (st != SNN_OK) die_status(st, "putting the model on the GPU");
-    if (a->resumed) {
+    if (resume) {
         float scale;
         int tracker;
-        snn_loss_scaler_get_state(&a->scaler, &scale, &tracker);
-        st = snn_cuda_model_load_state(g, a->opt, scale, tracker);
-        if (st == SNN_OK && ct == SNN_F8E4M3) st = fp8_load(g, &a->fp8);
+        snn_loss_scaler_get_state(&scaler0, &scale, &tracker);
+        st = snn_cuda_model_load_state(g, opt, scale, tracker);
+        if (st == SNN_OK && ct == SNN_F8E4M3) st = fp8_load(g, &fp8);
         if (st != SNN_OK) die_status(st, "putting the resumed optimizer state on the GPU");
     }
-    int nb = ntrain / N;
+    train_fp8_state_free(&fp8);
     float *xb = malloc(sizeof(float) * F * (size_t)N);
-    float *xt = a->enc == SNN_ENCODING_DIRECT ? NULL : malloc(sizeof(float) * F * (size_t)N * (size_t)T);
+    float *xt = o->encoding == SNN_ENCODING_DIRECT ? NULL : malloc(sizeof(float) * F * (size_t)N * (size_t)T);
     int32_t *yb = malloc(sizeof(int32_t) * (size_t)N);
     uint32_t *order = malloc(sizeof(uint32_t) * (size_t)ntrain);
-    if (!xb || !yb || !order || (!xt && a->enc != SNN_ENCODING_DIRECT)) die_status(SNN_E_NOMEM, "allocating batches");
-    char path[4096];
-    snprintf(path, sizeof path, "%s/metrics.jsonl", a->out);
-    FILE *metrics = fopen(path, "w");
+    if (!xb || !yb || !order || (!xt && o->encoding != SNN_ENCODING_DIRECT)) die_status(SNN_E_NOMEM, "allocating batches");
+    char path[4200];
+    st = snn_run_dir_clean(o->out_dir, "model.safetensors", NULL);
+    if (st != SNN_OK) die_status(st, NULL);
+    snprintf(path, sizeof path, "%s/metrics.jsonl", o->out_dir);
+    if (resume && (st = snn_metrics_trim(path, pos.step)) != SNN_OK) die_status(st, NULL);
+    FILE *metrics = fopen(path, resume ? "a" : "w");
     if (!metrics) die_usage("cannot write '%s'", path);
-    int tty = !a->quiet && isatty(2);
-    if (!a->quiet)
+    int tty = !quiet && isatty(2);
+    if (!quiet)
         fprintf(stderr, "snn: training %s (%zu parameters) on %s with %s (%s, %.0f MiB of device memory): %d samples, T=%d, batch %d, %s lr %g, %d epochs\n",
-                a->model_name, snn_model_num_params(m), a->dataset, a->device,
+                model_name, snn_model_num_params(m), o->dataset, device,
                 ct == SNN_F8E4M3 ? "fp8 (bf16 where a GEMM does not convert)" : snn_dtype_name(ct),
                 (double)snn_cuda_model_device_bytes(g) / 1048576.0, ntrain, T, N,
-                snn_optim_kind_name(a->oo.kind), (double)a->oo.lr, a->epochs);
+                snn_optim_kind_name(o->optim.kind), (double)o->optim.lr, o->epochs);
     double train_time = 0, t_start = now_seconds(), test_acc = 0, test_loss = 0;
-    long step = (long)nb * (a->start_epoch - 1), samples = 0;
-    int epoch;
-    for (epoch = a->start_epoch; epoch <= a->epochs && step < a->total_steps; epoch++) {
-        st = snn_dataset_shuffle(a->train, a->seed, (uint64_t)epoch, order);
+    long samples = 0;
+    while (pos.epoch <= o->epochs && !(o->max_steps && pos.step >= o->max_steps)) {
+        int epoch = pos.epoch;
+        st = snn_dataset_shuffle(train, o->seed, (uint64_t)epoch, order);
         if (st != SNN_OK) die_status(st, "shuffling");
         double loss_sum = 0, t0 = now_seconds();
         long correct = 0, seen = 0, counted = 0;
-        int b;
-        for (b = 0; b < nb && step < a->total_steps; b++) {
-            st = snn_dataset_batch(a->train, order + (size_t)b * N, N, xb, yb);
+        while (pos.batch < nb && !(o->max_steps && pos.step >= o->max_steps)) {
+            int b = pos.batch;
+            st = snn_dataset_batch(train, order + (size_t)b * N, N, xb, yb);
             if (st == SNN_OK && xt)
-                st = snn_encode(a->enc, xb, N, F, T, a->seed, ((uint64_t)epoch << 32) | (uint64_t)b, xt);
+                st = snn_encode(o->encoding, xb, N, F, T, o->seed, ((uint64_t)epoch << 32) | (uint64_t)b, xt);
             if (st == SNN_OK)
-                st = snn_cuda_model_train_step(g, xt ? xt : xb, xt != NULL, yb, snn_lr_schedule(&a->sched, step));
+                st = snn_cuda_model_train_step(g, xt ? xt : xb, xt != NULL, yb, snn_lr_schedule(&sched, pos.step));
             if (st != SNN_OK) die_status(st, "training step");
-            step++;
+            pos.step++;
+            pos.batch++;
             seen += N;
-            if ((b % 32 == 31) || b + 1 == nb || step == a->total_steps) {
+            if ((b % 32 == 31) || pos.batch == nb || (o->max_steps && pos.step >= o->max_steps)) {
                 double l;
                 long cc, ss;
                 st = snn_cuda_model_take_stats(g, &l, &cc, &ss);
@@ -339,9 +391,9 @@ int train_cuda(const train_cuda_args *a) {
                 loss_sum += l;
                 correct += cc;
                 counted += ss;
-                if (!isfinite(l)) die_usage("the loss became %f near step %ld; lower --lr", l, step);
+                if (!isfinite(l)) die_status(snn_error(SNN_E_NUMERIC, "the loss became %f near step %ld; lower --lr", l, pos.step), "training");
                 if (tty) {
-                    fprintf(stderr, "\repoch %d/%d %d/%d loss %.4f acc %.3f %.0f samples/s ", epoch, a->epochs, b + 1, nb,
+                    fprintf(stderr, "\repoch %d/%d %d/%d loss %.4f acc %.3f %.0f samples/s ", epoch, o->epochs, pos.batch, nb,
                             loss_sum / counted, (double)correct / ((double)counted * N), seen / (now_seconds() - t0));
                     fflush(stderr);
                 }
@@ -351,53 +403,77 @@ int train_cuda(const train_cuda_args *a) {
         train_time += dt;
         samples += seen;
         if (tty) fputc('\n', stderr);
-        st = evaluate_gpu(g, a->test, T, N, (int)C, a->enc, a->seed, &test_acc, &test_loss);
+        int partial = pos.batch < nb;
+        st = evaluate_gpu(g, test, T, N, (int)C, o->encoding, o->seed, &test_acc, &test_loss);
         if (st != SNN_OK) die_status(st, "evaluating");
         double tl = counted ? loss_sum / counted : 0, ta = counted ? (double)correct / ((double)counted * N) : 0;
-        fprintf(metrics,
-                "{\"epoch\":%d,\"step\":%ld,\"train_loss\":%.6f,\"train_accuracy\":%.6f,\"test_loss\":%.6f,"
-                "\"test_accuracy\":%.6f,\"samples_per_s\":%.1f,\"epoch_s\":%.3f,\"wall_s\":%.3f,\"device\":\"%s\"}\n",
-                epoch, step, tl, ta, test_loss, test_acc, seen / dt, dt, now_seconds() - t_start, a->device);
-        fflush(metrics);
-        if (!a->quiet)
+        metrics_line(metrics, path, epoch, pos.step, tl, ta, test_loss, test_acc, dt > 0 ? seen / dt : 0, dt,
+                     now_seconds() - t_start, partial, device);
+        if (!quiet)
             fprintf(stderr, "epoch %d: train loss %.4f acc %.4f | test loss %.4f acc %.4f | %.0f samples/s, %.1f s\n",
-                    epoch, tl, ta, test_loss, test_acc, seen / dt, dt);
+                    epoch, tl, ta, test_loss, test_acc, dt > 0 ? seen / dt : 0, dt);
+        if (!partial) {
+            pos.epochs_done = epoch;
+            pos.epoch = epoch + 1;
+            pos.batch = 0;
+        }
     }
-    fclose(metrics);
-    int epochs_done = epoch - 1;
+    if (fclose(metrics) != 0) die_usage("cannot write '%s'", path);
     st = snn_cuda_model_download(g);
     if (st != SNN_OK) die_status(st, "copying the model back from the GPU");
-    snn_loss_scaler scaler = a->scaler;
+    snn_loss_scaler scaler = scaler0;
     {
         float scale;
         int tracker;
-        st = snn_cuda_model_save_state(g, a->opt, &scale, &tracker);
+        st = snn_cuda_model_save_state(g, opt, &scale, &tracker);
         if (st == SNN_OK && ct == SNN_F16) st = snn_loss_scaler_set_state(&scaler, scale, tracker);
         if (st != SNN_OK) die_status(st, "copying the optimizer state back from the GPU");
     }
-    snprintf(path, sizeof path, "%s/model.safetensors", a->out);
-    char tbuf[32], ebuf[32];
-    snprintf(tbuf, sizeof tbuf, "%d", T);
-    snprintf(ebuf, sizeof ebuf, "%d", epochs_done);
-    const char *meta[] = {"dataset", a->dataset, "time_steps", tbuf, "epochs", ebuf, "encoding",
-                          snn_encoding_name(a->enc), "trained_on", a->device, "gpu_compute",
-                          snn_dtype_name(ct), NULL};
-    st = ct == SNN_F8E4M3 ? save_fp8_checkpoint(g, m, &a->pcfg, a->opt, path, meta)
-                          : snn_training_checkpoint_save_cfg(m, &a->pcfg, &scaler, a->opt, path, meta);
+    for (size_t i = 0; i < snn_model_num_params(m); i++)
+        if (!isfinite(snn_model_params(m)[i]))
+            die_status(snn_error(SNN_E_NUMERIC, "parameter %zu became %g: refusing to write the checkpoint (lower --lr)",
+                                 i, (double)snn_model_params(m)[i]), "training");
+    snprintf(path, sizeof path, "%s/model.safetensors", o->out_dir);
+    char mbuf[4096];
+    const char *kv[24];
+    st = snn_train_metadata(o, &pos, mbuf, sizeof mbuf, kv, 20);
+    if (st != SNN_OK) die_status(st, "saving the checkpoint");
+    size_t k = 0;
+    while (kv[k]) k++;
+    kv[k++] = "trained_on";
+    kv[k++] = device;
+    kv[k++] = "gpu_compute";
+    kv[k++] = snn_dtype_name(ct);
+    kv[k] = NULL;
+    st = ct == SNN_F8E4M3 ? save_fp8_checkpoint(g, m, &pcfg, opt, path, kv)
+                          : snn_training_checkpoint_save_cfg(m, &pcfg, &scaler, opt, path, kv);
     if (st != SNN_OK) die_status(st, "saving the checkpoint");
     double wall = now_seconds() - t_start;
     printf("test accuracy: %.4f\n", test_acc);
-    if (a->json)
-        printf("{\"model\":\"%s\",\"dataset\":\"%s\",\"test_accuracy\":%.6f,\"test_loss\":%.6f,"
-               "\"samples_per_s\":%.1f,\"wall_s\":%.3f,\"train_s\":%.3f,\"epochs\":%d,\"steps\":%ld,"
-               "\"T\":%d,\"batch_size\":%d,\"parameters\":%zu,\"precision\":\"%s\",\"device\":\"%s\",\"checkpoint\":\"%s\"}\n",
-               a->model_name, a->dataset, test_acc, test_loss, train_time > 0 ? samples / train_time : 0, wall,
-               train_time, epochs_done, step, T, N, snn_model_num_params(m), snn_precision_mode_name(a->pcfg.mode),
-               a->device, path);
+    if (json) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "model", model_name);
+        cJSON_AddStringToObject(j, "dataset", o->dataset ? o->dataset : "");
+        cJSON_AddNumberToObject(j, "test_accuracy", test_acc);
+        cJSON_AddNumberToObject(j, "test_loss", test_loss);
+        cJSON_AddNumberToObject(j, "samples_per_s", train_time > 0 ? samples / train_time : 0);
+        cJSON_AddNumberToObject(j, "wall_s", wall);
+        cJSON_AddNumberToObject(j, "train_s", train_time);
+        cJSON_AddNumberToObject(j, "epochs", pos.epochs_done);
+        cJSON_AddNumberToObject(j, "steps", (double)pos.step);
+        cJSON_AddNumberToObject(j, "T", T);
+        cJSON_AddNumberToObject(j, "batch_size", N);
+        cJSON_AddNumberToObject(j, "parameters", (double)snn_model_num_params(m));
+        cJSON_AddStringToObject(j, "precision", snn_precision_mode_name(pcfg.mode));
+        cJSON_AddStringToObject(j, "device", device);
+        cJSON_AddStringToObject(j, "checkpoint", path);
+        print_json_line(j);
+    }
     free(xb); free(xt); free(yb); free(order);
+    snn_optimizer_free(opt);
     snn_cuda_model_destroy(g);
     snn_cuda_destroy(c);
-    return 0;
+    return finish_stdout();
 }
 
 #endif

@@ -15,27 +15,6 @@ typedef struct train_fp8_state {
 } train_fp8_state;
 void train_fp8_state_free(train_fp8_state *s);
 
-typedef struct train_cuda_args {
-    snn_model *m;
-    const snn_dataset *train, *test;
-    const char *dataset, *model_name, *device, *out;
-    int T, N, epochs, use_mse, quiet, json;
-    long total_steps;
-    snn_optim_opts oo;
-    snn_lr_sched sched;
-    float clip;
-    snn_encoding enc;
-    uint64_t seed;
-    snn_precision_config pcfg;
-    /* host optimizer over m (same options as oo): carries the optimizer state in (resume) and
-     * out (the training checkpoint) */
-    snn_optimizer *opt;
-    int start_epoch;          /* 1, or the epoch after a resumed checkpoint's */
-    int resumed;              /* opt and scaler hold restored state to put on the device */
-    snn_loss_scaler scaler;   /* FP16 loss scaler state (restored, or the defaults) */
-    train_fp8_state fp8;      /* --precision fp8 resumed: the checkpoint's FP8 state */
-} train_cuda_args;
-
 /* Resume an fp8 training checkpoint for the GPU: parameters, step count, optimizer state and
  * the FP8 state (read through a CPU precision over m, the format of
  * snn_training_checkpoint_save, which is released again: the runner keeps the state). */
@@ -47,10 +26,17 @@ snn_precision_config gpu_precision_config(const struct precision_flags *pf, cons
 
 /* 1 for "cuda" and "cuda:N". */
 int device_is_cuda(const char *device);
-/* Train, evaluate each epoch, write metrics.jsonl and model.safetensors (a training
- * checkpoint: optimizer and loss-scaler state included, so --resume continues it on either
- * device); returns the exit code (bad input exits 2 from inside, like the CPU path). */
-int train_cuda(const train_cuda_args *a);
+/* Train on the GPU from the position pos (all zero: a fresh run) with the options o,
+ * evaluate each epoch, write metrics.jsonl and model.safetensors in o->out_dir: a training
+ * checkpoint with the trainer metadata of include/snn/train.h, so --resume continues it on
+ * either device. resume: the checkpoint m was loaded from (NULL for a fresh run). Returns
+ * the exit code (bad input exits 2 from inside, like the CPU path). */
+struct snn_train_opts;
+struct snn_train_position;
+int train_cuda_run(snn_model *m, const struct snn_train_opts *o, const struct snn_train_position *pos,
+                   const struct snn_ckpt *resume, const snn_dataset *train, const snn_dataset *test,
+                   const char *model_name, const char *device, const snn_precision_config *pcfg, int quiet,
+                   int json);
 
 /* Accuracy and mean cross-entropy of m on ds, run on the GPU in batches of N. ck (may be
  * NULL): the checkpoint m came from, whose FP8 scaling state an fp8 run starts from. */

@@ -1,0 +1,127 @@
+/* Communicators for distributed training: a handle on a group of ranks with the
+ * collectives that data, tensor and pipeline parallelism need, and the named
+ * (dp, pp, tp) mesh with its per-axis sub-communicators.
+ *
+ * Backends (one vtable each, src/dist/comm_impl.h):
+ *   self  one process, no MPI needed: every collective is the identity (size 1);
+ *   mpi   Open MPI (comm_mpi.c, built when CMake finds MPI: SNN_HAVE_MPI), CPU buffers;
+ *   nccl  the slot for GPU collectives (one GPU per rank, the unique id broadcast over
+ *         MPI); not built yet: snn_comm_nccl_create reports SNN_E_UNSUPPORTED.
+ *
+ * Errors are values. A collective that fails returns a status with a message; it cannot
+ * undo what other ranks have already started, so after a failure the caller prints its
+ * message and calls snn_comm_abort, which ends every rank of the job (MPI_Abort) so that
+ * none waits forever in the next collective.
+ *
+ * All buffers are host memory. Collectives are blocking except snn_comm_iallreduce, whose
+ * request is completed by snn_comm_wait (used to overlap gradient buckets with backward). */
+#ifndef SNN_DIST_COMM_H
+#define SNN_DIST_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "snn/error.h"
+
+typedef struct snn_comm snn_comm;
+
+typedef enum snn_comm_dtype {
+    SNN_COMM_F32 = 0,
+    SNN_COMM_F64 = 1,
+    SNN_COMM_I64 = 2,
+    SNN_COMM_I32 = 3,
+    SNN_COMM_U8 = 4, /* bytes: broadcast, all-gather, send/recv (and max/min) */
+    SNN_COMM_DTYPE_COUNT
+} snn_comm_dtype;
+
+typedef enum snn_comm_op { SNN_COMM_SUM = 0, SNN_COMM_MAX = 1, SNN_COMM_MIN = 2 } snn_comm_op;
+
+typedef enum snn_comm_backend {
+    SNN_COMM_BACKEND_SELF = 0,
+    SNN_COMM_BACKEND_MPI = 1,
+    SNN_COMM_BACKEND_NCCL = 2
+} snn_comm_backend;
+
+size_t snn_comm_dtype_size(snn_comm_dtype t);
+
+/* The world communicator of this process. Launched by mpirun/srun (an MPI launcher's
+ * environment is present) and built with MPI: initialises MPI (thread level FUNNELED) and
+ * returns MPI_COMM_WORLD; otherwise the one-process communicator. Freeing the world
+ * finalises MPI. Call once per process. */
+snn_status snn_comm_init_world(snn_comm **out);
+/* The one-process communicator (rank 0 of 1), whatever the build. */
+snn_status snn_comm_self(snn_comm **out);
+/* GPU collectives over `world`'s ranks (one device per rank). Not built in this version. */
+snn_status snn_comm_nccl_create(snn_comm *world, int device, snn_comm **out);
+/* 1 when this process was started by an MPI launcher (OMPI_COMM_WORLD_SIZE, PMI_SIZE,
+ * PMIX_RANK ...), whether or not the build has MPI. */
+int snn_comm_launched_by_mpi(void);
+/* 1 when the build has the MPI backend. */
+int snn_comm_have_mpi(void);
+
+void snn_comm_free(snn_comm *c);
+
+int snn_comm_rank(const snn_comm *c);
+int snn_comm_size(const snn_comm *c);
+/* Rank among the processes of this host (OMPI_COMM_WORLD_LOCAL_RANK, or the shared-memory
+ * split of the group): selects the GPU. */
+int snn_comm_local_rank(const snn_comm *c);
+snn_comm_backend snn_comm_backend_of(const snn_comm *c);
+const char *snn_comm_backend_name(const snn_comm *c);
+
+/* In place: buf[i] = op over all ranks of buf[i]. Every rank receives bit-identical
+ * results (floating-point sums are added in one order, on one rank, for all). */
+snn_status snn_comm_allreduce(snn_comm *c, void *buf, size_t count, snn_comm_dtype t, snn_comm_op op);
+/* Non-blocking all-reduce; *req receives a handle for snn_comm_wait. buf must stay
+ * untouched until the wait. At most SNN_COMM_MAX_PENDING requests in flight. */
+#define SNN_COMM_MAX_PENDING 64
+snn_status snn_comm_iallreduce(snn_comm *c, void *buf, size_t count, snn_comm_dtype t, snn_comm_op op,
+                               int *req);
+snn_status snn_comm_wait(snn_comm *c, int req);
+snn_status snn_comm_broadcast(snn_comm *c, void *buf, size_t count, snn_comm_dtype t, int root);
+/* recv holds size * count elements, rank r's contribution at r * count. */
+snn_status snn_comm_allgather(snn_comm *c, const void *send, size_t count, snn_comm_dtype t, void *recv);
+snn_status snn_comm_send(snn_comm *c, const void *buf, size_t count, snn_comm_dtype t, int dst, int tag);
+snn_status snn_comm_recv(snn_comm *c, void *buf, size_t count, snn_comm_dtype t, int src, int tag);
+snn_status snn_comm_barrier(snn_comm *c);
+/* Collective over c: ranks with the same color form one new communicator, ordered by
+ * (key, rank). color < 0: this rank joins none (*out = NULL). */
+snn_status snn_comm_split(snn_comm *c, int color, int key, snn_comm **out);
+/* Agree on failure: every rank passes its own status; returns the first failing rank's
+ * status on every rank (SNN_OK if none failed) and, on the ranks that did not fail, sets
+ * the message to that rank's message. A collective: call it where every rank arrives. */
+snn_status snn_comm_agree(snn_comm *c, snn_status mine);
+/* The same with an exit code and a message of the caller's own (a command line tool's
+ * failure that is not a library status): mine 0 = fine. Returns the first failing rank's
+ * code on every rank (0 if none) and, when it is not 0, that rank in *rank_out and its
+ * message in msg_out (cap bytes). */
+int snn_comm_agree_code(snn_comm *c, int mine, const char *msg, int *rank_out, char *msg_out, size_t cap);
+
+/* End every process of the job with exit code `code` (MPI_Abort on the world; exit on the
+ * self backend). Print the message before calling this. */
+_Noreturn void snn_comm_abort(snn_comm *c, int code);
+
+/* ---- the (dp, pp, tp) mesh ----
+ * Shape (DP, PP, TP) with world = DP * PP * TP, and SpikingJelly's rank coordinates
+ *   tp = rank mod TP,  pp = (rank div TP) mod PP,  dp = rank div (PP * TP).
+ * Each axis has a sub-communicator holding the ranks that differ only in that coordinate,
+ * ordered by it (so the axis rank equals the coordinate). A degree-1 axis is a
+ * communicator of size 1. */
+typedef struct snn_mesh {
+    snn_comm *world;             /* not owned */
+    int dp_size, pp_size, tp_size;
+    int dp, pp, tp;              /* this rank's coordinates */
+    snn_comm *dp_comm, *pp_comm, *tp_comm;
+} snn_mesh;
+
+/* Pure arithmetic of the formulas (no communicator): fails when world is not divisible by
+ * pp * tp or a size is not positive. */
+snn_status snn_mesh_coords(int world, int pp_size, int tp_size, int rank, int *dp, int *pp, int *tp,
+                           int *dp_size);
+/* Global rank of the coordinates. */
+int snn_mesh_rank_of(const snn_mesh *m, int dp, int pp, int tp);
+/* Collective over world. */
+snn_status snn_mesh_create(snn_comm *world, int pp_size, int tp_size, snn_mesh *out);
+void snn_mesh_free(snn_mesh *m);
+
+#endif

@@ -1,0 +1,75 @@
+#!/bin/bash
+# DDP on 2 MPI ranks against one process (tests/driver_ddp.c: fcsnn and convsnn FP32 final
+# weights within 1e-5 relative after 20 steps; replicas bit-identical after every step;
+# FP8 delayed amax histories and scales bit-identical after every step; FP16 loss scale and
+# skips identical), then the CLI: `mpirun -np 2 snn train --data-parallel ddp --batch-size B`
+# against `snn train --data-parallel ddp --batch-size 2B` on one process.
+set -u
+B=${1:?build dir}
+. "$(dirname "$0")/dist_env.sh"
+SNN="$B/snn"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+run2() { timeout 120 mpirun --oversubscribe -np 2 -x OMP_NUM_THREADS -x OMP_WAIT_POLICY "$@"; }
+
+for args in "fcsnn fp32" "convsnn fp32" "fcsnn fp8" "fcsnn fp16"; do
+  if ! run2 "$B/driver_ddp" $args 20 8 >"$tmp/out" 2>&1; then
+    echo "FAIL: driver_ddp $args" >&2; cat "$tmp/out" >&2; fail=1
+  else
+    cat "$tmp/out"
+  fi
+done
+
+# the CLI: same samples per step (direct encoding, SGD, constant lr), 2 epochs
+common="train --data-parallel ddp --model fcsnn --hidden 64 --dataset synthetic --synthetic-size 256 --epochs 2
+        --optimizer sgd --lr 0.05 --schedule constant --quiet"
+if ! run2 "$SNN" $common --batch-size 16 --out "$tmp/dp2" >"$tmp/dp2.json" 2>"$tmp/dp2.err"; then
+  echo "FAIL: mpirun -np 2 snn train" >&2; cat "$tmp/dp2.err" >&2; fail=1
+fi
+if ! env -u OMPI_COMM_WORLD_SIZE "$SNN" $common --batch-size 32 --out "$tmp/dp1" >"$tmp/dp1.json" 2>"$tmp/dp1.err"; then
+  echo "FAIL: one-process snn train --data-parallel ddp" >&2; cat "$tmp/dp1.err" >&2; fail=1
+fi
+if [ $fail = 0 ]; then
+  /usr/bin/python3 - "$tmp" <<'PY' || fail=1
+import json, sys, struct
+tmp = sys.argv[1]
+def lines(p): return [json.loads(l) for l in open(p) if l.strip()]
+a, b = lines(tmp + "/dp2.json"), lines(tmp + "/dp1.json")
+assert len(a) == 3 and len(b) == 3, (a, b)
+for e in a[:2]:
+    assert sorted(e) == ["epoch", "optimizer_step", "train_loss", "validation_accuracy", "validation_loss"], e
+keys = ["data_parallel_size", "global_batch_size", "images_per_second", "optimizer_step", "peak_memory_bytes",
+        "pipeline_parallel_size", "tensor_parallel_size", "timed_steps", "total_peak_memory_bytes", "train_loss",
+        "training_seconds", "validation_accuracy", "validation_loss"]
+for k in keys: assert k in a[2], k
+assert list(a[2]) == sorted(a[2]), "final metrics keys not sorted"
+assert a[2]["data_parallel_size"] == 2 and b[2]["data_parallel_size"] == 1
+assert a[2]["global_batch_size"] == 32 == b[2]["global_batch_size"]
+assert a[2]["optimizer_step"] == b[2]["optimizer_step"] == 16
+assert a[2]["total_peak_memory_bytes"] >= a[2]["peak_memory_bytes"] > 0
+for x, y in zip(a, b):
+    for k in ("train_loss", "validation_loss", "validation_accuracy"):
+        assert abs(x[k] - y[k]) <= 1e-5 * max(1.0, abs(y[k])), (k, x[k], y[k])
+# final weights: safetensors header (u64 length, JSON) then raw little-endian F32 tensors
+def tensors(p):
+    d = open(p, "rb").read()
+    n = struct.unpack("<Q", d[:8])[0]
+    h = json.loads(d[8:8 + n])
+    out = {}
+    for k, v in h.items():
+        if k == "__metadata__" or k.startswith("__") or v["dtype"] != "F32": continue
+        s, e = v["data_offsets"]
+        out[k] = struct.unpack("<%df" % ((e - s) // 4), d[8 + n + s:8 + n + e])
+    return out
+ta, tb = tensors(tmp + "/dp2/model.safetensors"), tensors(tmp + "/dp1/model.safetensors")
+assert ta.keys() == tb.keys() and ta
+worst = 0.0
+for k in ta:
+    top = max(abs(v) for v in tb[k]) or 1.0
+    worst = max(worst, max(abs(p - q) for p, q in zip(ta[k], tb[k])) / top)
+print("cli: DP 2 x batch 16 vs 1 x batch 32: max relative weight difference %.3g over %d tensors" % (worst, len(ta)))
+assert worst <= 1e-5, worst
+PY
+fi
+exit $fail

@@ -1,0 +1,310 @@
+/* snn train with data parallelism: `mpirun -np N snn train --data-parallel ddp ...`.
+ * The loop lives in the library (src/dist/vision_train.c); this file parses the flags,
+ * builds the model, precision and optimizer on every rank, and turns failures into one
+ * message for the whole job:
+ *   - during set-up every rank meets the others at agreement points; a rank that fails
+ *     (bad input, a missing file) brings its message there, rank 0 prints it once
+ *     ("snn: error: rank R: ...") and every rank exits with its code (2 for bad input);
+ *   - after set-up a failing rank prints its message and aborts the job (MPI_Abort), so
+ *     no rank waits forever in a collective. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cmds.h"
+#include "common.h"
+#include "dist/comm.h"
+#include "dist/vision_train.h"
+#include "snn/checkpoint.h"
+#include "snn/optim.h"
+#include "snn/prepare.h"
+#include "train_cuda.h"
+
+static snn_comm *g_world;
+static int g_setup = 1; /* 1: failures are agreed at the next set-up point; 0: abort */
+
+static _Noreturn void exit_agreed(int code, int first, const char *msg) {
+    if (snn_comm_rank(g_world) == 0) {
+        if (first > 0) fprintf(stderr, "snn: error: rank %d: %s\n", first, msg);
+        else fprintf(stderr, "snn: error: %s\n", msg);
+    }
+    fflush(stdout);
+    fflush(stderr);
+    snn_comm_free(g_world);
+    exit(code);
+}
+
+static void fail_hook(int code, const char *msg) {
+    args_die_hook = NULL;
+    if (g_setup) {
+        int first = -1;
+        char got[1024];
+        int c = snn_comm_agree_code(g_world, code, msg, &first, got, sizeof got);
+        exit_agreed(c ? c : code, first, c ? got : msg);
+    }
+    fprintf(stderr, "snn: error: rank %d: %s\n", snn_comm_rank(g_world), msg);
+    snn_comm_abort(g_world, code);
+}
+
+/* Every rank calls this at the same places of the set-up. */
+static void setup_point(void) {
+    int first = -1;
+    char got[1024];
+    int c = snn_comm_agree_code(g_world, 0, NULL, &first, got, sizeof got);
+    if (c) exit_agreed(c, first, got);
+}
+
+static int dist_flag(const char *a) {
+    static const char *names[] = {"--data-parallel", "--tensor-parallel-size", "--pipeline-parallel-size",
+                                  "--pipeline-microbatches", NULL};
+    for (int i = 0; names[i]; i++) {
+        size_t n = strlen(names[i]);
+        if (!strncmp(a, names[i], n) && (a[n] == 0 || a[n] == '=')) return 1;
+    }
+    return 0;
+}
+
+int train_dist_wanted(int argc, char **argv) {
+    for (int i = 2; i < argc; i++)
+        if (dist_flag(argv[i])) return 1;
+    /* N copies of the single-process loop would each train alone and overwrite one output */
+    const char *n = getenv("OMPI_COMM_WORLD_SIZE");
+    if (!n) n = getenv("PMI_SIZE");
+    return n && strcmp(n, "1") != 0;
+}
+
+static int make_dir(const char *d) {
+    char p[4096];
+    size_t n = strlen(d);
+    if (n == 0 || n >= sizeof p) return -1;
+    memcpy(p, d, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (p[i] != '/' && p[i] != 0) continue;
+        char ch = p[i];
+        p[i] = 0;
+        if (mkdir(p, 0777) != 0 && errno != EEXIST) return -1;
+        p[i] = ch;
+    }
+    struct stat sb;
+    return stat(d, &sb) == 0 && S_ISDIR(sb.st_mode) ? 0 : -1;
+}
+
+/* JSON number; NaN/inf become null (strict JSON has no NaN). */
+static void jnum(FILE *f, const char *key, double v, int last) {
+    if (isfinite(v)) fprintf(f, "\"%s\":%.10g%s", key, v, last ? "" : ",");
+    else fprintf(f, "\"%s\":null%s", key, last ? "" : ",");
+}
+
+typedef struct epoch_ctx {
+    FILE *metrics;
+    int quiet;
+} epoch_ctx;
+
+static void print_epoch(FILE *f, const snn_dist_epoch_report *r) {
+    /* SpikingJelly's per-epoch line, keys sorted */
+    fprintf(f, "{\"epoch\":%d,\"optimizer_step\":%ld,", r->epoch, r->optimizer_step);
+    jnum(f, "train_loss", r->train_loss, 0);
+    jnum(f, "validation_accuracy", r->validation_accuracy, 0);
+    jnum(f, "validation_loss", r->validation_loss, 1);
+    fputs("}\n", f);
+    fflush(f);
+}
+
+static void on_epoch(void *ctx, const snn_dist_epoch_report *r) {
+    epoch_ctx *e = ctx;
+    print_epoch(stdout, r);
+    if (e->metrics) print_epoch(e->metrics, r);
+}
+
+int cmd_train_dist(int argc, char **argv) {
+    int help = args_wants_help(argc, argv, 2);
+    snn_status st = snn_comm_init_world(&g_world);
+    if (st != SNN_OK) die_status(st, "starting the distributed job");
+    args_die_hook = fail_hook;
+    int rank = snn_comm_rank(g_world), world = snn_comm_size(g_world);
+
+    model_flags mf;
+    model_flags_defaults(&mf);
+    data_flags df = {.dataset = NULL, .data_dir = NULL, .synthetic_train = 2048, .synthetic_test = 512};
+    precision_flags pf = {0};
+    int epochs = 0, batch = 0, warmup = 0, quiet = 0, tp = 1, pp = 1, micro = 1, timing_warmup = 0, bucket_mb = 25;
+    long max_steps = -1;
+    float lr = 0, wd = -1, momentum = 0.9f, clip = 0;
+    const char *optimizer = "adam", *out = "runs/latest", *encoding = "direct", *loss = NULL, *schedule = "cosine";
+    const char *data_parallel = "ddp";
+    uint64_t seed = 42;
+    opt t[64];
+    int n = model_flags_options(&mf, t);
+    n += precision_flags_options(&pf, t + n);
+    t[n++] = (opt){"--data-parallel", OPT_STRING, &data_parallel, "ddp (default; fsdp2 is not built)", NULL, 0};
+    t[n++] = (opt){"--tensor-parallel-size", OPT_INT, &tp, "ranks per tensor-parallel group (1)", NULL, 0};
+    t[n++] = (opt){"--pipeline-parallel-size", OPT_INT, &pp, "pipeline stages (1)", NULL, 0};
+    t[n++] = (opt){"--pipeline-microbatches", OPT_INT, &micro, "GPipe microbatches per batch (1)", NULL, 0};
+    t[n++] = (opt){"--dataset", OPT_STRING, &df.dataset, "fashion-mnist | digits | synthetic (required)", NULL, 0};
+    t[n++] = (opt){"--data-dir", OPT_STRING, &df.data_dir, "directory of the data files (default: Debian's location)", NULL, 0};
+    t[n++] = (opt){"--synthetic-size", OPT_INT, &df.synthetic_train, "synthetic: training samples (default 2048)", NULL, 0};
+    t[n++] = (opt){"--epochs", OPT_INT, &epochs, "passes over the training data (fcsnn 10, convsnn 2, spikformer 1)", NULL, 0};
+    t[n++] = (opt){"--max-steps", OPT_LONG, &max_steps, "stop after this many optimizer steps", NULL, 0};
+    t[n++] = (opt){"--timing-warmup-steps", OPT_INT, &timing_warmup, "steps left out of the throughput (0)", NULL, 0};
+    t[n++] = (opt){"--batch-size", OPT_INT, &batch, "samples per step on each data-parallel rank (128; spikformer 32)", NULL, 0};
+    t[n++] = (opt){"--lr", OPT_FLOAT, &lr, "learning rate (adam/adamw 1e-3, sgd 0.1)", NULL, 0};
+    t[n++] = (opt){"--optimizer", OPT_STRING, &optimizer, "sgd | adam | adamw (default adam)", NULL, 0};
+    t[n++] = (opt){"--momentum", OPT_FLOAT, &momentum, "sgd momentum (default 0.9)", NULL, 0};
+    t[n++] = (opt){"--weight-decay", OPT_FLOAT, &wd, "weight decay (adamw 0.01, else 0)", NULL, 0};
+    t[n++] = (opt){"--schedule", OPT_STRING, &schedule, "constant | cosine | step (default cosine)", NULL, 0};
+    t[n++] = (opt){"--warmup", OPT_INT, &warmup, "linear warm-up steps (default 0)", NULL, 0};
+    t[n++] = (opt){"--clip", OPT_FLOAT, &clip, "clip the global gradient norm (0: off)", NULL, 0};
+    t[n++] = (opt){"--loss", OPT_STRING, &loss, "ce | mse (ce; convsnn mse on firing rates)", NULL, 0};
+    t[n++] = (opt){"--encoding", OPT_STRING, &encoding, "direct | poisson (default direct)", NULL, 0};
+    t[n++] = (opt){"--seed", OPT_U64, &seed, "random seed, the same on every rank (default 42)", NULL, 0};
+    t[n++] = (opt){"--bucket-cap-mb", OPT_INT, &bucket_mb, "DDP gradient bucket size in MiB (25)", NULL, 0};
+    t[n++] = (opt){"--out", OPT_STRING, &out, "output directory, written by rank 0 (default runs/latest)", NULL, 0};
+    t[n++] = (opt){"--quiet", OPT_FLAG, &quiet, "no progress output", NULL, 0};
+    if (help) {
+        if (rank == 0)
+            args_help("mpirun -np N snn train --data-parallel ddp --model M --dataset D [options]",
+                      "Data-parallel training over MPI ranks (one process works without mpirun). Rank 0\n"
+                      "prints one JSON line per epoch and the final metrics; --batch-size is per rank.", t, n);
+        snn_comm_free(g_world);
+        return 0;
+    }
+    args_parse("train", t, n, argc, argv, 2);
+    if (strcmp(data_parallel, "ddp") && strcmp(data_parallel, "fsdp2"))
+        die_usage("--data-parallel must be ddp or fsdp2, got '%s'", data_parallel);
+    int spk = !strcmp(mf.model, "spikformer"), conv = !strcmp(mf.model, "convsnn");
+    if (!epochs) epochs = spk ? 1 : conv ? 2 : 10;
+    if (!batch) batch = spk ? 32 : 128;
+    if (epochs < 0) die_usage("--epochs must be positive, got %d", epochs);
+    if (batch <= 0 || batch > 1 << 20) die_usage("--batch-size must be between 1 and 1048576, got %d", batch);
+    if (max_steps == 0 || max_steps < -1) die_usage("--max-steps must be positive, got %ld", max_steps);
+    if (timing_warmup < 0) die_usage("--timing-warmup-steps must be >= 0, got %d", timing_warmup);
+    if (bucket_mb <= 0 || bucket_mb > 4096) die_usage("--bucket-cap-mb must be between 1 and 4096, got %d", bucket_mb);
+    if (lr < 0) die_usage("--lr must be positive");
+    if (df.synthetic_train <= 0) die_usage("--synthetic-size must be positive");
+    int okind = snn_optim_kind_parse(optimizer);
+    if (okind < 0) die_usage("unknown optimizer '%s' (choose sgd, adam or adamw)", optimizer);
+    int lkind = snn_lr_kind_parse(schedule);
+    if (lkind < 0) die_usage("unknown schedule '%s' (choose constant, cosine or step)", schedule);
+    if (!loss) loss = conv ? "mse" : "ce";
+    int use_mse = !strcmp(loss, "mse");
+    if (!use_mse && strcmp(loss, "ce")) die_usage("unknown loss '%s' (choose ce or mse)", loss);
+    snn_encoding enc;
+    if (snn_encoding_from_name(encoding, &enc) != SNN_OK) die_usage("unknown encoding '%s' (choose direct or poisson)", encoding);
+    if (device_is_cuda(pf.device)) die_usage("distributed training runs on the CPU in this build (--device cpu)");
+    snn_precision_config pcfg = precision_flags_config(&pf);
+    st = snn_dist_check_rules(data_parallel, tp, pp, micro, batch, &pcfg);
+    if (st != SNN_OK) die_status(st, NULL);
+    snn_mesh mesh;
+    st = snn_mesh_create(g_world, pp, tp, &mesh);
+    if (st != SNN_OK) die_status(st, "building the (dp, pp, tp) mesh");
+    if (!strcmp(data_parallel, "fsdp2")) die_usage("--data-parallel fsdp2 is not built; use ddp");
+    if (tp != 1 || pp != 1)
+        die_usage("--tensor-parallel-size %d --pipeline-parallel-size %d: tensor and pipeline parallelism are not "
+                  "built yet; use --data-parallel ddp with sizes 1", tp, pp);
+    setup_point();
+
+    snn_dataset *train = NULL, *test = NULL;
+    st = data_load(&df, &mf, seed, &train, &test);
+    if (st != SNN_OK) die_status(st, "loading the data");
+    setup_point();
+    int c, h, w;
+    snn_dataset_shape(train, &c, &h, &w);
+    int classes = snn_dataset_classes(train);
+    if (snn_dataset_classes(test) > classes) classes = snn_dataset_classes(test);
+    snn_model *m = NULL;
+    st = model_build(&mf, c, h, w, classes, seed, &m);
+    if (st != SNN_OK) die_status(st, "building the model");
+    snn_precision *prec = NULL;
+    st = snn_prepare_model_for_precision(m, "cpu", &pcfg, &prec);
+    if (st != SNN_OK) die_status(st, "preparing the precision");
+    snn_optim_opts oo = snn_optim_defaults((snn_optim_kind)okind);
+    if (lr > 0) oo.lr = lr;
+    else if (okind == SNN_OPTIM_SGD) oo.lr = 0.1f;
+    if (okind == SNN_OPTIM_SGD) oo.momentum = momentum;
+    if (wd >= 0) oo.weight_decay = wd;
+    snn_optimizer *opt = NULL;
+    st = snn_optimizer_create_for_model(&oo, m, &opt);
+    if (st != SNN_OK) die_status(st, "creating the optimizer");
+
+    snn_dist_train_opts o = {.model = m, .prec = prec, .opt = opt, .train = train, .val = test, .time_steps = mf.T,
+                             .batch_size = batch, .epochs = epochs, .max_steps = max_steps,
+                             .timing_warmup_steps = timing_warmup, .use_mse = use_mse, .enc = enc, .seed = seed,
+                             .clip = clip, .bucket_bytes = (size_t)bucket_mb << 20, .on_epoch = on_epoch};
+    long total = snn_dist_total_steps(&mesh, &o);
+    if (total <= 0) die_usage("no training step fits: %d samples over %d ranks", snn_dataset_size(train), mesh.dp_size);
+    if (max_steps > 0 && timing_warmup >= max_steps)
+        die_usage("--timing-warmup-steps %d must be < --max-steps %ld", timing_warmup, max_steps);
+    long per_epoch = total / epochs > 0 ? total / epochs : 1;
+    o.sched = (snn_lr_sched){.kind = (snn_lr_kind)lkind, .base_lr = oo.lr, .warmup_steps = warmup,
+                             .warmup_start_factor = 0.1f, .total_steps = total > warmup ? total : warmup + 1,
+                             .min_lr = 0, .step_size = per_epoch, .gamma = 0.5f};
+    if (snn_lr_sched_check(&o.sched) != SNN_OK) die_status(SNN_E_INVALID, "learning-rate schedule");
+    if (snn_dataset_size(test) % mesh.dp_size)
+        die_usage("validation dataset size %d must be divisible by the data-parallel size %d", snn_dataset_size(test),
+                  mesh.dp_size);
+    epoch_ctx ec = {.metrics = NULL, .quiet = quiet};
+    char path[4096];
+    if (rank == 0) {
+        if (make_dir(out) != 0) die_usage("cannot create output directory '%s': %s", out, strerror(errno));
+        snprintf(path, sizeof path, "%s/metrics.jsonl", out);
+        ec.metrics = fopen(path, "w");
+        if (!ec.metrics) die_usage("cannot write '%s': %s", path, strerror(errno));
+    }
+    o.ctx = &ec;
+    setup_point();
+    g_setup = 0;
+
+    if (rank == 0 && !quiet)
+        fprintf(stderr, "snn: training %s (%zu parameters) on %s with DDP over %d ranks (mpi world %d, backend %s): "
+                "T=%d, batch %d per rank (global %d), %s lr %g, %ld steps\n", mf.model, snn_model_num_params(m),
+                df.dataset, mesh.dp_size, world, snn_comm_backend_name(g_world), mf.T, batch, batch * mesh.dp_size,
+                optimizer, (double)oo.lr, total);
+    snn_dist_metrics met;
+    st = snn_dist_train_classification(&mesh, &o, &met);
+    if (st != SNN_OK) die_status(st, "training");
+    g_setup = 1; /* rank 0's write is agreed on before anyone reports success */
+    if (rank == 0) {
+        if (ec.metrics) fclose(ec.metrics);
+        snprintf(path, sizeof path, "%s/model.safetensors", out);
+        char tbuf[32], ebuf[32];
+        snprintf(tbuf, sizeof tbuf, "%d", mf.T);
+        snprintf(ebuf, sizeof ebuf, "%d", epochs);
+        const char *meta[] = {"dataset", df.dataset, "time_steps", tbuf, "epochs", ebuf, "encoding",
+                              snn_encoding_name(enc), NULL};
+        st = snn_training_checkpoint_save(m, prec, opt, path, meta);
+        if (st != SNN_OK) die_status(st, "saving the model");
+        /* the final metrics object (all values numbers, keys sorted) */
+        fputc('{', stdout);
+        jnum(stdout, "data_parallel_size", met.data_parallel_size, 0);
+        jnum(stdout, "global_batch_size", met.global_batch_size, 0);
+        jnum(stdout, "images_per_second", met.images_per_second, 0);
+        jnum(stdout, "optimizer_step", met.optimizer_step, 0);
+        jnum(stdout, "peak_memory_bytes", met.peak_memory_bytes, 0);
+        jnum(stdout, "peak_reserved_memory_bytes", met.peak_reserved_memory_bytes, 0);
+        jnum(stdout, "pipeline_parallel_size", met.pipeline_parallel_size, 0);
+        jnum(stdout, "skipped_steps", met.skipped_steps, 0);
+        jnum(stdout, "tensor_parallel_size", met.tensor_parallel_size, 0);
+        jnum(stdout, "timed_steps", met.timed_steps, 0);
+        jnum(stdout, "total_peak_memory_bytes", met.total_peak_memory_bytes, 0);
+        jnum(stdout, "total_peak_reserved_memory_bytes", met.total_peak_reserved_memory_bytes, 0);
+        jnum(stdout, "train_loss", met.train_loss, 0);
+        jnum(stdout, "training_seconds", met.training_seconds, 0);
+        jnum(stdout, "validation_accuracy", met.validation_accuracy, 0);
+        jnum(stdout, "validation_loss", met.validation_loss, 1);
+        fputs("}\n", stdout);
+        fflush(stdout);
+    }
+    setup_point();
+    args_die_hook = NULL;
+    snn_optimizer_free(opt);
+    snn_precision_free(prec);
+    snn_model_free(m);
+    snn_dataset_free(train);
+    snn_dataset_free(test);
+    snn_mesh_free(&mesh);
+    snn_comm_free(g_world);
+    return 0;
+}
