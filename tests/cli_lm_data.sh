@@ -178,7 +178,7 @@ expect_error "seq-len text" "--seq-len" "$C" "$tmp/x" --seq-len 12x
 expect_error "seq-len overflow" "--seq-len" "$C" "$tmp/x" --seq-len 99999999999
 expect_error "tokenizer" "--tokenizer must be byte or bpe" "$C" "$tmp/x" --seq-len 8 --tokenizer wordpiece
 expect_error "vocab with byte" "--vocab-size needs --tokenizer bpe" "$C" "$tmp/x" --seq-len 8 --vocab-size 500
-expect_error "vocab small" "--vocab-size must be in" "$C" "$tmp/x" --seq-len 8 --tokenizer bpe --vocab-size 100
+expect_error "vocab small" "--vocab-size must be" "$C" "$tmp/x" --seq-len 8 --tokenizer bpe --vocab-size 100
 expect_error "valid 0" "--valid-fraction" "$C" "$tmp/x" --seq-len 8 --valid-fraction 0
 expect_error "test 0.6" "--test-fraction" "$C" "$tmp/x" --seq-len 8 --test-fraction 0.6
 expect_error "fraction nan" "--valid-fraction" "$C" "$tmp/x" --seq-len 8 --valid-fraction nan
