@@ -105,11 +105,18 @@ static void bufs_free(loop_bufs *b) {
 
 /* Validation over this rank's shard val[dp::DP] (not shuffled), batches of N padded with
  * the shard's first sample; totals summed over DP. Leaves the model planned for (T, N). */
+static int out_classes(const snn_dist_train_opts *o) {
+    return o->stage ? o->stage->cfg.num_classes : (int)snn_model_output_numel(o->model);
+}
+
 static snn_status validate(const snn_mesh *mesh, const snn_dist_train_opts *o, loop_bufs *b, int N, double *loss,
                            double *acc) {
     snn_model *m = o->model;
-    int T = o->time_steps, nval = snn_dataset_size(o->val), C = (int)snn_model_output_numel(m);
+    const snn_vision_stage *sg = o->stage;
+    int T = o->time_steps, nval = snn_dataset_size(o->val), C = out_classes(o);
     size_t F = snn_dataset_features(o->val);
+    /* the last pipeline stage's TP rank 0 scores (every TP rank holds the full output) */
+    int scorer = !sg || (sg->last && sg->tp_rank == 0);
     int per = nval / mesh->dp_size;
     double tot[3] = {0, 0, 0}; /* loss sum, correct, count */
     for (int start = 0; start < per; start += N) {
@@ -120,11 +127,19 @@ static snn_status validate(const snn_mesh *mesh, const snn_dist_train_opts *o, l
         SNN_TRY(snn_encode(o->enc, b->xb, N, F, T, o->seed, 0xE7A1000000000000ull + (uint64_t)start * mesh->dp_size +
                                                                  (uint64_t)mesh->dp, b->xt));
         const float *y = NULL;
-        SNN_TRY(snn_model_forward(m, b->xt, 0, &y));
-        score(y, T, N, C, b->yb, valid, o->use_mse, b->mean, &tot[0], &tot[1]);
-        tot[2] += valid;
+        if (sg && sg->pp_size > 1) {
+            SNN_TRY(snn_vision_pipeline_forward(o->stage, b->xt, sg->last ? b->dy : NULL));
+            y = b->dy;
+        } else {
+            SNN_TRY(snn_model_forward(m, b->xt, 0, &y));
+        }
+        if (scorer) {
+            score(y, T, N, C, b->yb, valid, o->use_mse, b->mean, &tot[0], &tot[1]);
+            tot[2] += valid;
+        }
     }
-    SNN_TRY(snn_comm_allreduce(mesh->dp_comm, tot, 3, SNN_COMM_F64, SNN_COMM_SUM));
+    /* over the world: only the scoring rank of each DP replica contributes */
+    SNN_TRY(snn_comm_allreduce(sg ? mesh->world : mesh->dp_comm, tot, 3, SNN_COMM_F64, SNN_COMM_SUM));
     *loss = tot[2] > 0 ? tot[0] / tot[2] : NAN;
     *acc = tot[2] > 0 ? tot[1] / tot[2] : NAN;
     return SNN_OK;
@@ -134,9 +149,18 @@ static snn_status check_inputs(const snn_mesh *mesh, const snn_dist_train_opts *
     if (!mesh || !o || !o->model || !o->prec || !o->opt || !o->train || !o->val)
         return snn_error(SNN_E_INVALID, "distributed training needs a mesh, a model, its precision, an optimizer "
                          "and both datasets");
-    if (mesh->tp_size != 1 || mesh->pp_size != 1)
-        return snn_error(SNN_E_UNSUPPORTED, "tensor_parallel_size=%d and pipeline_parallel_size=%d: this build "
-                         "trains with data parallelism only (TP = PP = 1)", mesh->tp_size, mesh->pp_size);
+    int parallel = mesh->tp_size != 1 || mesh->pp_size != 1;
+    if (parallel && (!o->stage || o->stage->model != o->model || o->stage->tp_size != mesh->tp_size ||
+                     o->stage->pp_size != mesh->pp_size))
+        return snn_error(SNN_E_INVALID, "tensor_parallel_size=%d, pipeline_parallel_size=%d: the model must be "
+                         "this mesh's vision stage", mesh->tp_size, mesh->pp_size);
+    if (parallel && o->clip > 0)
+        return snn_error(SNN_E_UNSUPPORTED, "gradient clipping with tensor_parallel_size=%d or "
+                         "pipeline_parallel_size=%d is not built (the norm would be one shard's)", mesh->tp_size,
+                         mesh->pp_size);
+    if (mesh->pp_size > 1 && (o->microbatches <= 0 || o->batch_size % o->microbatches))
+        return snn_error(SNN_E_INVALID, "batch_size=%d must be divisible by pipeline_microbatches=%d",
+                         o->batch_size, o->microbatches);
     if (o->time_steps <= 0 || o->batch_size <= 0 || o->epochs <= 0 || o->timing_warmup_steps < 0)
         return snn_error(SNN_E_INVALID, "time_steps, batch_size and epochs must be > 0 and timing_warmup_steps >= 0");
     if (o->max_steps > 0 && o->timing_warmup_steps >= o->max_steps)
@@ -147,6 +171,7 @@ static snn_status check_inputs(const snn_mesh *mesh, const snn_dist_train_opts *
     if (snn_dataset_size(o->val) % mesh->dp_size)
         return snn_error(SNN_E_INVALID, "validation dataset size %d must be divisible by data_parallel_size %d",
                          snn_dataset_size(o->val), mesh->dp_size);
+    if (o->stage && !o->stage->first) return SNN_OK; /* later stages take the previous stage's output */
     if (snn_dataset_features(o->train) != snn_model_input_numel(o->model) ||
         snn_dataset_features(o->val) != snn_model_input_numel(o->model))
         return snn_error(SNN_E_SHAPE, "the datasets' %zu features do not fit the model's %zu inputs",
@@ -158,15 +183,19 @@ snn_status snn_dist_train_classification(const snn_mesh *mesh, const snn_dist_tr
     SNN_TRY(check_inputs(mesh, o));
     snn_model *m = o->model;
     const int T = o->time_steps, DP = mesh->dp_size;
-    const int ntrain = snn_dataset_size(o->train), C = (int)snn_model_output_numel(m);
+    const int ntrain = snn_dataset_size(o->train), C = out_classes(o);
+    const int piped = mesh->pp_size > 1;
     const size_t F = snn_dataset_features(o->train);
     const size_t per = snn_dist_sampler_num_samples((size_t)ntrain, DP);
     const int N = (size_t)o->batch_size < per ? o->batch_size : (int)per;
     const long nb = (long)snn_dist_loader_batches(per, N, drop_ragged(mesh));
     const long total = snn_dist_total_steps(mesh, o);
 
+    if (piped && (N % o->microbatches || per < (size_t)o->batch_size))
+        return snn_error(SNN_E_INVALID, "pipeline parallelism needs full batches: %zu samples per data-parallel "
+                         "rank, batch_size=%d, pipeline_microbatches=%d", per, o->batch_size, o->microbatches);
     snn_ddp *ddp = NULL;
-    SNN_TRY(snn_ddp_create(mesh->dp_comm, m, o->prec, o->bucket_bytes, &ddp));
+    if (!piped) SNN_TRY(snn_ddp_create(mesh->dp_comm, m, o->prec, o->bucket_bytes, &ddp));
     loop_bufs b = {0};
     b.xb = malloc(sizeof(float) * F * (size_t)N);
     b.xt = malloc(sizeof(float) * F * (size_t)N * (size_t)T);
@@ -178,7 +207,7 @@ snn_status snn_dist_train_classification(const snn_mesh *mesh, const snn_dist_tr
     b.mean = malloc(sizeof(double) * (size_t)C);
     snn_status st = (b.xb && b.xt && b.dy && b.yb && b.perm && b.idx && b.vidx && b.mean)
                         ? SNN_OK : snn_error(SNN_E_NOMEM, "out of memory for training batches");
-    if (st == SNN_OK) st = snn_model_plan(m, T, N);
+    if (st == SNN_OK) st = piped ? snn_vision_pipeline_plan(o->stage, T, N, o->microbatches) : snn_model_plan(m, T, N);
 
     long step = 0, timed = 0, skipped_steps = 0;
     double measured_s = 0, processed = 0, train_loss = NAN, vloss = NAN, vacc = NAN;
@@ -201,17 +230,28 @@ snn_status snn_dist_train_classification(const snn_mesh *mesh, const snn_dist_tr
                                 ((uint64_t)epoch << 32) | ((uint64_t)k * (uint64_t)DP + (uint64_t)mesh->dp), b.xt);
             int measured = step >= o->timing_warmup_steps;
             double t0 = measured ? now_s() : 0;
-            if (st == SNN_OK) st = snn_ddp_broadcast_buffers(ddp);
-            const float *y = NULL;
-            if (st == SNN_OK) st = snn_model_forward(m, b.xt, 1, &y);
             float loss = 0;
-            if (st == SNN_OK)
-                st = o->use_mse ? snn_loss_mse_rate(y, b.yb, T, n, C, &loss, b.dy, NULL)
-                                : snn_loss_cross_entropy_mean_t(y, b.yb, T, n, C, &loss, b.dy, NULL);
             int skipped = 0;
-            if (st == SNN_OK)
-                st = snn_precision_backward(o->prec, b.dy, o->opt, snn_lr_schedule(&o->sched, step), o->clip, NULL,
-                                            &skipped);
+            if (piped) {
+                int correct = 0;
+                snn_model_zero_grad(m);
+                if (st == SNN_OK)
+                    st = snn_vision_pipeline_train_step(o->stage, b.xt, b.yb,
+                                                        o->use_mse ? SNN_VISION_LOSS_MSE : SNN_VISION_LOSS_CE, &loss,
+                                                        &correct);
+                if (st == SNN_OK) st = snn_vision_stage_dp_average(o->stage, mesh->dp_comm);
+                if (st == SNN_OK) st = snn_optimizer_step(o->opt, snn_lr_schedule(&o->sched, step), 0);
+            } else {
+                if (st == SNN_OK) st = snn_ddp_broadcast_buffers(ddp);
+                const float *y = NULL;
+                if (st == SNN_OK) st = snn_model_forward(m, b.xt, 1, &y);
+                if (st == SNN_OK)
+                    st = o->use_mse ? snn_loss_mse_rate(y, b.yb, T, n, C, &loss, b.dy, NULL)
+                                    : snn_loss_cross_entropy_mean_t(y, b.yb, T, n, C, &loss, b.dy, NULL);
+                if (st == SNN_OK)
+                    st = snn_precision_backward(o->prec, b.dy, o->opt, snn_lr_schedule(&o->sched, step), o->clip,
+                                                NULL, &skipped);
+            }
             if (st == SNN_OK && !isfinite(loss))
                 st = snn_error(SNN_E_NUMERIC, "the loss became %g at step %ld on data-parallel rank %d; lower the "
                                "learning rate", (double)loss, step, mesh->dp);
@@ -235,7 +275,7 @@ snn_status snn_dist_train_classification(const snn_mesh *mesh, const snn_dist_tr
             planned_n = N;
         }
         /* evaluation uses running statistics: DP rank 0's, as every DDP forward does */
-        if (st == SNN_OK) st = snn_ddp_broadcast_buffers(ddp);
+        if (st == SNN_OK && ddp) st = snn_ddp_broadcast_buffers(ddp);
         if (st == SNN_OK) st = validate(mesh, o, &b, N, &vloss, &vacc);
         if (st != SNN_OK) break;
         if (snn_comm_rank(mesh->world) == 0 && o->on_epoch) {
@@ -245,7 +285,7 @@ snn_status snn_dist_train_classification(const snn_mesh *mesh, const snn_dist_tr
         }
     }
     if (st == SNN_OK && isnan(vacc)) {
-        st = snn_ddp_broadcast_buffers(ddp);
+        if (ddp) st = snn_ddp_broadcast_buffers(ddp);
         if (st == SNN_OK) st = validate(mesh, o, &b, N, &vloss, &vacc);
     }
     bufs_free(&b);

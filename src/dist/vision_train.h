@@ -5,11 +5,17 @@
  *
  * The caller builds the model with the same seed on every rank, prepares its precision,
  * creates the optimizer (that order), checks the topology rules (snn_dist_check_rules)
- * and passes them in. TP and PP sizes other than 1 are refused here. */
+ * and passes them in. With TP or PP sizes other than 1 the model is a vision stage's
+ * (vision_stage.h, built with snn_vision_stage_create on the same mesh) and `stage` is set:
+ * with PP = 1 the step is the DDP step above (TP communication happens inside the stage's
+ * forward and backward); with PP > 1 it is the GPipe step (snn_vision_pipeline_train_step),
+ * gradients averaged over DP by snn_vision_stage_dp_average, no DDP hook, and the ragged
+ * last batch dropped. Gradient clipping is refused there (the norm would be a shard's). */
 #ifndef SNN_DIST_VISION_TRAIN_H
 #define SNN_DIST_VISION_TRAIN_H
 
 #include "dist/comm.h"
+#include "dist/vision_stage.h"
 #include "snn/data.h"
 #include "snn/model.h"
 #include "snn/optim.h"
@@ -34,6 +40,8 @@ typedef struct snn_dist_metrics {
 
 typedef struct snn_dist_train_opts {
     snn_model *model;
+    snn_vision_stage *stage;     /* NULL with TP = PP = 1; else model == stage->model */
+    int microbatches;            /* PP > 1: GPipe microbatches per batch (batch % K == 0) */
     snn_precision *prec;
     snn_optimizer *opt;
     const snn_dataset *train, *val;

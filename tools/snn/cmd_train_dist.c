@@ -18,6 +18,7 @@
 #include "common.h"
 #include "dist/comm.h"
 #include "dist/sampler.h"
+#include "dist/vision_stage.h"
 #include "dist/vision_train.h"
 #include "snn/checkpoint.h"
 #include "snn/optim.h"
@@ -202,9 +203,9 @@ int cmd_train_dist(int argc, char **argv) {
     st = snn_mesh_create(g_world, pp, tp, &mesh);
     if (st != SNN_OK) die_status(st, "building the (dp, pp, tp) mesh");
     if (!strcmp(data_parallel, "fsdp2")) die_usage("--data-parallel fsdp2 is not built; use ddp");
-    if (tp != 1 || pp != 1)
-        die_usage("--tensor-parallel-size %d --pipeline-parallel-size %d: tensor and pipeline parallelism are not "
-                  "built yet; use --data-parallel ddp with sizes 1", tp, pp);
+    int parallel = tp != 1 || pp != 1;
+    if (parallel && clip > 0)
+        die_usage("--clip with --tensor-parallel-size %d --pipeline-parallel-size %d is not built", tp, pp);
     setup_point();
 
     snn_dataset *train = NULL, *test = NULL;
@@ -218,6 +219,16 @@ int cmd_train_dist(int argc, char **argv) {
     snn_model *m = NULL;
     st = model_build(&mf, c, h, w, classes, seed, &m);
     if (st != SNN_OK) die_status(st, "building the model");
+    snn_vision_stage *stage = NULL;
+    if (parallel) { /* this rank's part of the same dense model (vision_stage.h) */
+        snn_vision_model_config vmc;
+        st = snn_vision_model_config_from_zoo(snn_model_config_json(m), mf.T, &vmc);
+        if (st == SNN_OK) st = snn_vision_stage_create(&vmc, &mesh, seed, &stage);
+        if (st != SNN_OK) die_status(st, "building the model's stage");
+        snn_model_free(m);
+        m = stage->model;
+    }
+    setup_point();
     snn_precision *prec = NULL;
     st = snn_prepare_model_for_precision(m, "cpu", &pcfg, &prec);
     if (st != SNN_OK) die_status(st, "preparing the precision");
@@ -230,7 +241,7 @@ int cmd_train_dist(int argc, char **argv) {
     st = snn_optimizer_create_for_model(&oo, m, &opt);
     if (st != SNN_OK) die_status(st, "creating the optimizer");
 
-    snn_dist_train_opts o = {.model = m, .prec = prec, .opt = opt, .train = train, .val = test, .time_steps = mf.T,
+    snn_dist_train_opts o = {.model = m, .stage = stage, .microbatches = micro, .prec = prec, .opt = opt, .train = train, .val = test, .time_steps = mf.T,
                              .batch_size = batch, .epochs = epochs, .max_steps = max_steps,
                              .timing_warmup_steps = timing_warmup, .use_mse = use_mse, .enc = enc, .seed = seed,
                              .clip = clip, .bucket_bytes = (size_t)bucket_mb << 20, .on_epoch = on_epoch};
@@ -305,7 +316,8 @@ int cmd_train_dist(int argc, char **argv) {
     args_die_hook = NULL;
     snn_optimizer_free(opt);
     snn_precision_free(prec);
-    snn_model_free(m);
+    if (stage) snn_vision_stage_free(stage);
+    else snn_model_free(m);
     snn_dataset_free(train);
     snn_dataset_free(test);
     snn_mesh_free(&mesh);
