@@ -209,13 +209,17 @@ snn_status snn_dist_train_classification(const snn_mesh *mesh, const snn_dist_tr
                         ? SNN_OK : snn_error(SNN_E_NOMEM, "out of memory for training batches");
     if (st == SNN_OK) st = piped ? snn_vision_pipeline_plan(o->stage, T, N, o->microbatches) : snn_model_plan(m, T, N);
 
-    long step = 0, timed = 0, skipped_steps = 0;
+    if (o->start_step < 0 || o->start_step > total)
+        st = snn_error(SNN_E_INVALID, "resume step %ld is outside this run's %ld steps", o->start_step, total);
+    long step = o->start_step, timed = 0, skipped_steps = 0;
+    const int first_epoch = nb > 0 ? (int)(o->start_step / nb) + 1 : 1;
     double measured_s = 0, processed = 0, train_loss = NAN, vloss = NAN, vacc = NAN;
     int planned_n = N;
-    for (int epoch = 1; st == SNN_OK && epoch <= o->epochs && step < total; epoch++) {
+    for (int epoch = first_epoch; st == SNN_OK && epoch <= o->epochs && step < total; epoch++) {
         st = snn_dist_sampler_epoch(o->train, 1, o->seed, (uint64_t)epoch, DP, mesh->dp, b.perm, b.idx);
         double lsum[2] = {0, 0}; /* sum(loss * batch), sum(batch) */
-        for (long k = 0; st == SNN_OK && k < nb && step < total; k++) {
+        for (long k = epoch == first_epoch && nb > 0 ? o->start_step % nb : 0; st == SNN_OK && k < nb && step < total;
+             k++) {
             size_t start = (size_t)k * (size_t)N;
             int n = per - start < (size_t)N ? (int)(per - start) : N;
             if (n != planned_n) { /* the ragged last batch (validation restores N) */

@@ -56,6 +56,11 @@ typedef struct snn_dist_train_opts {
     snn_lr_sched sched;          /* checked by the caller; total_steps from snn_dist_total_steps */
     float clip;                  /* > 0: clip the global gradient norm */
     size_t bucket_bytes;         /* DDP bucket; 0: 25 MiB */
+    /* resume: optimizer steps already taken (a checkpoint's progress). The loop continues at
+     * epoch start_step / batches-per-epoch, batch start_step % batches-per-epoch, with the
+     * same samples, encodings and learning rates as the uninterrupted run; the first epoch's
+     * train_loss then averages only the batches run after the resume. */
+    long start_step;
     /* rank 0 only, after each epoch's validation (may be NULL) */
     void (*on_epoch)(void *ctx, const snn_dist_epoch_report *r);
     /* every rank, after every optimizer step (may be NULL; tests check replicas here) */

@@ -18,6 +18,7 @@
 #include "common.h"
 #include "dist/comm.h"
 #include "dist/sampler.h"
+#include "dist/vision_ckpt.h"
 #include "dist/vision_stage.h"
 #include "dist/vision_train.h"
 #include "snn/checkpoint.h"
@@ -103,7 +104,35 @@ static void jnum(FILE *f, const char *key, double v, int last) {
 typedef struct epoch_ctx {
     FILE *metrics;
     int quiet;
+    /* step checkpoints (vision_ckpt.h): every `interval` steps into cfg.checkpoint_dir */
+    const snn_mesh *mesh;
+    const snn_vision_training_config *cfg;
+    snn_model *model;
+    snn_precision *prec;
+    snn_optimizer *opt;
+    long interval, per_epoch, saved_step;
+    uint64_t seed;
 } epoch_ctx;
+
+/* Collective: every rank saves its shard of the step (progress follows from the step: the
+ * loop runs whole epochs of per_epoch batches). */
+static snn_status save_step(epoch_ctx *e, long step, char *dir, size_t cap) {
+    snn_vision_progress pr = {step, step / e->per_epoch, step % e->per_epoch};
+    uint64_t rng[SNN_VISION_RNG_WORDS] = {e->seed, (uint64_t)step, 0, 0};
+    snn_status st = snn_vision_checkpoint_save(e->mesh, e->cfg, e->model, e->prec, e->opt, &pr, rng, dir, cap);
+    if (st == SNN_OK) e->saved_step = step;
+    return st;
+}
+
+static snn_status on_step(void *ctx, long step) {
+    epoch_ctx *e = ctx;
+    if (e->interval <= 0 || step % e->interval) return SNN_OK;
+    return save_step(e, step, NULL, 0);
+}
+
+static const char *optim_registry_name(int k) {
+    return k == SNN_OPTIM_SGD ? "torch.optim.SGD" : k == SNN_OPTIM_ADAM ? "torch.optim.Adam" : "torch.optim.AdamW";
+}
 
 static void print_epoch(FILE *f, const snn_dist_epoch_report *r) {
     /* SpikingJelly's per-epoch line, keys sorted */
@@ -136,7 +165,8 @@ int cmd_train_dist(int argc, char **argv) {
     long max_steps = -1;
     float lr = 0, wd = -1, momentum = 0.9f, clip = 0;
     const char *optimizer = "adam", *out = "runs/latest", *encoding = "direct", *loss = NULL, *schedule = "cosine";
-    const char *data_parallel = "ddp";
+    const char *data_parallel = "ddp", *ckpt_dir = NULL, *resume = NULL;
+    long ckpt_interval = 0;
     uint64_t seed = 42;
     opt t[64];
     int n = model_flags_options(&mf, t);
@@ -163,6 +193,9 @@ int cmd_train_dist(int argc, char **argv) {
     t[n++] = (opt){"--encoding", OPT_STRING, &encoding, "direct | poisson (default direct)", NULL, 0};
     t[n++] = (opt){"--seed", OPT_U64, &seed, "random seed, the same on every rank (default 42)", NULL, 0};
     t[n++] = opt_num("--bucket-cap-mb", OPT_INT, &bucket_mb, "DDP gradient bucket size in MiB (25)", NULL, 1, 4096);
+    t[n++] = (opt){"--checkpoint-dir", OPT_STRING, &ckpt_dir, "write step checkpoints (step_XXXXXXXX/) here", NULL, 0};
+    t[n++] = opt_num("--checkpoint-interval", OPT_LONG, &ckpt_interval, "steps between checkpoints (0: only the last)", NULL, 0, 1e15);
+    t[n++] = (opt){"--resume", OPT_STRING, &resume, "continue from a step directory of the same run", NULL, 0};
     t[n++] = (opt){"--out", OPT_STRING, &out, "output directory, written by rank 0 (default runs/latest)", NULL, 0};
     t[n++] = (opt){"--quiet", OPT_FLAG, &quiet, "no progress output", NULL, 0};
     if (help) {
@@ -220,10 +253,12 @@ int cmd_train_dist(int argc, char **argv) {
     st = model_build(&mf, c, h, w, classes, seed, &m);
     if (st != SNN_OK) die_status(st, "building the model");
     snn_vision_stage *stage = NULL;
+    snn_vision_model_config vmc;
+    int need_vcfg = parallel || ckpt_dir || resume;
+    st = need_vcfg ? snn_vision_model_config_from_zoo(snn_model_config_json(m), mf.T, &vmc) : SNN_OK;
+    if (st != SNN_OK) die_status(st, "describing the model for checkpoints");
     if (parallel) { /* this rank's part of the same dense model (vision_stage.h) */
-        snn_vision_model_config vmc;
-        st = snn_vision_model_config_from_zoo(snn_model_config_json(m), mf.T, &vmc);
-        if (st == SNN_OK) st = snn_vision_stage_create(&vmc, &mesh, seed, &stage);
+        st = snn_vision_stage_create(&vmc, &mesh, seed, &stage);
         if (st != SNN_OK) die_status(st, "building the model's stage");
         snn_model_free(m);
         m = stage->model;
@@ -260,7 +295,53 @@ int cmd_train_dist(int argc, char **argv) {
     if (snn_dataset_size(test) % mesh.dp_size)
         die_usage("validation dataset size %d must be divisible by the data-parallel size %d", snn_dataset_size(test),
                   mesh.dp_size);
-    epoch_ctx ec = {.metrics = NULL, .quiet = quiet};
+    /* the checkpoint recipe (config.json): what must match for --resume */
+    snn_vision_training_config vcfg = snn_vision_training_config_default();
+    char ckpt_path[4096] = "";
+    if (need_vcfg) {
+        vcfg.model = vmc;
+        snprintf(vcfg.dataset_builder, sizeof vcfg.dataset_builder, "snn.data.%s",
+                 !strcmp(df.dataset, "fashion-mnist") ? "fashion_mnist" : !strcmp(df.dataset, "digits") ? "digits_csv"
+                                                                                                      : "synthetic");
+        vcfg.epochs = epochs;
+        vcfg.batch_size = batch;
+        snprintf(vcfg.optimizer, sizeof vcfg.optimizer, "%s", optim_registry_name(okind));
+        vcfg.optimizer_kwargs = (snn_kwargs){0};
+        snn_kwargs_set_number(&vcfg.optimizer_kwargs, "lr", oo.lr);
+        snn_kwargs_set_number(&vcfg.optimizer_kwargs, "weight_decay", oo.weight_decay);
+        if (okind == SNN_OPTIM_SGD) snn_kwargs_set_number(&vcfg.optimizer_kwargs, "momentum", oo.momentum);
+        snprintf(vcfg.loss_function, sizeof vcfg.loss_function, "torch.nn.functional.%s",
+                 use_mse ? "mse_loss" : "cross_entropy");
+        vcfg.tensor_parallel_size = tp;
+        vcfg.pipeline_parallel_size = pp;
+        vcfg.pipeline_microbatches = micro;
+        vcfg.precision = pcfg;
+        vcfg.max_steps = max_steps > 0 ? max_steps : vcfg.max_steps;
+        vcfg.timing_warmup_steps = timing_warmup;
+        vcfg.seed = (int64_t)seed;
+        if (ckpt_dir) snprintf(ckpt_path, sizeof ckpt_path, "%s", ckpt_dir);
+        else snprintf(ckpt_path, sizeof ckpt_path, "%s/checkpoint", out);
+        snprintf(vcfg.checkpoint_dir, sizeof vcfg.checkpoint_dir, "%s", ckpt_path);
+        vcfg.checkpoint_interval = ckpt_interval;
+        if (resume) snprintf(vcfg.resume, sizeof vcfg.resume, "%s", resume);
+        st = snn_vision_training_config_validate(&vcfg);
+        if (st != SNN_OK) die_status(st, "checking the training configuration");
+    } else if (ckpt_interval > 0) {
+        die_usage("--checkpoint-interval needs --checkpoint-dir");
+    }
+    epoch_ctx ec = {.metrics = NULL, .quiet = quiet, .mesh = &mesh, .cfg = &vcfg, .model = m, .prec = prec,
+                    .opt = opt, .interval = ckpt_dir ? ckpt_interval : 0, .per_epoch = per_epoch, .saved_step = -1,
+                    .seed = seed};
+    if (resume) {
+        snn_vision_progress pr;
+        uint64_t rng[SNN_VISION_RNG_WORDS];
+        st = snn_vision_checkpoint_load(&mesh, &vcfg, resume, m, prec, opt, &pr, rng);
+        if (st != SNN_OK) die_status(st, "resuming");
+        if (pr.step > total) die_usage("--resume: the checkpoint is at step %ld, past this run's %ld steps", pr.step, total);
+        o.start_step = pr.step;
+        ec.saved_step = pr.step;
+    }
+    if (ckpt_dir || resume || parallel) o.on_step = on_step;
     char path[4096];
     if (rank == 0) {
         if (make_dir(out) != 0) die_usage("cannot create output directory '%s': %s", out, strerror(errno));
@@ -280,7 +361,20 @@ int cmd_train_dist(int argc, char **argv) {
     snn_dist_metrics met;
     st = snn_dist_train_classification(&mesh, &o, &met);
     if (st != SNN_OK) die_status(st, "training");
+    char step_dir[4096] = "";
+    if (need_vcfg && (long)met.optimizer_step != ec.saved_step) {
+        st = save_step(&ec, (long)met.optimizer_step, step_dir, sizeof step_dir);
+        if (st != SNN_OK) die_status(st, "saving the last checkpoint");
+    } else if (need_vcfg) {
+        snprintf(step_dir, sizeof step_dir, "%s/step_%08ld", ckpt_path, (long)met.optimizer_step);
+    }
     g_setup = 1; /* rank 0's write is agreed on before anyone reports success */
+    if (rank == 0 && parallel) { /* the dense model: merge the shards (an artifact loads as a model) */
+        snprintf(path, sizeof path, "%s/model.safetensors", out);
+        remove(path);
+        st = snn_vision_export_artifact(step_dir, path);
+        if (st != SNN_OK) die_status(st, "writing the model artifact");
+    }
     if (rank == 0) {
         if (ec.metrics) fclose(ec.metrics);
         snprintf(path, sizeof path, "%s/model.safetensors", out);
@@ -289,7 +383,7 @@ int cmd_train_dist(int argc, char **argv) {
         snprintf(ebuf, sizeof ebuf, "%d", epochs);
         const char *meta[] = {"dataset", df.dataset, "time_steps", tbuf, "epochs", ebuf, "encoding",
                               snn_encoding_name(enc), NULL};
-        st = snn_training_checkpoint_save(m, prec, opt, path, meta);
+        st = parallel ? SNN_OK : snn_training_checkpoint_save(m, prec, opt, path, meta);
         if (st != SNN_OK) die_status(st, "saving the model");
         /* the final metrics object (all values numbers, keys sorted) */
         fputc('{', stdout);
