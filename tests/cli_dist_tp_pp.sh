@@ -87,4 +87,28 @@ fi
 run2 "$SNN" ${c/--lr 0.05/--lr 0.01} --resume "$tmp/ck/step_00000002" --out "$tmp/bad" >/dev/null 2>"$tmp/err"
 rc=$?
 [ $rc = 2 ] && grep -q "does not match" "$tmp/err" || { echo "FAIL: mismatched resume rc=$rc" >&2; cat "$tmp/err" >&2; fail=1; }
+# snn eval --artifact under mpirun (DP 2, TP 2, PP 2) against snn eval --checkpoint on one
+# process, on the TP-trained fcsnn's merged model
+art="$tmp/fcsnn_tp.2/model.safetensors"
+if [ -f "$art" ] && env -u OMPI_COMM_WORLD_SIZE "$SNN" eval --checkpoint "$art" --dataset synthetic --json \
+     --batch-size 64 >"$tmp/e1" 2>"$tmp/err"; then
+  for par in "" "--tensor-parallel-size 2" "--pipeline-parallel-size 2 --pipeline-microbatches 2"; do
+    if ! run2 "$SNN" eval --artifact "$art" --dataset synthetic --json --batch-size 64 $par >"$tmp/e2" 2>"$tmp/err"; then
+      echo "FAIL: mpirun -np 2 snn eval --artifact $par" >&2; cat "$tmp/err" >&2; fail=1; continue
+    fi
+    /usr/bin/python3 - "$tmp/e1" "$tmp/e2" "$par" <<'PY' || fail=1
+import json, sys
+a = json.loads(open(sys.argv[1]).read().splitlines()[-1]); b = json.loads(open(sys.argv[2]).read().splitlines()[-1])
+assert b["samples"] == a["samples"] == 512, (a, b)
+assert abs(a["accuracy"] - b["accuracy"]) <= 1e-9 and abs(a["loss"] - b["loss"]) <= 1e-6 * abs(a["loss"]), (a, b)
+print("eval --artifact %s: loss %.9g accuracy %.6g (one process: %.9g %.6g)" % (sys.argv[3] or "DP 2", b["loss"],
+      b["accuracy"], a["loss"], a["accuracy"]))
+PY
+  done
+else
+  echo "FAIL: one-process eval of the merged model" >&2; cat "$tmp/err" >&2; fail=1
+fi
+run2 "$SNN" eval --artifact "$tmp/missing.safetensors" --dataset synthetic >/dev/null 2>"$tmp/err"
+rc=$?
+[ $rc = 2 ] && [ "$(grep -c 'snn: error' "$tmp/err")" = 1 ] || { echo "FAIL: missing artifact rc=$rc" >&2; cat "$tmp/err" >&2; fail=1; }
 exit $fail

@@ -12,6 +12,7 @@
 #include "train_cuda.h"
 
 int cmd_eval(int argc, char **argv) {
+    if (eval_dist_wanted(argc, argv)) return cmd_eval_dist(argc, argv); /* an artifact, under mpirun */
     const char *ckpt_path = NULL, *encoding = NULL;
     data_flags df = {.synthetic_train = 16, .synthetic_test = 512};
     int json = 0, batch = 256, T = 0;
