@@ -40,7 +40,7 @@ expect_refusal "fp8 with PP 2 names PP too" 2 "requires DDP" $base --precision f
 expect_refusal "microbatches" 2 "batch_size=10 must be divisible by pipeline_microbatches=4" \
   $base --batch-size 10 --pipeline-microbatches 4
 expect_refusal "world 3 with PP 2" 3 "world_size=3 is not divisible" $base --pipeline-parallel-size 2
-expect_refusal "TP not built" 2 "tensor and pipeline parallelism are not built" $base --tensor-parallel-size 2
+expect_refusal "clip under TP" 2 "--clip with --tensor-parallel-size 2" $base --tensor-parallel-size 2 --clip 1
 expect_refusal "bad data-parallel" 2 "must be ddp or fsdp2" $base --data-parallel zero
 expect_refusal "TP 0" 2 "--tensor-parallel-size must be a positive integer" $base --tensor-parallel-size 0
 expect_refusal "unknown option" 2 "unknown option '--bogus'" $base --bogus 1
