@@ -111,4 +111,25 @@ fi
 run2 "$SNN" eval --artifact "$tmp/missing.safetensors" --dataset synthetic >/dev/null 2>"$tmp/err"
 rc=$?
 [ $rc = 2 ] && [ "$(grep -c 'snn: error' "$tmp/err")" = 1 ] || { echo "FAIL: missing artifact rc=$rc" >&2; cat "$tmp/err" >&2; fail=1; }
+# snn predict --artifact under PP 2 (K 2, a ragged last batch) against snn predict --checkpoint
+/usr/bin/python3 -c "
+import struct, random, sys
+n = 37
+sys.stdout.buffer.write(struct.pack('>IIII', 0x803, n, 28, 28) + bytes(random.randrange(256) for _ in range(n * 784)))
+" > "$tmp/img.idx"
+if env -u OMPI_COMM_WORLD_SIZE "$SNN" predict --checkpoint "$art" --input "$tmp/img.idx" --json >"$tmp/p1" 2>"$tmp/err" &&
+   run2 "$SNN" predict --artifact "$art" --input "$tmp/img.idx" --json --pipeline-parallel-size 2 \
+     --pipeline-microbatches 2 --batch-size 8 >"$tmp/p2" 2>>"$tmp/err"; then
+  /usr/bin/python3 - "$tmp/p1" "$tmp/p2" <<'PY' || fail=1
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]; b = [json.loads(l) for l in open(sys.argv[2])]
+assert len(a) == len(b) == 37, (len(a), len(b))
+for x, y in zip(a, b):
+    assert x["index"] == y["index"] and x["class"] == y["class"], (x, y)
+    assert abs(x["score"] - y["score"]) <= 1e-6 * max(1e-3, abs(x["score"])), (x, y)
+print("predict --artifact PP 2: 37 images, classes and scores equal one-process predict")
+PY
+else
+  echo "FAIL: predict --artifact" >&2; cat "$tmp/err" >&2; fail=1
+fi
 exit $fail

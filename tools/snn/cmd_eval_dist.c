@@ -1,4 +1,4 @@
-/* snn eval --artifact: evaluate a vision artifact (vision_ckpt.h) under mpirun on any
+/* snn eval --artifact / snn predict --artifact: evaluate (or predict with) a vision artifact (vision_ckpt.h) under mpirun on any
  * (dp, pp, tp) layout. Every rank builds its stage from the artifact
  * (snn_vision_stage_from_artifact); the test split's batches are dealt round-robin over DP;
  * each batch streams through the pipeline (snn_vision_pipeline_forward); the last stage's
@@ -145,6 +145,95 @@ int cmd_eval_dist(int argc, char **argv) {
     }
     free(xb); free(xt); free(y); free(yb); free(idx); free(mean);
     snn_dataset_free(test);
+    snn_vision_stage_free(sg);
+    snn_mesh_free(&mesh);
+    snn_comm_free(g_world);
+    return 0;
+}
+
+/* snn predict --artifact F --input images.idx: "<index> <class>" per image (--json: one
+ * object per image with index, class, score = the winning mean-over-T output), in order.
+ * The DP rank 0 pipeline runs every batch (its last stage's TP rank 0 prints); other DP
+ * replicas have nothing to do, so the order needs no gathering. */
+int cmd_predict_dist(int argc, char **argv) {
+    snn_status st = snn_comm_init_world(&g_world);
+    if (st != SNN_OK) die_status(st, "starting the distributed job");
+    args_die_hook = fail_hook;
+    const char *artifact = NULL, *input = NULL;
+    int json = 0, batch = 256, tp = 1, pp = 1, micro = 1;
+    opt t[] = {
+        {"--artifact", OPT_STRING, &artifact, "artifact (snn export-artifact, or a TP/PP run's model)", NULL, 0},
+        {"--input", OPT_STRING, &input, "IDX image file (.gz or raw) (required)", NULL, 0},
+        opt_num("--batch-size", OPT_INT, &batch, "images per forward (256)", NULL, 1, 1 << 20),
+        opt_num("--tensor-parallel-size", OPT_INT, &tp, "ranks per tensor-parallel group (1)", NULL, 1, 1 << 16),
+        opt_num("--pipeline-parallel-size", OPT_INT, &pp, "pipeline stages (1)", NULL, 1, 4),
+        opt_num("--pipeline-microbatches", OPT_INT, &micro, "microbatches per batch (1)", NULL, 1, 1 << 20),
+        {"--json", OPT_FLAG, &json, "one JSON object per image instead of plain lines", NULL, 0},
+    };
+    int n = (int)(sizeof t / sizeof t[0]);
+    if (args_wants_help(argc, argv, 2)) {
+        if (snn_comm_rank(g_world) == 0)
+            args_help("mpirun -np N snn predict --artifact F --input images.idx [options]",
+                      "Predicted class of each image with a vision artifact over PP x TP ranks.", t, n);
+        snn_comm_free(g_world);
+        return 0;
+    }
+    args_parse("predict", t, n, argc, argv, 2);
+    if (!artifact) die_usage("predict: --artifact is required");
+    if (!input) die_usage("predict: --input is required");
+    if (batch % micro) die_usage("--batch-size %d must be divisible by --pipeline-microbatches %d", batch, micro);
+    snn_mesh mesh;
+    st = snn_mesh_create(g_world, pp, tp, &mesh);
+    if (st != SNN_OK) die_status(st, "building the (dp, pp, tp) mesh");
+    agree_point();
+    snn_vision_stage *sg = NULL;
+    st = snn_vision_stage_from_artifact(artifact, &mesh, &sg);
+    if (st != SNN_OK) die_status(st, "loading the artifact");
+    agree_point();
+    snn_dataset *ds = NULL;
+    st = snn_dataset_load_idx(input, NULL, &ds);
+    if (st != SNN_OK) die_status(st, NULL);
+    agree_point();
+    const int T = sg->cfg.time_steps, C = sg->cfg.num_classes, total = snn_dataset_size(ds);
+    size_t F = snn_dataset_features(ds);
+    if (total < 1) die_usage("%s holds no images", input);
+    if (sg->first && F != sg->in_numel)
+        die_usage("%s has %zu values per image but the model expects %zu", input, F, sg->in_numel);
+    st = snn_vision_pipeline_plan(sg, T, batch, micro);
+    if (st != SNN_OK) die_status(st, "planning the pipeline");
+    float *xb = malloc(sizeof(float) * F * (size_t)batch), *xt = malloc(sizeof(float) * F * (size_t)batch * T);
+    float *y = malloc(sizeof(float) * (size_t)C * (size_t)batch * T);
+    uint32_t *idx = malloc(sizeof(uint32_t) * (size_t)batch);
+    if (!xb || !xt || !y || !idx) die_status(snn_error(SNN_E_NOMEM, "out of memory"), NULL);
+    agree_point();
+    args_die_hook = NULL;
+    int printer = mesh.dp == 0 && sg->last && sg->tp_rank == 0;
+    for (int start = 0; mesh.dp == 0 && st == SNN_OK && start < total; start += batch) {
+        int valid = total - start < batch ? total - start : batch;
+        for (int i = 0; i < batch; i++) idx[i] = (uint32_t)(start + (i < valid ? i : 0));
+        st = snn_dataset_batch(ds, idx, batch, xb, NULL);
+        if (st == SNN_OK) st = snn_encode(SNN_ENCODING_DIRECT, xb, batch, F, T, 0, (uint64_t)start, xt);
+        if (st == SNN_OK) st = snn_vision_pipeline_forward(sg, xt, sg->last ? y : NULL);
+        for (int i = 0; st == SNN_OK && printer && i < valid; i++) {
+            int best = 0;
+            double bv = -1e300;
+            for (int c = 0; c < C; c++) {
+                double s = 0;
+                for (int tt = 0; tt < T; tt++) s += y[((size_t)tt * batch + i) * C + c];
+                if (s > bv) bv = s, best = c;
+            }
+            if (json) printf("{\"index\":%d,\"class\":%d,\"score\":%.17g}\n", start + i, best, bv / T);
+            else printf("%d %d\n", start + i, best);
+        }
+    }
+    if (st != SNN_OK) {
+        fprintf(stderr, "snn: error: rank %d: %s\n", snn_comm_rank(g_world), snn_last_error());
+        snn_comm_abort(g_world, 1);
+    }
+    fflush(stdout);
+    if (snn_comm_agree(g_world, SNN_OK) != SNN_OK) snn_comm_abort(g_world, 1);
+    free(xb); free(xt); free(y); free(idx);
+    snn_dataset_free(ds);
     snn_vision_stage_free(sg);
     snn_mesh_free(&mesh);
     snn_comm_free(g_world);

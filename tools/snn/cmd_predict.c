@@ -23,6 +23,7 @@ static int print_prediction(int index, int cls, double score, void *user) {
 }
 
 int cmd_predict(int argc, char **argv) {
+    if (eval_dist_wanted(argc, argv)) return cmd_predict_dist(argc, argv); /* an artifact, under mpirun */
     const char *ckpt_path = NULL, *input = NULL;
     int json = 0, batch = 256, T = 0;
     uint64_t seed = 42;

@@ -8,6 +8,7 @@ int cmd_train_dist(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int eval_dist_wanted(int argc, char **argv);
 int cmd_eval_dist(int argc, char **argv);
+int cmd_predict_dist(int argc, char **argv);
 int cmd_predict(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
