@@ -7,6 +7,7 @@
 
 #include "models/mlp.h"
 #include "models/zoo.h"
+#include "snn/lm.h"
 
 snn_status snn_zoo_add(snn_module *parent, snn_module *child, const char *local_name) {
     if (child && local_name) snprintf(child->name, sizeof child->name, "%s", local_name);
@@ -147,8 +148,13 @@ snn_status snn_model_create_from_config(const char *json, uint64_t seed, snn_mod
         int in = cfg_int(&r, "in_features", 1, SNN_ZOO_MAX_WIDTH), w = cfg_int(&r, "width", 1, SNN_ZOO_MAX_WIDTH);
         int d = cfg_int(&r, "depth", 1, SNN_ZOO_MAX_DEPTH), k = cfg_int(&r, "classes", 1, SNN_ZOO_MAX_WIDTH);
         st = r.st != SNN_OK ? r.st : snn_mlp_create(in, w, d, k, seed, out);
+    } else if (!strcmp(kind->valuestring, "gpt") || !strcmp(kind->valuestring, "spikelm")) {
+        /* every field is required and range-checked there */
+        snn_gpt_opts g;
+        st = snn_gpt_opts_from_json(json, &g);
+        if (st == SNN_OK) st = snn_gpt_create(&g, seed, out);
     } else {
-        st = snn_error(SNN_E_INVALID, "unknown model \"%.64s\" (known: fcsnn, convsnn, spikformer, mlp)",
+        st = snn_error(SNN_E_INVALID, "unknown model \"%.64s\" (known: fcsnn, convsnn, spikformer, mlp, gpt, spikelm)",
                        kind->valuestring);
     }
     cJSON_Delete(o);

@@ -1,0 +1,248 @@
+/* Causal self-attention core on a fused q|k|v row.
+ *
+ * Per sample [S, W] with W = (heads + 2*groups) * hd: q heads first, then the k groups, then
+ * the v groups (GPT-2's c_attn layout when groups == heads). Output [S, heads * hd].
+ * For every folded row b and head h (group g = h / (heads/groups)):
+ *   P = softmax_rowwise(mask(Q K^T * scale)),  O = P V,  scale = 1/sqrt(hd),
+ * position i sees keys 0..i. The forward saves P (rows * heads * S * S floats) for the
+ * backward:  dP = dO V^T,  dZ = P .* (dP - rowsum(dP .* P)),  dQ = scale dZ K,
+ *   dK += scale dZ^T Q,  dV += P^T dO  (heads of one group accumulate into its k and v).
+ * GEMMs go through the backend; folded rows are independent and run OpenMP-parallel,
+ * each thread on its own S*S scratch, so results do not depend on the thread count.
+ *
+ * Decoding with a KV cache (snn_attention_attach_cache): the new keys/values of positions
+ * offset..offset+S-1 are stored into the cache and the queries attend to all cached
+ * positions up to their own; only the cache persists between calls. */
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "nn/lm_layers.h"
+
+typedef struct {
+    int offset; /* first member: snn_lm_set_offset writes it */
+    int heads, groups, hd, seq;
+    float *P;            /* [rows][heads][S][S] saved probabilities (arena) */
+    float *scratch;      /* [threads][S*S] (arena) */
+    int threads;
+    int have_forward;
+    float *kc, *vc;      /* cache [rows][groups][cap][hd] (caller's) */
+    int cache_rows, cap;
+} attn_impl;
+
+static snn_status attn_setup(snn_module *m, snn_shape in) {
+    attn_impl *a = m->impl;
+    char b[64];
+    if (a->heads <= 0 || a->groups <= 0 || a->heads % a->groups || a->hd <= 0)
+        return snn_error(SNN_E_INVALID,
+                         "CausalSelfAttention needs heads divisible by query groups and a positive "
+                         "head size (got heads %d, groups %d, head size %d)",
+                         a->heads, a->groups, a->hd);
+    int W = (a->heads + 2 * a->groups) * a->hd;
+    if (in.rank != 2 || in.d[1] != W)
+        return snn_error(SNN_E_SHAPE, "CausalSelfAttention expects [S, %d] fused q|k|v, got %s", W,
+                         snn_shape_str(in, b, sizeof b));
+    a->seq = in.d[0];
+    m->out = snn_shape2(a->seq, a->heads * a->hd);
+    m->n_params = 0;
+    return SNN_OK;
+}
+
+static void attn_reserve(snn_module *m, snn_arena *ar, int T, int N) {
+    attn_impl *a = m->impl;
+    size_t SS = (size_t)a->seq * (size_t)a->seq;
+    a->threads = omp_get_max_threads();
+    a->P = snn_arena_floats(ar, (size_t)T * (size_t)N * (size_t)a->heads * SS);
+    a->scratch = snn_arena_floats(ar, (size_t)a->threads * SS);
+    a->have_forward = 0;
+}
+
+/* Row-wise causal softmax of Z [S][ld] in place: row i keeps columns 0..i+off, the rest 0. */
+static void causal_softmax(float *Z, int S, int cols, int off, int ld) {
+    for (int i = 0; i < S; i++) {
+        float *z = Z + (size_t)i * ld;
+        int n = i + off + 1;
+        float mx = z[0];
+        for (int j = 1; j < n; j++) mx = z[j] > mx ? z[j] : mx;
+        double sum = 0.0;
+        for (int j = 0; j < n; j++) {
+            z[j] = expf(z[j] - mx);
+            sum += z[j];
+        }
+        float inv = (float)(1.0 / sum);
+        for (int j = 0; j < n; j++) z[j] *= inv;
+        for (int j = n; j < cols; j++) z[j] = 0.0f;
+    }
+}
+
+static snn_status attn_forward_cached(snn_module *m, const snn_run *r, const float *x, float *y) {
+    attn_impl *a = m->impl;
+    const int S = a->seq, hd = a->hd, H = a->heads, G = a->groups, rep = H / G;
+    const int W = (H + 2 * G) * hd, OW = H * hd, cap = a->cap, off = a->offset;
+    const long R = (long)snn_rows(r);
+    if (R != a->cache_rows)
+        return snn_error(SNN_E_SHAPE, "%s: the KV cache holds %d rows, the step has %ld", m->name,
+                         a->cache_rows, R);
+    if (off < 0 || off + S > cap)
+        return snn_error(SNN_E_INVALID, "%s: positions %d..%d exceed the KV cache of %d", m->name, off,
+                         off + S - 1, cap);
+    const float scale = 1.0f / sqrtf((float)hd);
+#pragma omp parallel for schedule(static) if (R > 1)
+    for (long b = 0; b < R; b++) {
+        const float *xb = x + (size_t)b * S * W;
+        for (int g = 0; g < G; g++) {
+            float *kc = a->kc + (((size_t)b * G + g) * cap) * hd, *vc = a->vc + (((size_t)b * G + g) * cap) * hd;
+            for (int s = 0; s < S; s++) {
+                memcpy(kc + (size_t)(off + s) * hd, xb + (size_t)s * W + (size_t)(H + g) * hd, hd * sizeof(float));
+                memcpy(vc + (size_t)(off + s) * hd, xb + (size_t)s * W + (size_t)(H + G + g) * hd, hd * sizeof(float));
+            }
+        }
+        for (int h = 0; h < H; h++) {
+            int g = h / rep;
+            const float *kc = a->kc + (((size_t)b * G + g) * cap) * hd, *vc = a->vc + (((size_t)b * G + g) * cap) * hd;
+            for (int s = 0; s < S; s++) {
+                const float *q = xb + (size_t)s * W + (size_t)h * hd;
+                float *o = y + ((size_t)b * S + s) * OW + (size_t)h * hd;
+                int n = off + s + 1;
+                /* one query row against n <= capacity cached keys: small, done by hand */
+                float mx = -INFINITY;
+                float zbuf[n];
+                for (int j = 0; j < n; j++) {
+                    float d = 0.0f;
+                    for (int e = 0; e < hd; e++) d += q[e] * kc[(size_t)j * hd + e];
+                    zbuf[j] = d * scale;
+                    mx = zbuf[j] > mx ? zbuf[j] : mx;
+                }
+                double sum = 0.0;
+                for (int j = 0; j < n; j++) {
+                    zbuf[j] = expf(zbuf[j] - mx);
+                    sum += zbuf[j];
+                }
+                float inv = (float)(1.0 / sum);
+                for (int e = 0; e < hd; e++) o[e] = 0.0f;
+                for (int j = 0; j < n; j++) {
+                    float p = zbuf[j] * inv;
+                    for (int e = 0; e < hd; e++) o[e] += p * vc[(size_t)j * hd + e];
+                }
+            }
+        }
+    }
+    a->have_forward = 0;
+    return SNN_OK;
+}
+
+static snn_status attn_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
+    attn_impl *a = m->impl;
+    if (a->kc) return attn_forward_cached(m, r, x, y);
+    if (!a->P) return snn_error(SNN_E_STATE, "%s: reserve must run before forward", m->name);
+    const int S = a->seq, hd = a->hd, H = a->heads, G = a->groups, rep = H / G;
+    const int W = (H + 2 * G) * hd, OW = H * hd;
+    const long R = (long)snn_rows(r);
+    const float scale = 1.0f / sqrtf((float)hd);
+    const snn_backend *be = r->be;
+    const size_t SS = (size_t)S * S;
+#pragma omp parallel for schedule(static) if (R > 1)
+    for (long b = 0; b < R; b++) {
+        const float *xb = x + (size_t)b * S * W;
+        for (int h = 0; h < H; h++) {
+            int g = h / rep;
+            float *P = a->P + ((size_t)b * H + h) * SS;
+            be->gemm_f32(0, 1, S, S, hd, scale, xb + (size_t)h * hd, W, xb + (size_t)(H + g) * hd, W,
+                         0.0f, P, S);
+            causal_softmax(P, S, S, 0, S);
+            be->gemm_f32(0, 0, S, hd, S, 1.0f, P, S, xb + (size_t)(H + G + g) * hd, W, 0.0f,
+                         y + (size_t)b * S * OW + (size_t)h * hd, OW);
+        }
+    }
+    a->have_forward = 1;
+    return SNN_OK;
+}
+
+static snn_status attn_backward(snn_module *m, const snn_run *r, const float *x, const float *y,
+                                const float *dy, float *dx) {
+    (void)y;
+    attn_impl *a = m->impl;
+    if (a->kc) return snn_error(SNN_E_STATE, "%s: no backward while a KV cache is attached", m->name);
+    if (!a->have_forward) return snn_error(SNN_E_STATE, "%s: backward called before forward", m->name);
+    if (!dx) return SNN_OK;
+    const int S = a->seq, hd = a->hd, H = a->heads, G = a->groups, rep = H / G;
+    const int W = (H + 2 * G) * hd, OW = H * hd;
+    const long R = (long)snn_rows(r);
+    const float scale = 1.0f / sqrtf((float)hd);
+    const snn_backend *be = r->be;
+    const size_t SS = (size_t)S * S;
+#pragma omp parallel for schedule(static) if (R > 1)
+    for (long b = 0; b < R; b++) {
+        float *dP = a->scratch + (size_t)omp_get_thread_num() * SS;
+        const float *xb = x + (size_t)b * S * W;
+        float *dxb = dx + (size_t)b * S * W;
+        const float *dyb = dy + (size_t)b * S * OW;
+        for (int s = 0; s < S; s++) memset(dxb + (size_t)s * W + (size_t)H * hd, 0, 2 * (size_t)G * hd * sizeof(float));
+        for (int h = 0; h < H; h++) {
+            int g = h / rep;
+            const float *P = a->P + ((size_t)b * H + h) * SS;
+            const float *q = xb + (size_t)h * hd, *k = xb + (size_t)(H + g) * hd,
+                        *v = xb + (size_t)(H + G + g) * hd;
+            /* dV += P^T dO */
+            be->gemm_f32(1, 0, S, hd, S, 1.0f, P, S, dyb + (size_t)h * hd, OW, 1.0f,
+                         dxb + (size_t)(H + G + g) * hd, W);
+            /* dP = dO V^T */
+            be->gemm_f32(0, 1, S, S, hd, 1.0f, dyb + (size_t)h * hd, OW, v, W, 0.0f, dP, S);
+            for (int i = 0; i < S; i++) {
+                const float *p = P + (size_t)i * S;
+                float *d = dP + (size_t)i * S;
+                double acc = 0.0;
+                for (int j = 0; j <= i; j++) acc += (double)d[j] * p[j];
+                float c = (float)acc;
+                for (int j = 0; j <= i; j++) d[j] = p[j] * (d[j] - c);
+                for (int j = i + 1; j < S; j++) d[j] = 0.0f;
+            }
+            /* dQ = scale dZ K (overwrite), dK += scale dZ^T Q */
+            be->gemm_f32(0, 0, S, hd, S, scale, dP, S, k, W, 0.0f, dxb + (size_t)h * hd, W);
+            be->gemm_f32(1, 0, S, hd, S, scale, dP, S, q, W, 1.0f, dxb + (size_t)(H + g) * hd, W);
+        }
+    }
+    return SNN_OK;
+}
+
+static void attn_describe(const snn_module *m, snn_module_desc *d) {
+    const attn_impl *a = m->impl;
+    d->heads = a->heads;
+    d->in_features = (a->heads + 2 * a->groups) * a->hd;
+    d->out_features = a->heads * a->hd;
+    d->scale = 1.0f / sqrtf((float)a->hd);
+}
+
+static const snn_module_ops attn_ops = {
+    .kind = "CausalSelfAttention",
+    .setup = attn_setup,
+    .reserve = attn_reserve,
+    .forward = attn_forward,
+    .backward = attn_backward,
+    .describe = attn_describe,
+};
+
+snn_module *snn_attention_new(int heads, int groups, int head_dim) {
+    snn_module *m = snn_module_new(&attn_ops, sizeof(attn_impl));
+    if (!m) return NULL;
+    attn_impl *a = m->impl;
+    a->heads = heads;
+    a->groups = groups;
+    a->hd = head_dim;
+    return m;
+}
+
+snn_status snn_attention_attach_cache(snn_module *m, float *k, float *v, int rows, int capacity) {
+    if (strcmp(snn_module_own_ops(m)->kind, "CausalSelfAttention"))
+        return snn_error(SNN_E_INVALID, "%s is not an attention module", m->name);
+    attn_impl *a = m->impl;
+    if ((k == NULL) != (v == NULL) || (k && (rows <= 0 || capacity <= 0)))
+        return snn_error(SNN_E_INVALID, "KV cache: both buffers, positive rows and capacity (got %d, %d)",
+                         rows, capacity);
+    a->kc = k;
+    a->vc = v;
+    a->cache_rows = rows;
+    a->cap = capacity;
+    return SNN_OK;
+}

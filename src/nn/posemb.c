@@ -1,0 +1,82 @@
+/* Learned absolute positions: y[s] = x[s] + weight[offset + s] for a [S, dim] sample.
+ * The offset is 0 in training and the cache position while decoding. */
+#include <string.h>
+
+#include "nn/layers.h"
+#include "nn/lm_layers.h"
+
+typedef struct {
+    int offset; /* first member: snn_lm_set_offset writes it */
+    int max_len, dim, seq;
+} pos_impl;
+
+static snn_status pos_setup(snn_module *m, snn_shape in) {
+    pos_impl *p = m->impl;
+    char b[64];
+    if (p->max_len <= 0 || p->dim <= 0)
+        return snn_error(SNN_E_INVALID, "PositionEmbedding needs a positive length and width (got %d, %d)",
+                         p->max_len, p->dim);
+    if (in.rank != 2 || in.d[1] != p->dim || in.d[0] > p->max_len)
+        return snn_error(SNN_E_SHAPE, "PositionEmbedding(%d, %d) expects [S <= %d, %d], got %s",
+                         p->max_len, p->dim, p->max_len, p->dim, snn_shape_str(in, b, sizeof b));
+    p->seq = in.d[0];
+    m->out = in;
+    m->n_params = 0;
+    snn_module_add_param(m, "weight", snn_shape2(p->max_len, p->dim), SNN_PARAM_WEIGHT, 1);
+    return SNN_OK;
+}
+
+static void pos_init(snn_module *m, snn_rng *rng) {
+    snn_init_trunc_normal(m->params[0].data, m->params[0].numel, 0.01f, rng);
+}
+
+static snn_status pos_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
+    pos_impl *p = m->impl;
+    if (p->offset < 0 || p->offset + p->seq > p->max_len)
+        return snn_error(SNN_E_INVALID, "PositionEmbedding %s: positions %d..%d exceed the context %d",
+                         m->name, p->offset, p->offset + p->seq - 1, p->max_len);
+    const size_t R = snn_rows(r), S = (size_t)p->seq, D = (size_t)p->dim;
+    const float *W = m->params[0].data + (size_t)p->offset * D;
+    for (size_t b = 0; b < R; b++)
+        for (size_t i = 0; i < S * D; i++) y[b * S * D + i] = x[b * S * D + i] + W[i];
+    return SNN_OK;
+}
+
+static snn_status pos_backward(snn_module *m, const snn_run *r, const float *x, const float *y,
+                               const float *dy, float *dx) {
+    (void)x;
+    (void)y;
+    pos_impl *p = m->impl;
+    const size_t R = snn_rows(r), S = (size_t)p->seq, D = (size_t)p->dim;
+    float *G = m->params[0].grad + (size_t)p->offset * D;
+    for (size_t b = 0; b < R; b++)
+        for (size_t i = 0; i < S * D; i++) G[i] += dy[b * S * D + i];
+    if (dx && dx != dy) memcpy(dx, dy, R * S * D * sizeof(float));
+    return SNN_OK;
+}
+
+static const snn_module_ops pos_ops = {
+    .kind = "PositionEmbedding",
+    .setup = pos_setup,
+    .init = pos_init,
+    .forward = pos_forward,
+    .backward = pos_backward,
+};
+
+snn_module *snn_posemb_new(int max_len, int dim) {
+    snn_module *m = snn_module_new(&pos_ops, sizeof(pos_impl));
+    if (!m) return NULL;
+    pos_impl *p = m->impl;
+    p->max_len = max_len;
+    p->dim = dim;
+    return m;
+}
+
+snn_status snn_lm_set_offset(snn_module *m, int offset) {
+    const char *k = snn_module_own_ops(m)->kind;
+    if (strcmp(k, "PositionEmbedding") && strcmp(k, "RoPE") && strcmp(k, "CausalSelfAttention"))
+        return snn_error(SNN_E_INVALID, "%s (%s) has no position offset", m->name, k);
+    if (offset < 0) return snn_error(SNN_E_INVALID, "position offset must be >= 0 (got %d)", offset);
+    *(int *)m->impl = offset;
+    return SNN_OK;
+}
