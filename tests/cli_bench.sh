@@ -38,6 +38,10 @@ md = d["metadata"]
 for k in ["host", "platform", "command", "commit", "commit_source", "snn_version", "device", "date_utc", "omp_max_threads"]:
     need(k in md, "metadata." + k)
 need(md["device"] == "cpu", "metadata.device")
+# the commit the build recorded (not a runtime lookup), unless the environment overrides it
+if not md["commit_source"].startswith("env:"):
+    need(md["commit_source"] == "build" and isinstance(md["commit"], str) and len(md["commit"]) >= 7
+         and isinstance(md.get("commit_dirty"), bool), "metadata.commit %r from %r" % (md["commit"], md["commit_source"]))
 need("bench linear" in md["command"], "metadata.command")
 c = d["config"]
 for k, v in [("batch_size", 256), ("width", 256), ("depth", 3), ("num_classes", 256), ("warmup", 1),

@@ -42,7 +42,7 @@ expect_refusal "microbatches" 2 "batch_size=10 must be divisible by pipeline_mic
 expect_refusal "world 3 with PP 2" 3 "world_size=3 is not divisible" $base --pipeline-parallel-size 2
 expect_refusal "TP not built" 2 "tensor and pipeline parallelism are not built" $base --tensor-parallel-size 2
 expect_refusal "bad data-parallel" 2 "must be ddp or fsdp2" $base --data-parallel zero
-expect_refusal "TP 0" 2 "tensor-parallel-size must be a positive integer" $base --tensor-parallel-size 0
+expect_refusal "TP 0" 2 "--tensor-parallel-size must be a positive integer" $base --tensor-parallel-size 0
 expect_refusal "unknown option" 2 "unknown option '--bogus'" $base --bogus 1
 # the allowed combinations still run: bf16 and fp8 (delayed) with DDP on 2 ranks
 for p in bf16 fp8; do
@@ -59,6 +59,17 @@ rc=$?
 dt=$(( $(date +%s) - start ))
 if [ $rc -ne 2 ] || [ "$(grep -c '^snn: error: ' "$tmp/err")" -ne 1 ] || ! grep -q "^snn: error: rank 1: loading the data: .*$tmp/nowhere" "$tmp/err" || [ $dt -ge 60 ]; then
   echo "FAIL: bad input on rank 1: rc=$rc after ${dt}s, stderr:" >&2; cat "$tmp/err" >&2; fail=1
+fi
+
+# a rank that aborts (snn_comm_abort) while the other waits in an all-reduce
+start=$(date +%s)
+mpi -np 2 "$B/driver_comm" --abort-last >"$tmp/out" 2>"$tmp/err"
+rc=$?
+dt=$(( $(date +%s) - start ))
+if [ $rc -eq 0 ] || [ $rc -eq 124 ] || [ $dt -ge 60 ] || grep -q "returned although" "$tmp/err"; then
+  echo "FAIL: abort on one rank: rc=$rc after ${dt}s" >&2; cat "$tmp/err" >&2; fail=1
+else
+  echo "aborting rank: the job ended with rc=$rc after ${dt}s"
 fi
 
 # a rank killed with SIGKILL in the middle of training

@@ -26,6 +26,10 @@ done
 # the shared library holds position-independent code only (no text relocations)
 if readelf -d "$LIB/libsnn.so" | grep -q TEXTREL; then echo "FAIL: libsnn.so has text relocations" >&2; fail=1; fi
 "$PREFIX/bin/snn" --version | grep -q '^snn .* commit ' || { echo "FAIL: installed snn --version" >&2; fail=1; }
+# the recorded commit is this checkout's HEAD (when this is a git checkout without a stamp)
+if [ ! -f "$SRC/.source-commit" ] && head=$(git -C "$SRC" rev-parse --short HEAD 2>/dev/null); then
+  "$B/snn" --version | grep -q " commit $head" || { echo "FAIL: snn --version '$("$B/snn" --version)' is not HEAD $head" >&2; fail=1; }
+fi
 
 # find_package
 if step "consumer configure" cmake -S "$SRC/tests/install" -B "$W/cmake" -G Ninja -DCMAKE_BUILD_TYPE=Release \

@@ -21,7 +21,9 @@ if "$B/snn" lm prepare-data --help >/dev/null 2>&1; then
   run() { "$B/snn" lm prepare-data "$@"; }
 else
   printf 'int snn_cmd_lm_prepare_data(int, char **);\nint main(int c, char **v) { return snn_cmd_lm_prepare_data(c, v); }\n' >"$tmp/m.c"
-  if ! ${CC:-cc} -std=c17 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -I"$SRC/include" -I"$SRC/src" -I"$SRC/tools/snn" \
+  san=""
+  grep -q "^SNN_SANITIZE:BOOL=ON" "$B/CMakeCache.txt" 2>/dev/null && san="-fsanitize=address,undefined"
+  if ! ${CC:-cc} $san -std=c17 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -I"$SRC/include" -I"$SRC/src" -I"$SRC/tools/snn" \
       "$tmp/m.c" "$SRC/tools/snn/cmd_lm_data.c" "$SRC/tools/snn/args.c" "$B/libsnn.a" \
       $(pkg-config --cflags --libs libcjson) -lm -o "$tmp/prep"; then
     echo "FAIL: cannot build the stand-in" >&2; exit 1
@@ -172,15 +174,15 @@ check "single file ($(cat "$tmp/err"))" '[ -f "$tmp/one/test.npy" ] && grep -q "
 C="$tmp/corpus"
 expect_error "missing --seq-len" "--seq-len is required" "$C" "$tmp/x"
 expect_error "seq-len 0" "--seq-len must be" "$C" "$tmp/x" --seq-len 0
-expect_error "seq-len text" "expects an integer" "$C" "$tmp/x" --seq-len 12x
-expect_error "seq-len overflow" "out of range" "$C" "$tmp/x" --seq-len 99999999999
+expect_error "seq-len text" "--seq-len" "$C" "$tmp/x" --seq-len 12x
+expect_error "seq-len overflow" "--seq-len" "$C" "$tmp/x" --seq-len 99999999999
 expect_error "tokenizer" "--tokenizer must be byte or bpe" "$C" "$tmp/x" --seq-len 8 --tokenizer wordpiece
 expect_error "vocab with byte" "--vocab-size needs --tokenizer bpe" "$C" "$tmp/x" --seq-len 8 --vocab-size 500
-expect_error "vocab small" "--vocab-size must be in" "$C" "$tmp/x" --seq-len 8 --tokenizer bpe --vocab-size 100
+expect_error "vocab small" "--vocab-size must be" "$C" "$tmp/x" --seq-len 8 --tokenizer bpe --vocab-size 100
 expect_error "valid 0" "--valid-fraction" "$C" "$tmp/x" --seq-len 8 --valid-fraction 0
 expect_error "test 0.6" "--test-fraction" "$C" "$tmp/x" --seq-len 8 --test-fraction 0.6
-expect_error "fraction nan" "expects a number" "$C" "$tmp/x" --seq-len 8 --valid-fraction nan
-expect_error "seed negative" "non-negative" "$C" "$tmp/x" --seq-len 8 --seed -1
+expect_error "fraction nan" "--valid-fraction" "$C" "$tmp/x" --seq-len 8 --valid-fraction nan
+expect_error "seed negative" "--seed" "$C" "$tmp/x" --seq-len 8 --seed -1
 expect_error "unknown option" "unknown option" "$C" "$tmp/x" --seq-len 8 --shuffle
 expect_error "missing OUT" "needs TEXT and OUT" "$C" --seq-len 8
 expect_error "extra positional" "unexpected argument" "$C" "$tmp/x" extra --seq-len 8

@@ -38,6 +38,18 @@ int main(int argc, char **argv) {
     }
     int R = snn_comm_rank(w), P = snn_comm_size(w);
     my_rank = R;
+    if (argc > 1 && !strcmp(argv[1], "--abort-last")) {
+        /* the last rank fails between collectives and aborts; the others wait in an
+         * all-reduce that can never complete: the abort must end them too */
+        if (R == P - 1) {
+            fprintf(stderr, "rank %d: failing on purpose\n", R);
+            snn_comm_abort(w, 3);
+        }
+        float x = 1;
+        snn_comm_allreduce(w, &x, 1, SNN_COMM_F32, SNN_COMM_SUM);
+        fprintf(stderr, "rank %d: the all-reduce returned although a rank aborted\n", R);
+        return 0;
+    }
     CK(R >= 0 && R < P);
     CK(snn_comm_local_rank(w) >= 0 && snn_comm_local_rank(w) < P);
     CK(!strcmp(snn_comm_backend_name(w), P > 1 || snn_comm_launched_by_mpi() ? "mpi" : "self"));

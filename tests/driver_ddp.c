@@ -231,6 +231,9 @@ int main(int argc, char **argv) {
     snn_precision *p;
     snn_optimizer *o;
     TRY(build(g_model, &pc, &m, &p, &o));
+    /* FP16: start from a loss scale that overflows, so that the first steps are skipped
+     * (each rank must skip the same ones and back off to the same scale) */
+    if (pc.mode == SNN_PRECISION_FP16) p->scaler.scale = 16777216.0f;
     snn_mesh mesh;
     TRY(snn_mesh_create(g_world, 1, 1, &mesh));
     step_ctx sc = {.m = m, .p = p, .train = train, .fp8 = pc.mode == SNN_PRECISION_FP8};
@@ -243,6 +246,11 @@ int main(int argc, char **argv) {
     snn_dist_metrics met;
     TRY(snn_dist_train_classification(&mesh, &to, &met));
     CK(met.optimizer_step == steps, "%g steps", met.optimizer_step);
+    if (pc.mode == SNN_PRECISION_FP16) {
+        CK(met.skipped_steps >= 1 && met.skipped_steps < steps, "%g skipped steps", met.skipped_steps);
+        CK(same_everywhere(&met.skipped_steps, sizeof met.skipped_steps), "skipped steps differ across ranks");
+        if (R == 0) printf("  fp16: %g of %d steps skipped on overflow on every rank\n", met.skipped_steps, steps);
+    }
     if (snn_model_num_buffers(m))
         CK(same_everywhere(snn_model_buffers(m), sizeof(float) * snn_model_num_buffers(m)),
            "BatchNorm buffers differ across ranks after training");

@@ -155,7 +155,7 @@ def main():
                            (["--eval-interval", 5], "eval"),
                            (["--lr-warmup-steps", 12, "--lr-decay-steps", 12], "decay"),
                            (["--position-embedding", "alibi"], "position"),
-                           (["--train-steps", 0], "train")):
+                           (["--train-steps", 0], "train-steps")):
             snn(build, "train", *base, *extra, "--output", os.path.join(tmp, "bad"), rc=2, err=msg)
         _, meta = read_st(os.path.join(o1, "step_0000012", "checkpoint.safetensors"))
         cfg = json.loads(meta["lm_training_config"])

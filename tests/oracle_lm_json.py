@@ -127,5 +127,10 @@ if rc == 0:
           and parsed["layernorm_epsilon"] == cfg["model"]["transformer"]["layernorm_epsilon"]
           and parsed["dataset_kwargs"]["path"] == "d\u00e9j\u00e0/tokens", "recipe values")
 
+# the example recipe of docs/lm.md loads, and omitted keys hash like the full form
+example = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "examples", "lm-spikelm-fortunes.json")
+rc, out, err = run("recipe", open(example, "rb").read())
+check(rc == 0 and len(out.split("\n")[1]) == 64, "docs example recipe loads: " + err)
+
 print(f"oracle_lm_json: {checks} checks, {fails} failures")
 sys.exit(1 if fails else 0)

@@ -14,7 +14,9 @@
 #include "harness.h"
 #include "snn/checkpoint.h"
 #include "snn/data.h"
+#include "snn/lm_config.h"
 #include "snn/model.h"
+#include "snn/tokens.h"
 
 static char tmpdir[256];
 static uint64_t rs;
@@ -265,6 +267,15 @@ static void test_special_files(void) {
         CHECK_MSG(s3 == SNN_E_IO && !ds && strstr(snn_last_error(), kinds[i]), "%s: %s", paths[i], snn_last_error());
         snn_status s4 = snn_model_load(paths[i], 1, &m, NULL);
         CHECK_MSG(s4 == SNN_E_IO && !m, "%s: %s", paths[i], snn_last_error());
+        snn_npy_array arr;
+        memset(&arr, 0, sizeof arr);
+        snn_status s5 = snn_npy_read(paths[i], &arr);
+        CHECK_MSG(s5 == SNN_E_IO && strstr(snn_last_error(), kinds[i]), "%s: %s", paths[i], snn_last_error());
+        if (s5 == SNN_OK) snn_npy_free(&arr);
+        snn_lm_training_config *tc = calloc(1, sizeof *tc);
+        snn_status s6 = snn_lm_training_config_load(paths[i], tc);
+        CHECK_MSG(s6 == SNN_E_IO && strstr(snn_last_error(), kinds[i]), "%s: %s", paths[i], snn_last_error());
+        free(tc);
         /* the labels file of a good images file goes through the same check */
         alarm(0);
         CHECK_MSG(!alarmed, "%s: a load blocked until the alarm", paths[i]);

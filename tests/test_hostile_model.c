@@ -298,6 +298,7 @@ static void test_training_state(void) {
         {"optimizer_steps", "99999999999999999999", NULL, 0, 0, "optimizer_steps"},
         {"model_step", "12x", NULL, 0, 0, "model_step"},
         {"optimizer", "sgd", NULL, 0, 0, "optimizer"},
+        {"snn_precision_config", "{\"mode\":\"fp8\",\"fp8_recipe\":\"delayed\",\"amax_history_len\":4,\"mo\\u0000x\":1}", NULL, 0, 0, "NUL"},
     };
     (void)scale;
     (void)hist;
@@ -334,6 +335,13 @@ static void test_training_state(void) {
     CHECK(snn_training_checkpoint_restore(other, p, NULL, c) == SNN_E_INVALID);
     CHECK(snn_training_checkpoint_restore(NULL, p, opt, c) == SNN_E_INVALID);
     CHECK(snn_training_checkpoint_restore(m, p, opt, NULL) == SNN_E_INVALID);
+    char other_path[512];
+    path_of(other_path, sizeof other_path, "bad.safetensors");
+    CHECK(snn_training_checkpoint_save(m, p, oopt, other_path, NULL) == SNN_E_INVALID);
+    CHECK(snn_training_checkpoint_save(other, p, NULL, other_path, NULL) == SNN_E_INVALID);
+    CHECK(snn_training_checkpoint_save(NULL, p, opt, other_path, NULL) == SNN_E_INVALID);
+    CHECK(snn_prepare_model_for_precision(other, "cpu", NULL, NULL) == SNN_E_INVALID);
+    CHECK(snn_precision_check_checkpoint(NULL, NULL) == SNN_E_INVALID);
     snn_ckpt_close(c);
     CHECK(snn_precision_set_spike_fp8(NULL, 1) == SNN_E_INVALID);
     CHECK(snn_precision_describe(NULL) == NULL && snn_precision_config_of(NULL) == NULL);

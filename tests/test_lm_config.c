@@ -44,7 +44,8 @@ M(t_layers, t->num_layers = 0)
 M(t_hidden, t->hidden_size = 0)
 M(t_heads, t->num_attention_heads = 0)
 M(t_ffn_neg, t->ffn_hidden_size = -1)
-M(t_too_large, t->hidden_size = INT32_MAX / 4; t->num_attention_heads = 1)
+M(t_too_large, t->hidden_size = INT32_MAX; t->num_attention_heads = 1)
+M(t_ffn_large, t->ffn_hidden_size = INT32_MAX / 2 + 2)
 M(t_kv_neg, t->kv_channels = -1)
 M(t_groups_neg, t->num_query_groups = -1)
 M(t_norm, t->normalization = (snn_lm_normalization)5)
@@ -161,6 +162,7 @@ static const tcase cases[] = {
     {"t_heads", t_heads, "transformer.num_attention_heads", NULL},
     {"t_ffn_neg", t_ffn_neg, "transformer.ffn_hidden_size", NULL},
     {"t_too_large", t_too_large, "too large", "hidden_size"},
+    {"t_ffn_large", t_ffn_large, "too large", "ffn_hidden_size"},
     {"t_kv_neg", t_kv_neg, "transformer.kv_channels", NULL},
     {"t_groups_neg", t_groups_neg, "transformer.num_query_groups", NULL},
     {"t_norm", t_norm, "transformer.normalization", "LayerNorm or RMSNorm"},

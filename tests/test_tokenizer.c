@@ -208,6 +208,7 @@ static void test_bpe(void) {
         {"\"type\"", "\"extra\":1,\"type\"", "unknown key"},
         {"{", "[", "malformed"},
         {"\"vocab_size\":2048", "\"vocab_size\":2048.5", "out of range"},
+        {"\"eos_id\":2047", "\"eos_id\":8888888888258", "out of range"}, /* found by fuzz_lmjson */
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         char *p = strstr(j1, bad[i].from);

@@ -54,6 +54,18 @@ typedef struct run_cfg {
     snn_optim_kind optim;
 } run_cfg;
 
+/* What the progress callback saw: the epoch each EPOCH event completed, steps seen. */
+static int ev_epochs[16], ev_n, ev_steps, ev_ckpts;
+
+static int on_event(const snn_train_event *e, void *user) {
+    (void)user;
+    if (e->kind == SNN_TRAIN_EVENT_STEP) ev_steps++;
+    if (e->kind == SNN_TRAIN_EVENT_CHECKPOINT) ev_ckpts++;
+    if (e->kind == SNN_TRAIN_EVENT_EPOCH && ev_n < 16)
+        ev_epochs[ev_n++] = e->partial ? -e->pos.epoch : e->pos.epoch - 1;
+    return 0;
+}
+
 /* Build, prepare and train (or resume) one run into dir. max_steps 0: to the end. */
 static snn_status run(const run_cfg *rc, const snn_dataset *train, const snn_dataset *test, const char *dir,
                       long max_steps, const char *resume_from, snn_train_summary *sum) {
@@ -86,7 +98,8 @@ static snn_status run(const run_cfg *rc, const snn_dataset *train, const snn_dat
     snn_trainer *t = NULL;
     if (st == SNN_OK) st = snn_trainer_create(m, p, &o, snn_dataset_size(train), &t);
     if (st == SNN_OK && ck) st = snn_trainer_resume(t, ck);
-    if (st == SNN_OK) st = snn_trainer_run(t, train, test, NULL, NULL, sum);
+    ev_n = ev_steps = ev_ckpts = 0;
+    if (st == SNN_OK) st = snn_trainer_run(t, train, test, on_event, NULL, sum);
     snn_trainer_free(t);
     snn_ckpt_close(ck);
     snn_precision_free(p);
@@ -107,6 +120,9 @@ static void test_resume_identity(const snn_dataset *train, const snn_dataset *te
         snn_status st = run(&cfgs[i], train, test, full, 0, NULL, &s0);
         CHECK_MSG(st == SNN_OK, "%s straight run: %s", cfgs[i].mode, snn_last_error());
         CHECK(s0.steps == 18 && s0.epochs_done == 3);
+        CHECK_MSG(ev_n == 3 && ev_epochs[0] == 1 && ev_epochs[1] == 2 && ev_epochs[2] == 3 && ev_steps == 18 &&
+                      ev_ckpts == 1, "events: %d epochs (%d %d %d), %d steps, %d checkpoints", ev_n, ev_epochs[0],
+                  ev_epochs[1], ev_epochs[2], ev_steps, ev_ckpts);
         snprintf(fck, sizeof fck, "%s/model.safetensors", full);
         for (size_t k = 0; k < 2; k++) {
             snprintf(part, sizeof part, "%s/part_%s_%ld", tmpdir, cfgs[i].mode, stops[k]);
@@ -115,6 +131,8 @@ static void test_resume_identity(const snn_dataset *train, const snn_dataset *te
             st = run(&cfgs[i], train, test, part, stops[k], NULL, &s1);
             CHECK_MSG(st == SNN_OK && s1.steps == stops[k], "%s stop at %ld: %s", cfgs[i].mode, stops[k],
                       snn_last_error());
+            /* stop 6: epoch 1 complete; stop 9: epoch 1, then epoch 2 stopped inside */
+            CHECK(k == 0 ? ev_n == 1 && ev_epochs[0] == 1 : ev_n == 2 && ev_epochs[0] == 1 && ev_epochs[1] == -2);
             snprintf(first, sizeof first, "%s/first.safetensors", part);
             rename(pck, first);
             /* the stopped run's state differs from the end's: the comparison can fail */

@@ -131,7 +131,8 @@ typedef enum snn_train_event_kind {
 
 typedef struct snn_train_event {
     snn_train_event_kind kind;
-    snn_train_position pos;   /* after the step / at the epoch's end */
+    snn_train_position pos;   /* after the step; for EPOCH, the position after the epoch
+                               * (the next epoch's start unless partial) */
     int epochs;
     double loss, accuracy;    /* running means over the epoch so far */
     double samples_per_s;     /* training throughput of the epoch so far */

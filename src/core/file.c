@@ -52,3 +52,15 @@ snn_status snn_open_regular(const char *path, const char *what, int *fd, uint64_
     if (size) *size = (uint64_t)sb.st_size;
     return SNN_OK;
 }
+
+snn_status snn_fopen_regular(const char *path, const char *what, FILE **f) {
+    *f = NULL;
+    int fd;
+    SNN_TRY(snn_open_regular(path, what, &fd, NULL));
+    *f = fdopen(fd, "rb");
+    if (!*f) {
+        close(fd);
+        return snn_error(SNN_E_NOMEM, "cannot set up a stream to read %s", path);
+    }
+    return SNN_OK;
+}

@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct snn_sha256 {
+typedef struct snn_sha256_ctx {
     uint32_t h[8];
     uint64_t total;       /* bytes absorbed so far */
     uint8_t buf[64];

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "core/error_internal.h"
+#include "core/file_internal.h"
 #include "snn/tokens.h"
 
 #define NPY_MAX_HEADER (1u << 20) /* far above any real header; keeps parsing bounded */
@@ -192,8 +193,8 @@ snn_status snn_npy_parse(const void *buf, size_t len, snn_npy_array *out) {
 
 snn_status snn_npy_read(const char *path, snn_npy_array *out) {
     if (!path || !out) return snn_error(SNN_E_INVALID, "snn_npy_read: NULL argument");
-    FILE *f = fopen(path, "rb");
-    if (!f) return snn_error(SNN_E_IO, "cannot open %s: %s", path, strerror(errno));
+    FILE *f;
+    SNN_TRY(snn_fopen_regular(path, ".npy file", &f));
     if (fseek(f, 0, SEEK_END) != 0) { fclose(f); return snn_error(SNN_E_IO, "cannot seek in %s", path); }
     long end = ftell(f);
     if (end < 0 || fseek(f, 0, SEEK_SET) != 0) { fclose(f); return snn_error(SNN_E_IO, "cannot size %s", path); }

@@ -181,7 +181,7 @@ snn_status snn_lm_transformer_config_validate(const snn_lm_transformer_config *c
     if (c->num_attention_heads <= 0)
         return E("transformer.num_attention_heads must be > 0 (got %d)", c->num_attention_heads);
     if (c->ffn_hidden_size < 0) return E("transformer.ffn_hidden_size must be >= 0 (0 = 4*hidden_size)");
-    if ((int64_t)snn_lm_transformer_ffn(c) > INT32_MAX / 2 || c->hidden_size > INT32_MAX / 8)
+    if (c->hidden_size > INT32_MAX / 8 || (int64_t)snn_lm_transformer_ffn(c) > INT32_MAX / 2)
         return E("transformer.hidden_size / ffn_hidden_size are too large");
     if (c->kv_channels < 0) return E("transformer.kv_channels must be >= 0 (0 = hidden_size/num_attention_heads)");
     if (c->num_query_groups < 0) return E("transformer.num_query_groups must be >= 0 (0 = num_attention_heads)");

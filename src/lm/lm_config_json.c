@@ -13,6 +13,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/error_internal.h"
+#include "core/file_internal.h"
 #include "core/json_canon.h"
 #include "core/sha256.h"
 #include "snn/lm_config.h"
@@ -465,8 +466,8 @@ snn_status snn_lm_generation_config_to_json(const snn_lm_generation_config *c, c
 
 snn_status snn_lm_training_config_load(const char *path, snn_lm_training_config *out) {
     if (!path || !out) return snn_error(SNN_E_INVALID, "snn_lm_training_config_load: NULL argument");
-    FILE *f = fopen(path, "rb");
-    if (!f) return snn_error(SNN_E_IO, "cannot open %s", path);
+    FILE *f;
+    SNN_TRY(snn_fopen_regular(path, "training configuration", &f));
     const long cap = 16L << 20;
     char *buf = malloc((size_t)cap + 1);
     if (!buf) { fclose(f); return snn_error(SNN_E_NOMEM, "out of memory reading %s", path); }

@@ -1,5 +1,6 @@
 /* tokenizer.json: the merges (what defines the tokenizer) and the vocabulary as hex bytes
  * (for people and other tools; checked against the merges on load). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,10 +50,10 @@ snn_status snn_tokenizer_to_json(const snn_tokenizer *t, char **out) {
 }
 
 static int as_int(const cJSON *v, int lo, int hi, int *out) {
-    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int)v->valuedouble) return 0;
-    int x = (int)v->valuedouble;
-    if (x < lo || x > hi) return 0;
-    *out = x;
+    /* range first: converting an out-of-range double to int is undefined */
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi)) return 0;
+    if (v->valuedouble != floor(v->valuedouble)) return 0;
+    *out = (int)v->valuedouble;
     return 1;
 }
 

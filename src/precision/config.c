@@ -566,6 +566,8 @@ static snn_status json_scalar(const cJSON *it, field_id f, char *tmp, size_t cap
 
 snn_status snn_precision_config_from_json(const char *json, snn_precision_config *out) {
     if (!json || !out) return snn_error(SNN_E_INVALID, "precision config JSON and output are required");
+    /* cJSON would cut a key at an escaped NUL ("mode\u0000x" read as "mode"). */
+    if (strstr(json, "\\u0000")) return snn_error(SNN_E_FORMAT, "precision config contains an escaped NUL (\\u0000)");
     cJSON *root = cJSON_Parse(json);
     if (!root || !cJSON_IsObject(root)) {
         cJSON_Delete(root);

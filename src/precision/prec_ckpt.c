@@ -25,6 +25,11 @@ static snn_status add_f32(snn_ckpt_writer *w, const char *name, const float *v, 
 static snn_status save_impl(snn_model *m, const snn_precision_config *cfg, snn_precision *p,
                             const snn_loss_scaler *scaler, snn_optimizer *opt, const char *path,
                             const char *const *meta_kv) {
+    if (!m || !path) return snn_error(SNN_E_INVALID, "training checkpoint save: NULL model or path");
+    if (p && p->model != m)
+        return snn_error(SNN_E_INVALID, "training checkpoint save: the precision was prepared for another model");
+    if (opt && (snn_optimizer_params(opt) != snn_model_params(m) || snn_optimizer_numel(opt) != snn_model_num_params(m)))
+        return snn_error(SNN_E_INVALID, "training checkpoint save: the optimizer belongs to another model");
     snn_ckpt_writer *w = NULL;
     SNN_TRY(snn_ckpt_writer_begin(&w));
     snn_status st = SNN_OK;
@@ -105,6 +110,7 @@ snn_status snn_training_checkpoint_save_cfg(snn_model *m, const snn_precision_co
 }
 
 snn_status snn_precision_check_checkpoint(const snn_precision_config *cfg, const snn_ckpt *c) {
+    if (!cfg || !c) return snn_error(SNN_E_INVALID, "snn_precision_check_checkpoint: NULL argument");
     char want[1024];
     SNN_TRY(snn_precision_config_to_json(cfg, want, sizeof want));
     const char *have = snn_ckpt_metadata(c, "snn_precision_config");

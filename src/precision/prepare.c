@@ -59,9 +59,28 @@ static const char *pattern_of(const snn_module *m) {
 
 typedef struct {
     int fp8;
-    int total, n_linear, n_conv, n_ln;
+    int total, n_linear, n_conv, n_ln, n_converted;
+    int oom; /* a cJSON allocation failed: the report is incomplete */
     cJSON *convertible, *converted, *patterns, *skipped, *high, *unsupported;
 } analysis;
+
+/* cJSON calls that note an allocation failure in *oom instead of dropping (and leaking)
+ * the item: the report must be complete or prepare fails with SNN_E_NOMEM. */
+static void jadd(cJSON *arr, cJSON *item, int *oom) {
+    if (!item || !arr || !cJSON_AddItemToArray(arr, item)) {
+        cJSON_Delete(item);
+        *oom = 1;
+    }
+}
+static void jadd_str(cJSON *arr, const char *s, int *oom) { jadd(arr, cJSON_CreateString(s), oom); }
+static void jset(cJSON *obj, const char *key, cJSON *item, int *oom) {
+    if (!item || !obj || !cJSON_AddItemToObject(obj, key, item)) {
+        cJSON_Delete(item);
+        *oom = 1;
+    }
+}
+static void jset_str(cJSON *obj, const char *key, const char *v, int *oom) { jset(obj, key, cJSON_CreateString(v), oom); }
+static void jset_num(cJSON *obj, const char *key, double v, int *oom) { jset(obj, key, cJSON_CreateNumber(v), oom); }
 
 static void analyse(snn_module *m, analysis *a, int inside_pattern) {
     a->total++;
@@ -70,10 +89,11 @@ static void analyse(snn_module *m, analysis *a, int inside_pattern) {
     const char *pat = a->fp8 ? pattern_of(m) : NULL;
     if (pat && !inside_pattern) {
         cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "module", name);
-        cJSON_AddStringToObject(o, "pattern", pat);
-        cJSON_AddStringToObject(o, "backend", "snn");
-        cJSON_AddItemToArray(a->patterns, o);
+        jset_str(o, "module", name, &a->oom);
+        jset_str(o, "pattern", pat, &a->oom);
+        jset_str(o, "backend", "snn", &a->oom);
+        jadd(a->patterns, o, &a->oom);
+        a->n_converted++;
     }
     switch (c) {
     case CLS_LINEAR:
@@ -82,26 +102,30 @@ static void analyse(snn_module *m, analysis *a, int inside_pattern) {
         if (c == CLS_LINEAR) a->n_linear++;
         else if (c == CLS_CONV1D_PW) a->n_conv++;
         else a->n_ln++;
-        cJSON_AddItemToArray(a->convertible, cJSON_CreateString(name));
+        jadd_str(a->convertible, name, &a->oom);
         if (!a->fp8) break;
         if (inside_pattern) break; /* converted as part of the pattern */
-        if (c == CLS_LAYERNORM || fp8_aligned(m)) cJSON_AddItemToArray(a->converted, cJSON_CreateString(name));
-        else cJSON_AddItemToArray(a->skipped, cJSON_CreateString(name));
+        if (c == CLS_LAYERNORM || fp8_aligned(m)) {
+            jadd_str(a->converted, name, &a->oom);
+            a->n_converted++;
+        } else {
+            jadd_str(a->skipped, name, &a->oom);
+        }
         break;
     case CLS_HIGH:
-        cJSON_AddItemToArray(a->high, cJSON_CreateString(name));
+        jadd_str(a->high, name, &a->oom);
         break;
     case CLS_UNSUPPORTED:
-        cJSON_AddItemToArray(a->unsupported, cJSON_CreateString(name));
+        jadd_str(a->unsupported, name, &a->oom);
         break;
     case CLS_NONE:
-        if (m->n_children == 0) cJSON_AddItemToArray(a->skipped, cJSON_CreateString(name));
+        if (m->n_children == 0) jadd_str(a->skipped, name, &a->oom);
         break;
     }
     for (int i = 0; i < m->n_children; i++) analyse(m->children[i], a, inside_pattern || pat != NULL);
 }
 
-static cJSON *conversion_report(snn_module *root, int fp8, int *n_converted) {
+static cJSON *conversion_report(snn_module *root, int fp8, int *n_converted, int *oom) {
     analysis a = {.fp8 = fp8};
     a.convertible = cJSON_CreateArray();
     a.converted = cJSON_CreateArray();
@@ -111,18 +135,19 @@ static cJSON *conversion_report(snn_module *root, int fp8, int *n_converted) {
     a.unsupported = cJSON_CreateArray();
     analyse(root, &a, 0);
     cJSON *r = cJSON_CreateObject();
-    cJSON_AddNumberToObject(r, "total_modules", a.total);
-    cJSON_AddNumberToObject(r, "convertible_linear", a.n_linear);
-    cJSON_AddNumberToObject(r, "convertible_torch_linear", 0); /* §6.5 key; C has one Linear type */
-    cJSON_AddNumberToObject(r, "convertible_pointwise_conv1d", a.n_conv);
-    cJSON_AddNumberToObject(r, "convertible_layer_norm", a.n_ln);
-    cJSON_AddItemToObject(r, "convertible_modules", a.convertible);
-    cJSON_AddItemToObject(r, "converted_modules", a.converted);
-    cJSON_AddItemToObject(r, "converted_patterns", a.patterns);
-    cJSON_AddItemToObject(r, "skipped_modules", a.skipped);
-    cJSON_AddItemToObject(r, "high_precision_modules", a.high);
-    cJSON_AddItemToObject(r, "unsupported_modules", a.unsupported);
-    *n_converted = cJSON_GetArraySize(a.converted) + cJSON_GetArraySize(a.patterns);
+    jset_num(r, "total_modules", a.total, &a.oom);
+    jset_num(r, "convertible_linear", a.n_linear, &a.oom);
+    jset_num(r, "convertible_torch_linear", 0, &a.oom); /* §6.5 key; C has one Linear type */
+    jset_num(r, "convertible_pointwise_conv1d", a.n_conv, &a.oom);
+    jset_num(r, "convertible_layer_norm", a.n_ln, &a.oom);
+    jset(r, "convertible_modules", a.convertible, &a.oom);
+    jset(r, "converted_modules", a.converted, &a.oom);
+    jset(r, "converted_patterns", a.patterns, &a.oom);
+    jset(r, "skipped_modules", a.skipped, &a.oom);
+    jset(r, "high_precision_modules", a.high, &a.oom);
+    jset(r, "unsupported_modules", a.unsupported, &a.oom);
+    *n_converted = a.n_converted;
+    *oom |= a.oom;
     return r;
 }
 
@@ -187,9 +212,16 @@ static void mark_spike_inputs(snn_module *m) {
     for (int i = 0; i < m->n_children; i++) mark_spike_inputs(m->children[i]);
 }
 
+typedef struct {
+    cJSON *names;
+    int n, oom;
+} neuron_list;
+
 static void count_neurons(snn_module *m, void *ctx) {
+    neuron_list *l = ctx;
     if (snn_module_is_neuron(m)) {
-        cJSON_AddItemToArray((cJSON *)ctx, cJSON_CreateString(display_name(m)));
+        jadd_str(l->names, display_name(m), &l->oom);
+        l->n++;
     }
 }
 
@@ -210,6 +242,7 @@ static snn_status check_device(const char *device, char *norm, size_t cap) {
 
 snn_status snn_prepare_model_for_precision(snn_model *m, const char *device, const snn_precision_config *cfg_in,
                                            snn_precision **out) {
+    if (!out) return snn_error(SNN_E_INVALID, "snn_prepare_model_for_precision: out is NULL");
     *out = NULL;
     if (!m) return snn_error(SNN_E_INVALID, "snn_prepare_model_for_precision: model is NULL");
     if (m->optimizer_bound)
@@ -237,15 +270,17 @@ snn_status snn_prepare_model_for_precision(snn_model *m, const char *device, con
         p->resolved_recipe = p->fp8.recipe;
     }
     /* the report is computed on the model as it is, before conversion */
-    int n_conv = 0;
-    cJSON *report = st == SNN_OK ? conversion_report(m->root, fp8, &n_conv) : NULL;
+    int n_conv = 0, oom = 0;
+    cJSON *report = st == SNN_OK ? conversion_report(m->root, fp8, &n_conv, &oom) : NULL;
     if (st == SNN_OK && fp8 && n_conv == 0)
         st = snn_error(SNN_E_UNSUPPORTED,
                        "precision='fp8' did not convert any model modules: FP8 needs a Linear with in %% 16 == 0 and "
                        "out %% 8 == 0, or a pointwise Conv1d with the same alignment");
-    cJSON *neurons = cJSON_CreateArray();
-    snn_module_walk(m->root, count_neurons, neurons);
-    if (st == SNN_OK && cfg.neuron_storage != SNN_NEURON_STORAGE_UNSET && cJSON_GetArraySize(neurons) == 0)
+    neuron_list nl = {cJSON_CreateArray(), 0, 0};
+    snn_module_walk(m->root, count_neurons, &nl);
+    cJSON *neurons = nl.names;
+    oom |= nl.oom;
+    if (st == SNN_OK && cfg.neuron_storage != SNN_NEURON_STORAGE_UNSET && nl.n == 0)
         st = snn_error(SNN_E_INVALID,
                        "neuron precision requested (neuron_storage=%s), but the model has no multi-step "
                        "IF/LIF/PLIF neurons",
@@ -270,18 +305,21 @@ snn_status snn_prepare_model_for_precision(snn_model *m, const char *device, con
     }
     if (st == SNN_OK) {
         cJSON *top = cJSON_CreateObject();
-        cJSON_AddItemToObject(top, "conversion_report", report);
+        jset(top, "conversion_report", report, &oom);
         cJSON *nr = cJSON_CreateObject();
-        cJSON_AddItemToObject(nr, "converted_modules",
-                              cfg.neuron_storage != SNN_NEURON_STORAGE_UNSET ? neurons : cJSON_CreateArray());
+        jset(nr, "converted_modules", cfg.neuron_storage != SNN_NEURON_STORAGE_UNSET ? neurons : cJSON_CreateArray(),
+             &oom);
         if (cfg.neuron_storage == SNN_NEURON_STORAGE_UNSET) cJSON_Delete(neurons);
-        cJSON_AddItemToObject(nr, "unsupported_modules", cJSON_CreateArray());
-        cJSON_AddItemToObject(top, "neurons", nr);
-        p->report = cJSON_PrintUnformatted(top);
+        jset(nr, "unsupported_modules", cJSON_CreateArray(), &oom);
+        jset(top, "neurons", nr, &oom);
+        p->report = top ? cJSON_PrintUnformatted(top) : NULL;
         cJSON_Delete(top);
         report = NULL;
         neurons = NULL;
         p->neurons_converted = cfg.neuron_storage != SNN_NEURON_STORAGE_UNSET;
+        if (oom || !p->report) st = snn_error(SNN_E_NOMEM, "out of memory writing the precision report");
+    } else if (oom && st == SNN_OK) {
+        st = snn_error(SNN_E_NOMEM, "out of memory writing the precision report");
     }
     cJSON_Delete(report);
     if (st != SNN_OK) {

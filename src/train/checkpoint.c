@@ -358,7 +358,7 @@ snn_status snn_ckpt_writer_commit(snn_ckpt_writer *w, const char *path) {
         sb_str(&h, "]}");
     }
     sb_str(&h, "}");
-    while (h.len % 8) sb_str(&h, " ");
+    while (!h.oom && h.len % 8) sb_str(&h, " "); /* on OOM sb_put adds nothing */
     free(begin);
     if (h.oom || h.len > SNN_CKPT_MAX_HEADER) {
         free(order);

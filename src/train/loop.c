@@ -396,6 +396,7 @@ snn_status snn_trainer_run(snn_trainer *t, const snn_dataset *train, const snn_d
             t->pos.epoch = epoch + 1;
             t->pos.batch = 0;
         }
+        ev.pos = t->pos; /* a completed epoch: the position has moved on to the next one */
         if (st == SNN_OK) st = emit(&c, &ev);
         if (st == SNN_OK && !partial && t->o.checkpoint_every && t->pos.step % t->o.checkpoint_every == 0)
             st = save_ckpt(&c, &ev);

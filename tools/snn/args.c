@@ -42,6 +42,11 @@ _Noreturn void die_status(int status, const char *what) {
 _Noreturn void die_setup(int status, const char *what) {
     (void)status;
     const char *msg = snn_last_error();
+    if (args_die_hook) {
+        char m[1280];
+        snprintf(m, sizeof m, "%s%s%s", what ? what : "", what && *msg ? ": " : "", msg);
+        args_die_hook(2, m);
+    }
     fprintf(stderr, "snn: error: %s%s%s\n", what ? what : "", what && *msg ? ": " : "", msg);
     exit(2);
 }

@@ -221,13 +221,18 @@ int snn_cmd_lm_prepare_data(int argc, char **argv) {
     uint64_t seed = 1234;
     const char *tokname = "byte", *sep = NULL;
     opt t[] = {
-        {"--seq-len", OPT_INT, &seq_len, "tokens per sample S (rows hold S+1; required)", NULL, 0},
-        {"--tokenizer", OPT_STRING, &tokname, "byte (256 bytes + EOS, default) or bpe (trained on train)", NULL, 0},
-        {"--vocab-size", OPT_INT, &vocab, "bpe: vocabulary incl. bytes and EOS (default 4096)", NULL, 0},
-        {"--valid-fraction", OPT_FLOAT, &valid_f, "share of the text for valid.npy (default 0.05)", NULL, 0},
-        {"--test-fraction", OPT_FLOAT, &test_f, "share of the text for test.npy (default 0.05)", NULL, 0},
-        {"--seed", OPT_U64, &seed, "document shuffle seed (default 1234)", NULL, 0},
-        {"--doc-separator", OPT_STRING, &sep, "a line that separates documents inside a file ('%' for fortunes)", NULL, 0},
+        opt_num("--seq-len", OPT_INT, &seq_len, "tokens per sample S (rows hold S+1; required)", NULL, 1, 1 << 20),
+        {.name = "--tokenizer", .type = OPT_STRING, .dst = &tokname,
+         .help = "byte (256 bytes + EOS, default) or bpe (trained on train)"},
+        opt_num("--vocab-size", OPT_INT, &vocab, "bpe: vocabulary incl. bytes and EOS (default 4096)", NULL, 257,
+                SNN_TOKENIZER_MAX_VOCAB),
+        {.name = "--valid-fraction", .type = OPT_FLOAT, .dst = &valid_f,
+         .help = "share of the text for valid.npy, in (0, 0.5] (default 0.05)"},
+        {.name = "--test-fraction", .type = OPT_FLOAT, .dst = &test_f,
+         .help = "share of the text for test.npy, in (0, 0.5] (default 0.05)"},
+        {.name = "--seed", .type = OPT_U64, .dst = &seed, .help = "document shuffle seed (default 1234)"},
+        {.name = "--doc-separator", .type = OPT_STRING, .dst = &sep,
+         .help = "a line that separates documents inside a file ('%' for fortunes)"},
     };
     int nt = (int)(sizeof t / sizeof *t);
     if (args_wants_help(argc, argv, 3)) {

@@ -17,6 +17,7 @@
 #include "cmds.h"
 #include "common.h"
 #include "dist/comm.h"
+#include "dist/sampler.h"
 #include "dist/vision_train.h"
 #include "snn/checkpoint.h"
 #include "snn/optim.h"
@@ -145,22 +146,22 @@ int cmd_train_dist(int argc, char **argv) {
     t[n++] = (opt){"--pipeline-microbatches", OPT_INT, &micro, "GPipe microbatches per batch (1)", NULL, 0};
     t[n++] = (opt){"--dataset", OPT_STRING, &df.dataset, "fashion-mnist | digits | synthetic (required)", NULL, 0};
     t[n++] = (opt){"--data-dir", OPT_STRING, &df.data_dir, "directory of the data files (default: Debian's location)", NULL, 0};
-    t[n++] = (opt){"--synthetic-size", OPT_INT, &df.synthetic_train, "synthetic: training samples (default 2048)", NULL, 0};
-    t[n++] = (opt){"--epochs", OPT_INT, &epochs, "passes over the training data (fcsnn 10, convsnn 2, spikformer 1)", NULL, 0};
-    t[n++] = (opt){"--max-steps", OPT_LONG, &max_steps, "stop after this many optimizer steps", NULL, 0};
-    t[n++] = (opt){"--timing-warmup-steps", OPT_INT, &timing_warmup, "steps left out of the throughput (0)", NULL, 0};
-    t[n++] = (opt){"--batch-size", OPT_INT, &batch, "samples per step on each data-parallel rank (128; spikformer 32)", NULL, 0};
-    t[n++] = (opt){"--lr", OPT_FLOAT, &lr, "learning rate (adam/adamw 1e-3, sgd 0.1)", NULL, 0};
+    t[n++] = opt_num("--synthetic-size", OPT_INT, &df.synthetic_train, "synthetic: training samples (default 2048)", NULL, 1, 1000000);
+    t[n++] = opt_num("--epochs", OPT_INT, &epochs, "passes over the training data (fcsnn 10, convsnn 2, spikformer 1)", NULL, 1, 1000000);
+    t[n++] = opt_num("--max-steps", OPT_LONG, &max_steps, "stop after this many optimizer steps", NULL, 1, 1e15);
+    t[n++] = opt_num("--timing-warmup-steps", OPT_INT, &timing_warmup, "steps left out of the throughput (0)", NULL, 0, 2147483647.0);
+    t[n++] = opt_num("--batch-size", OPT_INT, &batch, "samples per step on each data-parallel rank (128; spikformer 32)", NULL, 1, 1 << 20);
+    t[n++] = opt_num("--lr", OPT_FLOAT, &lr, "learning rate, > 0 (adam/adamw 1e-3, sgd 0.1)", NULL, 1e-30, 1e6);
     t[n++] = (opt){"--optimizer", OPT_STRING, &optimizer, "sgd | adam | adamw (default adam)", NULL, 0};
-    t[n++] = (opt){"--momentum", OPT_FLOAT, &momentum, "sgd momentum (default 0.9)", NULL, 0};
-    t[n++] = (opt){"--weight-decay", OPT_FLOAT, &wd, "weight decay (adamw 0.01, else 0)", NULL, 0};
+    t[n++] = opt_num("--momentum", OPT_FLOAT, &momentum, "sgd momentum, 0 to 1 (default 0.9)", NULL, 0, 1);
+    t[n++] = opt_num("--weight-decay", OPT_FLOAT, &wd, "weight decay, >= 0 (adamw 0.01, else 0)", NULL, 0, 1e6);
     t[n++] = (opt){"--schedule", OPT_STRING, &schedule, "constant | cosine | step (default cosine)", NULL, 0};
-    t[n++] = (opt){"--warmup", OPT_INT, &warmup, "linear warm-up steps (default 0)", NULL, 0};
-    t[n++] = (opt){"--clip", OPT_FLOAT, &clip, "clip the global gradient norm (0: off)", NULL, 0};
+    t[n++] = opt_num("--warmup", OPT_INT, &warmup, "linear warm-up steps (default 0)", NULL, 0, 2147483647.0);
+    t[n++] = opt_num("--clip", OPT_FLOAT, &clip, "clip the global gradient norm (0: off)", NULL, 0, 1e30);
     t[n++] = (opt){"--loss", OPT_STRING, &loss, "ce | mse (ce; convsnn mse on firing rates)", NULL, 0};
     t[n++] = (opt){"--encoding", OPT_STRING, &encoding, "direct | poisson (default direct)", NULL, 0};
     t[n++] = (opt){"--seed", OPT_U64, &seed, "random seed, the same on every rank (default 42)", NULL, 0};
-    t[n++] = (opt){"--bucket-cap-mb", OPT_INT, &bucket_mb, "DDP gradient bucket size in MiB (25)", NULL, 0};
+    t[n++] = opt_num("--bucket-cap-mb", OPT_INT, &bucket_mb, "DDP gradient bucket size in MiB (25)", NULL, 1, 4096);
     t[n++] = (opt){"--out", OPT_STRING, &out, "output directory, written by rank 0 (default runs/latest)", NULL, 0};
     t[n++] = (opt){"--quiet", OPT_FLAG, &quiet, "no progress output", NULL, 0};
     if (help) {
@@ -237,7 +238,10 @@ int cmd_train_dist(int argc, char **argv) {
     if (total <= 0) die_usage("no training step fits: %d samples over %d ranks", snn_dataset_size(train), mesh.dp_size);
     if (max_steps > 0 && timing_warmup >= max_steps)
         die_usage("--timing-warmup-steps %d must be < --max-steps %ld", timing_warmup, max_steps);
-    long per_epoch = total / epochs > 0 ? total / epochs : 1;
+    /* the step schedule decays once per epoch, as snn train's: batches of one epoch */
+    long per_epoch = (long)snn_dist_loader_batches(
+        snn_dist_sampler_num_samples((size_t)snn_dataset_size(train), mesh.dp_size), batch, pp > 1);
+    if (per_epoch < 1) per_epoch = 1;
     o.sched = (snn_lr_sched){.kind = (snn_lr_kind)lkind, .base_lr = oo.lr, .warmup_steps = warmup,
                              .warmup_start_factor = 0.1f, .total_steps = total > warmup ? total : warmup + 1,
                              .min_lr = 0, .step_size = per_epoch, .gamma = 0.5f};

@@ -9,6 +9,8 @@ int cmd_eval(int argc, char **argv);
 int cmd_predict(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+/* tools/snn/cmd_export_artifact.c */
+int cmd_export_artifact(int argc, char **argv);
 int cmd_lm(int argc, char **argv);
 
 #endif

@@ -143,6 +143,7 @@ snn_status data_load(const data_flags *d, const model_flags *f, uint64_t seed, s
         int spk = !strcmp(f->model, "spikformer");
         int c = spk ? 3 : 1, s = spk ? (f->image_size ? f->image_size : 224) : 28;
         int classes = f->num_classes ? f->num_classes : (spk ? 1000 : 10);
+        check_fits("the synthetic data", 4.0 * c * s * s * ((double)d->synthetic_train + d->synthetic_test));
         if (train) SNN_TRY_TOOL(snn_dataset_synthetic(d->synthetic_train, c, s, s, classes, seed, train));
         if (test) SNN_TRY_TOOL(snn_dataset_synthetic(d->synthetic_test, c, s, s, classes, seed + 1, test));
         return SNN_OK;

@@ -17,6 +17,7 @@ static void usage(FILE *f) {
             "  predict   class predictions of a checkpoint for an IDX image file\n"
             "  inspect   the precision/FP8 conversion report of a model, without training\n"
             "  bench     precision benchmarks: linear, fcsnn, neuron, crossover\n"
+            "  export-artifact  merge a distributed checkpoint into one inference artifact\n"
             "  lm        language models: prepare-data, train, eval, generate, export\n"
             "\n"
             "snn <command> --help shows the options of a command; snn --version the version.\n");
@@ -71,6 +72,7 @@ int main(int argc, char **argv) {
     if (!strcmp(c, "predict")) return cmd_predict(argc, argv);
     if (!strcmp(c, "inspect")) return cmd_inspect(argc, argv);
     if (!strcmp(c, "bench")) return cmd_bench(argc, argv);
+    if (!strcmp(c, "export-artifact")) return cmd_export_artifact(argc, argv);
     if (!strcmp(c, "lm")) return cmd_lm(argc, argv);
     die_usage("unknown command '%s' (try snn --help)", c);
 }
