@@ -105,6 +105,7 @@ static int run_mod(char **a) {
     wr(G, np * sizeof(float));
     snn_arena_free(&ar);
     snn_module_free(m);
+    free(P), free(G), free(x), free(pin), free(dy), free(y), free(dx);
     return 0;
 }
 
@@ -130,6 +131,7 @@ static int run_loss(char **a) {
     wr(&f, 4);
     wr(&g, 4);
     wr(d, n * sizeof(float));
+    free(l), free(lab), free(mask), free(tl), free(d);
     return 0;
 }
 
@@ -212,13 +214,16 @@ int main(int argc, char **argv) {
             float L = (float)(ls / cn);
             wr(&L, 4);
             wr(snn_model_grads(m), np * sizeof(float));
+            free(ids), free(lab), free(mask), free(x), free(tl), free(d);
         } else {
             int B = atoi(argv[18]), P = atoi(argv[19]), NEW = atoi(argv[20]);
             int32_t *pr = rd((size_t)B * P * 4), *out = malloc((size_t)B * (P + NEW) * 4);
             snn_lm_sampling s = {.temperature = 0, .top_k = -1, .top_p = 1, .seed = 1, .eos = -1};
             if ((st = snn_gpt_generate(m, pr, B, P, NEW, &s, out)) != SNN_OK) return fail(st);
             wr(out, (size_t)B * (P + NEW) * 4);
+            free(pr), free(out);
         }
+        free(p);
         snn_model_free(m);
         rc = 0;
     } else {

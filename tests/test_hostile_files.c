@@ -16,6 +16,7 @@
 #include "snn/data.h"
 #include "snn/lm_config.h"
 #include "snn/model.h"
+#include "snn/tokenizer.h"
 #include "snn/tokens.h"
 
 static char tmpdir[256];
@@ -276,6 +277,10 @@ static void test_special_files(void) {
         snn_status s6 = snn_lm_training_config_load(paths[i], tc);
         CHECK_MSG(s6 == SNN_E_IO && strstr(snn_last_error(), kinds[i]), "%s: %s", paths[i], snn_last_error());
         free(tc);
+        snn_tokenizer *tok = NULL;
+        snn_status s7 = snn_tokenizer_load(paths[i], &tok);
+        CHECK_MSG(s7 == SNN_E_IO && !tok && strstr(snn_last_error(), kinds[i]), "%s: %s", paths[i], snn_last_error());
+        snn_tokenizer_free(tok);
         /* the labels file of a good images file goes through the same check */
         alarm(0);
         CHECK_MSG(!alarmed, "%s: a load blocked until the alarm", paths[i]);

@@ -10,12 +10,13 @@
 
 #include <cjson/cJSON.h>
 
+#include "core/file_internal.h"
 #include "dist/vision_ckpt.h"
 
 static snn_status read_file(const char *path, char **out) {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return snn_error(SNN_E_IO, "cannot open %s", path);
+    FILE *f;
+    SNN_TRY(snn_fopen_regular(path, "artifact file", &f));
     char *b = malloc((size_t)1 << 20);
     size_t n = b ? fread(b, 1, ((size_t)1 << 20) - 1, f) : 0;
     int big = b && n == ((size_t)1 << 20) - 1;

@@ -12,6 +12,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "core/file_internal.h"
 #include "dist/vision_ckpt.h"
 
 static int path_exists(const char *p) {
@@ -77,8 +78,8 @@ static snn_status write_text(const char *path, const char *text) {
 /* Whole file into a NUL-terminated buffer (at most 16 MiB: a recipe is a few KiB). */
 static snn_status read_text(const char *path, char **out) {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return snn_error(SNN_E_IO, "cannot open %s: %s", path, strerror(errno));
+    FILE *f;
+    SNN_TRY(snn_fopen_regular(path, "recipe file", &f));
     size_t cap = 4096, n = 0;
     char *b = malloc(cap);
     while (b) {

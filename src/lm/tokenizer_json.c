@@ -7,6 +7,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "core/file_internal.h"
 #include "core/error_internal.h"
 #include "core/json_canon.h"
 #include "lm/tokenizer_internal.h"
@@ -157,8 +158,8 @@ snn_status snn_tokenizer_save(const snn_tokenizer *t, const char *path) {
 
 snn_status snn_tokenizer_load(const char *path, snn_tokenizer **out) {
     if (!path || !out) return snn_error(SNN_E_INVALID, "snn_tokenizer_load: NULL argument");
-    FILE *f = fopen(path, "rb");
-    if (!f) return snn_error(SNN_E_IO, "cannot open %s", path);
+    FILE *f;
+    SNN_TRY(snn_fopen_regular(path, "tokenizer file", &f));
     const size_t cap = (size_t)256 << 20;
     size_t n = 0, sz = 1 << 16;
     char *b = malloc(sz + 1);

@@ -105,26 +105,26 @@ static snn_status attn_forward_cached(snn_module *m, const snn_run *r, const flo
                 const float *q = xb + (size_t)s * W + (size_t)h * hd;
                 float *o = y + ((size_t)b * S + s) * OW + (size_t)h * hd;
                 int n = off + s + 1;
-                /* one query row against n <= capacity cached keys: small, done by hand */
-                float mx = -INFINITY;
-                float zbuf[n];
+                /* one query row against n cached keys with an online softmax (running max
+                 * and sum, the output rescaled when the max grows): no score buffer */
+                float mx = -INFINITY, sum = 0.0f;
+                for (int e = 0; e < hd; e++) o[e] = 0.0f;
                 for (int j = 0; j < n; j++) {
                     float d = 0.0f;
                     for (int e = 0; e < hd; e++) d += q[e] * kc[(size_t)j * hd + e];
-                    zbuf[j] = d * scale;
-                    mx = zbuf[j] > mx ? zbuf[j] : mx;
-                }
-                double sum = 0.0;
-                for (int j = 0; j < n; j++) {
-                    zbuf[j] = expf(zbuf[j] - mx);
-                    sum += zbuf[j];
-                }
-                float inv = (float)(1.0 / sum);
-                for (int e = 0; e < hd; e++) o[e] = 0.0f;
-                for (int j = 0; j < n; j++) {
-                    float p = zbuf[j] * inv;
+                    d *= scale;
+                    if (d > mx) {
+                        float r = expf(mx - d); /* 0 on the first key */
+                        sum *= r;
+                        for (int e = 0; e < hd; e++) o[e] *= r;
+                        mx = d;
+                    }
+                    float p = expf(d - mx);
+                    sum += p;
                     for (int e = 0; e < hd; e++) o[e] += p * vc[(size_t)j * hd + e];
                 }
+                const float inv = 1.0f / sum;
+                for (int e = 0; e < hd; e++) o[e] *= inv;
             }
         }
     }

@@ -103,6 +103,11 @@ static char *gpt2_config(const snn_gpt_opts *o, int eos) {
     if (eos >= 0) {
         cJSON_AddNumberToObject(j, "bos_token_id", eos);
         cJSON_AddNumberToObject(j, "eos_token_id", eos);
+    } else {
+        /* explicit nulls: left out, transformers' GPT2Config fills in GPT-2's 50256, which is
+         * outside a smaller vocabulary */
+        cJSON_AddNullToObject(j, "bos_token_id");
+        cJSON_AddNullToObject(j, "eos_token_id");
     }
     cJSON_AddStringToObject(j, "torch_dtype", "bfloat16");
     char *s = cJSON_Print(j);
