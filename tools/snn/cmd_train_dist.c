@@ -354,10 +354,10 @@ int cmd_train_dist(int argc, char **argv) {
     g_setup = 0;
 
     if (rank == 0 && !quiet)
-        fprintf(stderr, "snn: training %s (%zu parameters) on %s with DDP over %d ranks (mpi world %d, backend %s): "
-                "T=%d, batch %d per rank (global %d), %s lr %g, %ld steps\n", mf.model, snn_model_num_params(m),
-                df.dataset, mesh.dp_size, world, snn_comm_backend_name(g_world), mf.T, batch, batch * mesh.dp_size,
-                optimizer, (double)oo.lr, total);
+        fprintf(stderr, "snn: training %s (%zu parameters) on %s, DP %d x PP %d x TP %d (mpi world %d, backend %s): "
+                "T=%d, batch %d per DP rank (global %d), %s lr %g, %ld steps\n", mf.model, snn_model_num_params(m),
+                df.dataset, mesh.dp_size, mesh.pp_size, mesh.tp_size, world, snn_comm_backend_name(g_world), mf.T,
+                batch, batch * mesh.dp_size, optimizer, (double)oo.lr, total);
     snn_dist_metrics met;
     st = snn_dist_train_classification(&mesh, &o, &met);
     if (st != SNN_OK) die_status(st, "training");
