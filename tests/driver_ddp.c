@@ -46,6 +46,7 @@ static int checks, failures, R;
         if (s_ != SNN_OK) {                                                                      \
             fprintf(stderr, "rank %d: %s:%d: %s: %s\n", R, __FILE__, __LINE__, #e, snn_last_error()); \
             snn_comm_abort(g_world, 1);                                                          \
+            exit(1);                                                                             \
         }                                                                                        \
     } while (0)
 

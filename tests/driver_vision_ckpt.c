@@ -42,6 +42,7 @@ static int failures;
 static _Noreturn void die(snn_comm *w, const char *what) {
     fprintf(stderr, "rank %d: %s: %s\n", R, what, snn_last_error());
     snn_comm_abort(w, 1);
+    exit(1);
 }
 
 enum { T = 2, N = 8, K = 2, SEED = 4242 };

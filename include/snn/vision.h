@@ -20,6 +20,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "checkpoint.h"
 #include "error.h"
 #include "model.h"
 #include "precision.h"
@@ -221,6 +222,17 @@ int snn_vision_registry_has(snn_vision_registry reg, const char *name);
 /* Check that kwargs only uses keys (and value types) the entry accepts. */
 snn_status snn_vision_registry_check_kwargs(snn_vision_registry reg, const char *name, const char *field,
                                             const snn_kwargs *k);
+
+/* The topology-independent inference artifact (docs/checkpoint-format.md). */
+/* One process: merge the shards of a step directory into the artifact out_path (which must
+ * not exist; written atomically). Replicated tensors must be bit-identical on every TP rank;
+ * every canonical tensor must be covered exactly (each TP part once). */
+snn_status snn_vision_export_artifact(const char *step_dir, const char *out_path);
+/* Open and check an artifact: schema 1, a valid model config, a source object, and exactly
+ * the canonical tensor set at dense shapes. mc and src_tp/src_pp (may be NULL) receive its
+ * model config and source topology. *out: the open file (close it). */
+snn_status snn_vision_artifact_open(const char *path, snn_vision_model_config *mc, int *src_pp, int *src_tp,
+                                    snn_ckpt **out);
 
 #ifdef __cplusplus
 }

@@ -97,9 +97,11 @@ snn_status snn_comm_agree(snn_comm *c, snn_status mine);
  * message in msg_out (cap bytes). */
 int snn_comm_agree_code(snn_comm *c, int mine, const char *msg, int *rank_out, char *msg_out, size_t cap);
 
-/* End every process of the job with exit code `code` (MPI_Abort on the world; exit on the
- * self backend). Print the message before calling this. */
-_Noreturn void snn_comm_abort(snn_comm *c, int code);
+/* Ask the launcher to end every other process of the job with exit code `code` (MPI_Abort on
+ * the world, which also ends this process). The library never exits by itself: on the self
+ * backend, or where the launcher has not ended this process, it returns and the caller exits
+ * (`snn_comm_abort(c, code); exit(code);`). Print the message before calling this. */
+void snn_comm_abort(snn_comm *c, int code);
 
 /* ---- the (dp, pp, tp) mesh ----
  * Shape (DP, PP, TP) with world = DP * PP * TP, and SpikingJelly's rank coordinates

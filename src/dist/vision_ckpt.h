@@ -49,15 +49,7 @@ snn_status snn_vision_checkpoint_load(const snn_mesh *mesh, const snn_vision_tra
                                       const char *step_dir, snn_model *model, snn_precision *prec,
                                       snn_optimizer *opt, snn_vision_progress *progress, uint64_t *rng);
 
-/* One process: merge the shards of a step directory into the artifact out_path (which must
- * not exist; written atomically). Replicated tensors must be bit-identical on every TP rank;
- * every canonical tensor must be covered exactly (each TP part once). */
-snn_status snn_vision_export_artifact(const char *step_dir, const char *out_path);
-/* Open and check an artifact: schema 1, a valid model config, a source object, and exactly
- * the canonical tensor set at dense shapes. mc and src_tp/src_pp (may be NULL) receive its
- * model config and source topology. *out: the open file (close it). */
-snn_status snn_vision_artifact_open(const char *path, snn_vision_model_config *mc, int *src_pp, int *src_tp,
-                                    snn_ckpt **out);
+/* snn_vision_export_artifact and snn_vision_artifact_open: include/snn/vision.h */
 /* Build this rank's stage for any topology from an artifact (re-sharding each tensor). */
 snn_status snn_vision_stage_from_artifact(const char *path, const snn_mesh *mesh, snn_vision_stage **out);
 

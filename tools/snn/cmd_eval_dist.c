@@ -132,7 +132,7 @@ int cmd_eval_dist(int argc, char **argv) {
     if (st == SNN_OK) st = snn_comm_allreduce(g_world, tot, 3, SNN_COMM_F64, SNN_COMM_SUM);
     if (st != SNN_OK) {
         fprintf(stderr, "snn: error: rank %d: %s\n", snn_comm_rank(g_world), snn_last_error());
-        snn_comm_abort(g_world, 1);
+        { snn_comm_abort(g_world, 1); exit(1); }
     }
     double dt = now_seconds() - t0, acc = tot[1] / tot[2], loss = tot[0] / tot[2];
     if (snn_comm_rank(g_world) == 0) {
@@ -228,10 +228,10 @@ int cmd_predict_dist(int argc, char **argv) {
     }
     if (st != SNN_OK) {
         fprintf(stderr, "snn: error: rank %d: %s\n", snn_comm_rank(g_world), snn_last_error());
-        snn_comm_abort(g_world, 1);
+        { snn_comm_abort(g_world, 1); exit(1); }
     }
     fflush(stdout);
-    if (snn_comm_agree(g_world, SNN_OK) != SNN_OK) snn_comm_abort(g_world, 1);
+    if (snn_comm_agree(g_world, SNN_OK) != SNN_OK) { snn_comm_abort(g_world, 1); exit(1); }
     free(xb); free(xt); free(y); free(idx);
     snn_dataset_free(ds);
     snn_vision_stage_free(sg);

@@ -6,7 +6,7 @@
 
 #include "args.h"
 #include "cmds.h"
-#include "dist/vision_ckpt.h"
+#include "snn/vision.h"
 
 int cmd_export_artifact(int argc, char **argv) {
     if (args_wants_help(argc, argv, 2)) {

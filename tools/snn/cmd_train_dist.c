@@ -50,6 +50,7 @@ static void fail_hook(int code, const char *msg) {
     }
     fprintf(stderr, "snn: error: rank %d: %s\n", snn_comm_rank(g_world), msg);
     snn_comm_abort(g_world, code);
+    exit(code);
 }
 
 /* Every rank calls this at the same places of the set-up. */
