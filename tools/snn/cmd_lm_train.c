@@ -170,7 +170,6 @@ static _Noreturn void die_agreed(snn_status st, const char *what) {
 static void on_event(const snn_lm_train_event *e, void *user) {
     (void)user;
     if (snn_comm_rank(g_world) != 0) return;
-    if (e->kind == SNN_LM_EVENT_START) return; /* described on stderr by the caller */
     printf("%s\n", e->json);
     fflush(stdout);
     if (e->kind == SNN_LM_EVENT_LOG) {
