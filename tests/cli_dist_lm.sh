@@ -4,7 +4,8 @@
 #     gpt and spikelm: every logged lm_loss / grad_norm and every checkpointed tensor (the
 #     weights and the canonical AdamW state) within 1e-5 relative;
 #   - the distributed optimizer holds 1/DP of the optimizer state per rank (max over ranks
-#     = 8 * ceil(n / DP) bytes, sum = 8 n, n = the checkpoint's parameter count);
+#     = 8 * ceil(n / DP) bytes, sum = 8 n, n = the checkpoint's parameter count), and on its
+#     own (driver_dist_optim, 2 and 3 ranks, uneven slices) equals the unsharded AdamW;
 #   - a DP 2 checkpoint at step 3 resumed at DP 1 and at DP 4 reaches step 5 equal to the
 #     uninterrupted DP 2 run (and starts at step 4, consumed 32);
 #   - a global batch not divisible by micro * DP is exit 2 with ONE line naming the fields;
@@ -20,6 +21,11 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
 mpi() { timeout 60 mpirun -q --oversubscribe -x OMP_NUM_THREADS -x OMP_WAIT_POLICY "$@"; }
+
+for np_ in 2 3; do
+  if mpi -np $np_ "$B/driver_dist_optim" >"$tmp/out" 2>"$tmp/err"; then cat "$tmp/out"
+  else echo "FAIL: driver_dist_optim on $np_ ranks:" >&2; cat "$tmp/out" "$tmp/err" >&2; fail=1; fi
+done
 
 /usr/bin/python3 - "$tmp/data" <<'PY' || exit 1
 import os, sys
