@@ -1,8 +1,8 @@
 #!/bin/bash
 # Data-parallel language-model training (`mpirun -np N snn lm train`), against one process:
 #   - DP 2 equals the single-process run of the same global batch after 5 FP32 steps, for
-#     gpt and spikelm: every logged lm_loss / grad_norm and every checkpointed tensor (the
-#     weights and the canonical AdamW state) within 1e-5 relative;
+#     gpt and spikelm: every logged lm_loss / grad_norm / lr, the validation loss and every
+#     checkpointed tensor (the weights and the canonical AdamW state) within 1e-5 relative;
 #   - the distributed optimizer holds 1/DP of the optimizer state per rank (max over ranks
 #     = 8 * ceil(n / DP) bytes, sum = 8 n, n = the checkpoint's parameter count), and on its
 #     own (driver_dist_optim, 2 and 3 ranks, uneven slices) equals the unsharded AdamW;
@@ -94,13 +94,16 @@ if not any(k.startswith("__optim__.exp_avg") for k in a):
 nlog = 0
 if len(sys.argv) > 5:
     def logs(p):
-        return {l["optimizer_step"]: l for l in (json.loads(s) for s in open(p) if s.startswith("{"))
-                if "lm_loss" in l and "lr" in l}
+        out = {}
+        for l in (json.loads(s) for s in open(p) if s.startswith("{")):
+            if "lm_loss" in l and "lr" in l: out[l["optimizer_step"]] = l
+            if "validation_tokens" in l: out[("validation", l["optimizer_step"])] = l
+        return out
     la, lb = logs(sys.argv[4]), logs(sys.argv[5])
-    if sorted(la) != sorted(lb) or not la:
+    if sorted(la, key=str) != sorted(lb, key=str) or len(la) < 2 or not any(isinstance(k, tuple) for k in la):
         print(f"FAIL {what}: logged steps {sorted(la)} vs {sorted(lb)}"); bad = 1
     for s in la:
-        for f in ("lm_loss", "grad_norm", "lr"):
+        for f in (("validation_lm_loss", "validation_tokens") if isinstance(s, tuple) else ("lm_loss", "grad_norm", "lr")):
             u, v = la[s][f], lb.get(s, {}).get(f, float("nan"))
             if not abs(u - v) <= tol * abs(u):
                 print(f"FAIL {what}: step {s} {f}: {u} vs {v}"); bad = 1
@@ -120,7 +123,7 @@ for s in open(sys.argv[1]):
         if sys.argv[2] in l: print(l[sys.argv[2]])" "$1" "$2" | tail -1; }
 
 common="--data $tmp/data --layers 2 --hidden 32 --heads 4 --micro-batch-size 2 --global-batch-size 8 --train-steps 5
-  --log-interval 1 --lr 3e-3 --lr-warmup-steps 1 --clip-grad 0.5"
+  --log-interval 1 --lr 3e-3 --lr-warmup-steps 1 --clip-grad 0.5 --eval-interval 5 --eval-steps 1"
 for model in gpt spikelm; do
   extra=""
   [ $model = spikelm ] && extra="--time-steps 2"
