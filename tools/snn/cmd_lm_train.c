@@ -9,13 +9,10 @@
  * point, rank 0 prints the first failing rank's message once and every rank exits with its
  * code (2 for bad input); the library agrees on its own failures the same way. A failure no
  * rank could agree on (a lost peer) ends the job through the launcher. */
-#include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "common.h"
 #include "lm_tool.h"
@@ -238,6 +235,13 @@ int cmd_lm_train(int argc, char **argv) {
     snn_status st;
     if ((st = snn_comm_init_world(&g_world)) != SNN_OK) die_status(st, "starting the communicator");
     args_die_hook = fail_hook;
+    {
+        /* N copies of a one-process run would each train alone and overwrite one output */
+        const char *np = getenv("OMPI_COMM_WORLD_SIZE");
+        if (!np) np = getenv("PMI_SIZE");
+        if (np && strcmp(np, "1") && snn_comm_size(g_world) == 1)
+            die_usage("lm train: started by an MPI launcher with %s processes, but this snn was built without MPI", np);
+    }
     args_parse("lm train", t, n, argc, argv, 3);
     snn_lm_training_config c;
     if (f.config) {
