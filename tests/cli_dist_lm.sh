@@ -11,8 +11,9 @@
 #   - a global batch not divisible by micro * DP is exit 2 with ONE line naming the fields;
 #     fp16 with DP 2 is exit 2;
 #   - bad input on one rank only (rank 1's data directory is missing): every rank exits 2
-#     with rank 1's message; a rank killed with SIGKILL mid-run ends the job non-zero;
-#     both within 60 s.
+#     with rank 1's message; a failure on rank 0 alone at step 2 (its checkpoint directory
+#     exists) ends both ranks with exit 2; a rank killed with SIGKILL mid-run ends the job
+#     non-zero; each within 60 s.
 set -u
 B=${1:?build dir}
 . "$(dirname "$0")/dist_env.sh"
@@ -192,6 +193,20 @@ if [ $rc -ne 2 ] || [ "$(grep -c '^snn: error: ' "$tmp/err")" -ne 1 ] || ! grep 
   echo "FAIL: bad input on rank 1: rc=$rc after ${dt}s, stderr:" >&2; cat "$tmp/err" >&2; fail=1
 else
   echo "bad input on rank 1: rc=$rc after ${dt}s: $(cat "$tmp/err")"
+fi
+
+# a failure on rank 0 only, in the middle of training (its checkpoint directory exists):
+# rank 1 must not wait for ever; both leave with exit 2 and one message
+mkdir -p "$tmp/ex/step_0000002"
+start=$(date +%s)
+mpi -np 2 "$SNN" lm train $common --checkpoint-interval 2 --output "$tmp/ex" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+dt=$(( $(date +%s) - start ))
+if [ $rc -ne 2 ] || [ "$(grep -c '^snn: error: ' "$tmp/err")" -ne 1 ] || ! grep -q "step_0000002 exists already" "$tmp/err" ||
+   ! grep -q '"optimizer_step":2,' "$tmp/out" || [ $dt -ge 60 ]; then
+  echo "FAIL: checkpoint failure on rank 0 at step 2: rc=$rc after ${dt}s, stderr:" >&2; cat "$tmp/err" >&2; fail=1
+else
+  echo "failure on rank 0 at step 2: rc=$rc after ${dt}s: $(cat "$tmp/err")"
 fi
 
 # a rank killed with SIGKILL in the middle of training
