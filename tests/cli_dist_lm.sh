@@ -2,7 +2,8 @@
 # Data-parallel language-model training (`mpirun -np N snn lm train`), against one process:
 #   - DP 2 equals the single-process run of the same global batch after 5 FP32 steps, for
 #     gpt and spikelm: every logged lm_loss / grad_norm / lr, the validation loss and every
-#     checkpointed tensor (the weights and the canonical AdamW state) within 1e-5 relative;
+#     checkpointed tensor (the weights and the canonical AdamW state) within 1e-5 relative
+#     (max |a-b| / max |a| per tensor), the key third of c_attn.bias within 1e-3 (see compare);
 #   - the distributed optimizer holds 1/DP of the optimizer state per rank (max over ranks
 #     = 8 * ceil(n / DP) bytes, sum = 8 n, n = the checkpoint's parameter count), and on its
 #     own (driver_dist_optim, 2 and 3 ranks, uneven slices) equals the unsharded AdamW;
@@ -28,12 +29,15 @@ for np_ in 2 3; do
   else echo "FAIL: driver_dist_optim on $np_ ranks:" >&2; cat "$tmp/out" "$tmp/err" >&2; fail=1; fi
 done
 
-/usr/bin/python3 - "$tmp/data" <<'PY' || exit 1
+# fresh token data every run; SNN_TEST_SEED replays one
+seed=${SNN_TEST_SEED:-$(date +%s%N | cut -c1-15)}
+echo "test seed: SNN_TEST_SEED=$seed"
+SNN_TEST_SEED=$seed /usr/bin/python3 - "$tmp/data" <<'PY' || exit 1
 import os, sys
 import numpy as np
 d = sys.argv[1]
 os.makedirs(d)
-rng = np.random.default_rng(int(os.environ.get("SNN_TEST_SEED", "11")))
+rng = np.random.default_rng(int(os.environ["SNN_TEST_SEED"]))
 V, S = 40, 16
 for split, n in (("train", 48), ("valid", 16), ("test", 16)):
     start = rng.integers(0, V, size=(n, 1))
@@ -73,11 +77,12 @@ for k in a:
         print(f"FAIL {what}: {k}: shapes differ"); bad = 1; continue
     scale = max(np.abs(x).max(), 1e-30)
     d = np.abs(x - y) / scale
-    if k.endswith("attn.c_attn.bias") and "learned_absolute" in ma.get("lm_recipe", ""):
-        # the key bias under learned positions shifts every score of a query by the same
-        # amount: its exact gradient is 0, so AdamW (g / (|g| + eps)) turns the rounding
-        # noise of the gradient sum into updates. Another summation order (DP) gives other
-        # noise: those entries are held to a looser bound and reported.
+    if k.endswith("attn.c_attn.bias"):
+        # the key bias adds q.b to every attention score of a query: with learned positions
+        # its exact gradient is 0, with RoPE nearly so in the low-frequency rotary pairs
+        # (they barely turn over 16 positions). AdamW (g / (sqrt(v) + eps)) turns the
+        # rounding noise of the gradient sum into updates there, and another summation
+        # order (DP) gives other noise: those entries get a looser bound, reported.
         h = x.size // 3
         kworst = max(kworst, d[h:2 * h].max())
         if not d[h:2 * h].max() <= 1e-3:
@@ -110,7 +115,7 @@ if len(sys.argv) > 5:
                 print(f"FAIL {what}: step {s} {f}: {u} vs {v}"); bad = 1
         nlog += 1
 print(f"{what}: {len(a)} tensors, worst relative difference {worst:.3g}"
-      + (f" (key bias, zero exact gradient: {kworst:.3g})" if kworst else "") + f", {nlog} logged steps compared")
+      + (f" (key bias: {kworst:.3g})" if kworst else "") + f", {nlog} logged steps compared")
 sys.exit(bad)
 PY
 }
