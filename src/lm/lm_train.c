@@ -122,6 +122,15 @@ snn_status lm_micro_local(void *ctx, const int32_t *ids, const int32_t *labels, 
     return SNN_OK;
 }
 
+snn_status lm_trainer_set_micro(snn_lm_trainer *t, lm_micro_fn fn, void *ctx) {
+    if (!t) return snn_error(SNN_E_INVALID, "lm trainer is NULL");
+    if (fn && t->fused_step)
+        return snn_error(SNN_E_UNSUPPORTED, "fp16 and fp8 training steps run the local microbatch only");
+    t->micro_fn = fn ? fn : lm_micro_local;
+    t->micro_ctx = fn ? ctx : &t->local;
+    return SNN_OK;
+}
+
 /* ---------------- agreement ---------------- */
 
 snn_status lm_agree(snn_lm_trainer *t, snn_status st) {

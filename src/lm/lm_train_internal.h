@@ -69,6 +69,13 @@ struct snn_lm_trainer {
     char last_dir[4200];
 };
 
+/* Replace the microbatch (before the first step; ctx must outlive the trainer; NULL fn
+ * restores the local one). Refused under fp16 / fp8, whose fused one-process step runs the
+ * backward itself from the local microbatch's dlogits. A stage whose ranks are not all
+ * data-parallel replicas also needs the trainer's communicator to be the DP group of its
+ * mesh rather than the world; that is the stage's set-up to do. */
+snn_status lm_trainer_set_micro(snn_lm_trainer *t, lm_micro_fn fn, void *ctx);
+
 /* Collective: 0 on every rank when st is SNN_OK on every rank; else the first failing
  * rank's status (and message) everywhere. Allocates nothing on success. */
 snn_status lm_agree(snn_lm_trainer *t, snn_status st);
