@@ -7,7 +7,9 @@
  *     and a wrong recipe is refused;
  *   - validation totals, and snn_lm_evaluate's padding (3 samples in batches of 2 equal
  *     sample-by-sample evaluation, padded rows count no tokens);
- *   - refusals that name the fields: global not divisible by micro, a step past the end.
+ *   - refusals that name the fields: global not divisible by micro, a step past the end;
+ *   - the microbatch seam (lm_trainer_set_micro): a replacement sees every microbatch with
+ *     grad_scale 1 / (global * S) and, delegating to the local one, changes nothing.
  * Fresh random token data every run (SNN_TEST_SEED replays it). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +18,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "lm/lm_train_internal.h"
 #include "snn/lm_train.h"
 #include "snn/rng.h"
 
@@ -79,6 +82,19 @@ static double rel_all(const float *a, const float *b, size_t n) {
         if (fabs((double)b[i]) > m) m = fabs((double)b[i]);
     }
     return d / m;
+}
+
+typedef struct counting {
+    lm_local_micro *inner;
+    int calls, bad_scale;
+} counting;
+
+static snn_status counting_micro(void *ctx, const int32_t *ids, const int32_t *labels, const float *mask, int n,
+                                 float grad_scale, int backward, double *loss_sum, double *tokens) {
+    counting *c = ctx;
+    c->calls++;
+    if (grad_scale != (float)(1.0 / (8.0 * S)) || mask || !backward) c->bad_scale++;
+    return lm_micro_local(c->inner, ids, labels, mask, n, grad_scale, backward, loss_sum, tokens);
 }
 
 static size_t np_of(snn_lm_trainer *t) { return snn_model_num_params(snn_lm_trainer_model(t)); }
@@ -154,6 +170,19 @@ int main(void) {
     CHECK(snn_lm_trainer_create(&ct, self, &w) == SNN_E_INVALID && !w);
     CHECK_MSG(strstr(snn_last_error(), "global_batch_size") && strstr(snn_last_error(), "micro_batch_size"), "%s",
               snn_last_error());
+    /* the seam */
+    snn_lm_training_config cs = config(data, o3, 2);
+    snn_lm_trainer *p = NULL, *q = NULL;
+    CHECK(snn_lm_trainer_create(&cs, self, &p) == SNN_OK && snn_lm_trainer_create(&cs, self, &q) == SNN_OK);
+    if (p && q) {
+        counting cnt = {&p->local, 0, 0};
+        CHECK(lm_trainer_set_micro(p, counting_micro, &cnt) == SNN_OK);
+        for (int k = 0; k < 2; k++) CHECK(snn_lm_trainer_step(p, NULL) == SNN_OK && snn_lm_trainer_step(q, NULL) == SNN_OK);
+        CHECK(cnt.calls == 8 && cnt.bad_scale == 0);
+        CHECK(memcmp(params_of(p), params_of(q), np_of(p) * sizeof(float)) == 0);
+    }
+    snn_lm_trainer_free(p);
+    snn_lm_trainer_free(q);
     /* evaluate: padding */
     snn_model *m = snn_lm_trainer_model(b);
     snn_gpt_opts o;
