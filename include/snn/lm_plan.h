@@ -26,8 +26,9 @@ typedef enum snn_lm_plan_objective {
 } snn_lm_plan_objective;
 
 /* What the planner looked at and what it chose. On SNN_OK every field is set; when no
- * topology fits the budget the counts, budget_bytes and smallest_estimate_bytes are set
- * and the chosen fields are 0; on other failures the report is zeroed. */
+ * topology satisfies the rules the counts are set, when none fits the budget also
+ * budget_bytes and smallest_estimate_bytes; the chosen fields are then 0. On other
+ * failures the report is zeroed. */
 typedef struct snn_lm_plan_report {
     /* the chosen topology and policy */
     int tensor_parallel_size, pipeline_parallel_size, context_parallel_size, data_parallel_size;

@@ -278,9 +278,10 @@ snn_status snn_lm_plan_training(const snn_lm_training_config *in, int world_size
     r.topologies = n;
     if (n == 0) {
         free(src);
+        if (rep) *rep = r;
         if (r.refused_by_validation)
-            return E("No topology satisfies the model and batch constraints. (%d topologies of the rules are refused "
-                     "by the config validation, e.g.: %s)", r.refused_by_validation, refusal);
+            return E("No topology satisfies the model and batch constraints. (The config validation refuses all %d "
+                     "topologies the rules allow, e.g.: %s)", r.refused_by_validation, refusal);
         return E("No topology satisfies the model and batch constraints.");
     }
     const snn_lm_transformer_config *t = &src->model.transformer;
