@@ -1,0 +1,286 @@
+/* Tensor and pipeline parallel language-model training equals the dense model on one
+ * process.
+ *
+ * Every rank also trains the dense gpt / spikelm model (the oracle, built with the same
+ * seed) on the same random global batch, microbatch by microbatch as `snn lm train` does
+ * (per-token loss over the global token count, global-norm clip, AdamW). After 5 steps the
+ * stage's shards are gathered into canonical tensors (snn_lm_stage_gather) and EVERY
+ * canonical tensor is compared with the oracle's: max |a - b| / max |b| per tensor, and the
+ * per-step losses and gradient norms, all within 1e-5. Then a forward-only pipeline pass
+ * on a fresh batch against the oracle's loss.
+ *
+ *   driver_lm_parallel MODEL PP TP GROUPS TIED POS ACT     (mpirun -np DP*PP*TP)
+ *     MODEL gpt | spikelm, TIED 0 | 1, POS learned | rope, ACT gelu | swiglu
+ *   driver_lm_parallel --refuse        the topology rules' messages (one process)
+ * Prints one line on rank 0; exit 0 when everything is within the tolerance. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dist/lm_stage.h"
+#include "dist/tp.h"
+#include "snn/optim.h"
+#include "snn/rng.h"
+
+static int fail(snn_comm *w, const char *what) {
+    fprintf(stderr, "rank %d: %s: %s\n", w ? snn_comm_rank(w) : 0, what, snn_last_error());
+    if (w) snn_comm_abort(w, 1);
+    exit(1);
+}
+
+static snn_gpt_opts small(int spiking) {
+    snn_gpt_opts o = snn_gpt_defaults(spiking);
+    o.vocab = 96;
+    o.context = 32;
+    o.seq = 16;
+    o.layers = 4;
+    o.hidden = 64;
+    o.heads = 4;
+    o.groups = 4;
+    o.ffn = 128;
+    o.time_steps = spiking ? 2 : 1;
+    return o;
+}
+
+/* Each bad topology is refused with a message naming the fields. */
+static int refuse(void) {
+    struct {
+        int heads, groups, hidden, layers, vocab, pp, tp;
+        const char *msg;
+    } cases[] = {
+        {4, 4, 64, 4, 96, 1, 3, "tensor_parallel_size 3 must divide num_attention_heads 4"},
+        {12, 3, 96, 4, 96, 1, 2, "num_query_groups 3 and tensor_parallel_size 2"},
+        {8, 2, 64, 4, 96, 1, 8, "ffn_hidden_size"},
+        {4, 4, 64, 4, 90, 1, 4, "must divide vocab_size 90"},
+        {4, 4, 64, 4, 96, 3, 1, "pipeline_parallel_size 3 must divide num_layers 4"},
+        {4, 4, 64, 4, 96, 0, 1, "must be > 0"},
+    };
+    int bad = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snn_gpt_opts o = small(1);
+        o.heads = cases[i].heads;
+        o.groups = cases[i].groups;
+        o.hidden = cases[i].hidden;
+        o.layers = cases[i].layers;
+        o.vocab = cases[i].vocab;
+        o.ffn = 4 * 5 * 7; /* 140: not divisible by 8 */
+        if (cases[i].tp != 8) o.ffn = 128;
+        snn_lm_stage *s = NULL;
+        snn_status st = snn_lm_stage_build(&o, 0, cases[i].pp, 0, cases[i].tp, NULL, NULL, &s);
+        int ok = st != SNN_OK && s == NULL && strstr(snn_last_error(), cases[i].msg);
+        printf("refused PP %d TP %d (heads %d, groups %d, vocab %d): %s -> %s\n", cases[i].pp, cases[i].tp,
+               cases[i].heads, cases[i].groups, cases[i].vocab, st == SNN_OK ? "(accepted)" : snn_last_error(),
+               ok ? "ok" : "FAIL");
+        bad += !ok;
+        snn_lm_stage_free(s);
+    }
+    /* the GQA rule accepts replicated key/value groups (groups 2 < TP 4) */
+    snn_gpt_opts o = small(0);
+    o.groups = 2;
+    snn_lm_stage *s = NULL;
+    if (snn_lm_stage_build(&o, 0, 1, 3, 4, NULL, NULL, &s) != SNN_OK) {
+        printf("groups 2 with TP 4 refused: %s FAIL\n", snn_last_error());
+        bad++;
+    } else {
+        /* and a BF16 pipeline over FP32 parameters is not */
+        snn_status st = snn_lm_pipeline_plan(s, 2, 4, 1);
+        int ok = st != SNN_OK && strstr(snn_last_error(), "pipeline_dtype bf16 must equal params_dtype fp32");
+        printf("pipeline_dtype bf16 with fp32 params: %s -> %s\n", snn_last_error(), ok ? "ok" : "FAIL");
+        bad += !ok;
+    }
+    snn_lm_stage_free(s);
+    printf("%s\n", bad ? "FAIL" : "all refusals ok");
+    return bad ? 1 : 0;
+}
+
+static void tile(const int32_t *ids, int T, int N, int S, float *x) {
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < N * S; i++) x[(size_t)t * N * S + i] = (float)ids[i];
+}
+
+int main(int argc, char **argv) {
+    if (argc == 2 && !strcmp(argv[1], "--refuse")) return refuse();
+    if (argc < 8) {
+        fprintf(stderr, "usage: driver_lm_parallel MODEL PP TP GROUPS TIED POS ACT | --refuse\n");
+        return 2;
+    }
+    snn_gpt_opts o = small(!strcmp(argv[1], "spikelm"));
+    const int PP = atoi(argv[2]), TP = atoi(argv[3]);
+    o.groups = atoi(argv[4]);
+    o.tied = atoi(argv[5]);
+    o.pos = !strcmp(argv[6], "rope") ? SNN_LM_POS_ROPE : SNN_LM_POS_LEARNED_ABSOLUTE;
+    o.act = !strcmp(argv[7], "swiglu") ? SNN_LM_ACT_SWIGLU : SNN_LM_ACT_GELU;
+    if (!o.spiking && o.act == SNN_LM_ACT_SWIGLU) o.norm = SNN_LM_NORM_RMSNORM; /* gpt + SwiGLU: LLaMA-like */
+    const int T = o.time_steps, S = o.seq, V = o.vocab, micro = 2, global = 8;
+    const int steps = getenv("SNN_TEST_STEPS") ? atoi(getenv("SNN_TEST_STEPS")) : 5;
+    const float clip = 0.5f, lr = 3e-3f;
+
+    snn_comm *w = NULL;
+    if (snn_comm_init_world(&w) != SNN_OK) return fail(NULL, "init");
+    snn_mesh mesh;
+    if (snn_mesh_create(w, PP, TP, &mesh) != SNN_OK) return fail(w, "mesh");
+    const int DP = mesh.dp_size;
+    if (global % (micro * DP)) {
+        fprintf(stderr, "global batch %d is not divisible by micro %d x DP %d\n", global, micro, DP);
+        return 2;
+    }
+    const int K = global / (micro * DP), N = global / DP;
+    uint64_t seed = 0;
+    if (snn_comm_rank(w) == 0) {
+        const char *e = getenv("SNN_TEST_SEED");
+        seed = e ? strtoull(e, NULL, 10) : (uint64_t)time(NULL);
+        fprintf(stderr, "test seed: SNN_TEST_SEED=%llu\n", (unsigned long long)seed);
+    }
+    if (snn_comm_broadcast(w, &seed, 1, SNN_COMM_I64, 0) != SNN_OK) return fail(w, "seed");
+
+    snn_lm_stage *st = NULL;
+    snn_model *dense = NULL, *merged = NULL;
+    if (snn_lm_stage_create(&o, &mesh, seed, &st) != SNN_OK) return fail(w, "stage");
+    if (snn_gpt_create(&o, seed, &dense) != SNN_OK) return fail(w, "dense");
+    if (snn_gpt_create(&o, seed + 1, &merged) != SNN_OK) return fail(w, "merged");
+    if (snn_lm_pipeline_plan(st, micro, K, 0) != SNN_OK) return fail(w, "plan");
+    if (snn_model_plan(dense, T, micro) != SNN_OK) return fail(w, "dense plan");
+    snn_optim_opts oo = snn_optim_defaults(SNN_OPTIM_ADAMW);
+    oo.lr = lr;
+    oo.weight_decay = 0.1f;
+    if (getenv("SNN_TEST_EPS")) oo.eps = (float)atof(getenv("SNN_TEST_EPS"));
+    if (getenv("SNN_TEST_LR")) oo.lr = (float)atof(getenv("SNN_TEST_LR"));
+    snn_optimizer *opt = NULL, *dopt = NULL;
+    if (snn_optimizer_create_for_model(&oo, st->model, &opt) != SNN_OK) return fail(w, "opt");
+    if (snn_optimizer_create_for_model(&oo, dense, &dopt) != SNN_OK) return fail(w, "dense opt");
+
+    const size_t nd = snn_model_num_params(dense);
+    float *p0 = malloc(sizeof(float) * nd), *x = malloc(sizeof(float) * (size_t)T * micro * S);
+    float *dl = malloc(sizeof(float) * (size_t)T * micro * S * V);
+    double *tl = malloc(sizeof(double) * (size_t)micro * S);
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)global * S), *lab = malloc(sizeof(int32_t) * (size_t)global * S);
+    memcpy(p0, snn_model_params(dense), sizeof(float) * nd);
+    uint64_t c0, b0;
+    snn_tp_comm_stats(&c0, &b0);
+    double worst_loss = 0, worst_gn = 0;
+    int clipped = 0;
+    for (int s = 0; s <= steps; s++) {
+        /* fresh random tokens and labels every step (Philox: every rank draws the same) */
+        for (int i = 0; i < global * S; i++) {
+            ids[i] = (int32_t)(snn_rng_uniform(seed, 11 + 2 * (uint64_t)s, (uint64_t)i) * V) % V;
+            lab[i] = (int32_t)(snn_rng_uniform(seed, 12 + 2 * (uint64_t)s, (uint64_t)i) * V) % V;
+        }
+        const int32_t *my_ids = ids + (size_t)mesh.dp * N * S, *my_lab = lab + (size_t)mesh.dp * N * S;
+        if (s == steps) { /* forward-only pipeline on a fresh batch */
+            double ls, cn, dls = 0, dcn = 0;
+            if (snn_lm_pipeline_eval(st, st->first ? my_ids : NULL, st->last ? my_lab : NULL, &ls, &cn) != SNN_OK)
+                return fail(w, "eval");
+            double t2[2] = {ls, cn};
+            if (mesh.dp_size > 1 && snn_comm_allreduce(mesh.dp_comm, t2, 2, SNN_COMM_F64, SNN_COMM_SUM) != SNN_OK)
+                return fail(w, "eval dp");
+            for (int k = 0; k < global / micro; k++) {
+                const float *y;
+                double l, c;
+                tile(ids + (size_t)k * micro * S, T, micro, S, x);
+                if (snn_model_forward(dense, x, 0, &y) != SNN_OK) return fail(w, "dense eval");
+                if (snn_lm_cross_entropy(y, lab + (size_t)k * micro * S, NULL, T, micro, S, V, o.reduce_sum, tl, &l,
+                                         &c, NULL, 1.0f) != SNN_OK)
+                    return fail(w, "dense eval loss");
+                dls += l;
+                dcn += c;
+            }
+            double e = fabs(t2[0] / t2[1] - dls / dcn) / (dls / dcn);
+            if (e > worst_loss) worst_loss = e;
+            break;
+        }
+        double loss;
+        float gn;
+        if (snn_lm_stage_train_step(st, opt, st->first ? my_ids : NULL, st->last ? my_lab : NULL, -1.0f, clip, &loss,
+                                    &gn) != SNN_OK)
+            return fail(w, "train step");
+        /* the oracle: one process, the global batch in microbatches */
+        snn_model_zero_grad(dense);
+        double dls = 0, dcn = 0;
+        const float scale = (float)(1.0 / ((double)global * S));
+        for (int k = 0; k < global / micro; k++) {
+            const float *y;
+            double l, c;
+            tile(ids + (size_t)k * micro * S, T, micro, S, x);
+            if (snn_model_forward(dense, x, 1, &y) != SNN_OK) return fail(w, "dense fwd");
+            if (snn_lm_cross_entropy(y, lab + (size_t)k * micro * S, NULL, T, micro, S, V, o.reduce_sum, tl, &l, &c,
+                                     dl, scale) != SNN_OK)
+                return fail(w, "dense loss");
+            if (snn_model_backward(dense, dl) != SNN_OK) return fail(w, "dense bwd");
+            dls += l;
+            dcn += c;
+        }
+        float dgn = snn_clip_grad_norm(snn_model_grads(dense), nd, clip);
+        clipped += dgn > clip;
+        if (snn_optimizer_step(dopt, -1.0f, 0) != SNN_OK) return fail(w, "dense step");
+        double le = fabs(loss - dls / dcn) / (dls / dcn), ge = fabs((double)gn - dgn) / dgn;
+        if (le > worst_loss) worst_loss = le;
+        if (ge > worst_gn) worst_gn = ge;
+        if (snn_comm_rank(w) == 0 && getenv("SNN_TEST_VERBOSE"))
+            fprintf(stderr, "step %d: loss %.9g (dense %.9g), grad norm %.7g (dense %.7g)\n", s + 1, loss, dls / dcn,
+                    (double)gn, (double)dgn);
+    }
+    /* every canonical tensor, merged from the shards, against the oracle */
+    if (snn_lm_stage_gather(st, merged) != SNN_OK) return fail(w, "gather");
+    double worst = 0, worst_max = 0, gsum[2] = {0, 0}; /* per tensor: relative L2 distance; max |a - b| / max |b| */
+    char worst_name[160] = "";
+    size_t nt = snn_model_num_tensors(dense);
+    for (size_t i = 0; i < nt; i++) {
+        snn_tensor_info a, b;
+        snn_model_tensor(merged, i, &a);
+        snn_model_tensor(dense, i, &b);
+        double top = 0, diff = 0, num = 0, nrm = 0;
+        for (size_t j = 0; j < b.numel; j++) {
+            double d = fabs((double)a.data[j] - b.data[j]);
+            top = fmax(top, fabs(b.data[j]));
+            diff = isnan(a.data[j]) ? INFINITY : fmax(diff, d);
+            num += d * d;
+            nrm += (double)b.data[j] * b.data[j];
+        }
+        double e = strcmp(a.name, b.name) || isinf(diff) ? INFINITY : sqrt(num / (nrm > 0 ? nrm : 1.0));
+        gsum[0] += num;
+        gsum[1] += nrm;
+        double em = diff / (top > 0 ? top : 1.0);
+        if (getenv("SNN_TEST_VERBOSE") && snn_comm_rank(w) == 0 && em > 1e-6)
+            fprintf(stderr, "  %s: rel L2 %.3g, max diff %.3g of max %.3g\n", b.name, e, diff, top);
+        worst_max = fmax(worst_max, em);
+        if (e > worst) {
+            worst = e;
+            snprintf(worst_name, sizeof worst_name, "%s", b.name);
+        }
+    }
+    double moved = 0, den = 0;
+    for (size_t i = 0; i < nd; i++) {
+        moved += ((double)snn_model_params(dense)[i] - p0[i]) * ((double)snn_model_params(dense)[i] - p0[i]);
+        den += (double)p0[i] * p0[i];
+    }
+    moved = sqrt(moved / den);
+    uint64_t calls, bytes;
+    snn_tp_comm_stats(&calls, &bytes);
+    double red[6] = {worst, worst_loss, worst_gn, (double)(calls - c0), worst_max, sqrt(gsum[0] / gsum[1])};
+    if (snn_comm_allreduce(w, red, 6, SNN_COMM_F64, SNN_COMM_MAX) != SNN_OK) return fail(w, "reduce");
+    const double tol = 1e-5;
+    int ok = red[5] <= tol && red[0] <= 10 * tol && red[1] <= tol && red[2] <= tol && moved > 1e-3 && clipped > 0 &&
+             (TP == 1 ? red[3] == 0 : red[3] > 0);
+    if (snn_comm_rank(w) == 0)
+        printf("%s DP%d PP%d TP%d groups %d %s %s %s K%d: %d AdamW steps, %zu canonical tensors, all weights rel L2 %.3g, worst tensor %.3g "
+               "(%s; max-abs %.3g), losses rel %.3g, grad norm rel %.3g (clipped %d of %d steps), TP all-reduces %.0f, weights "
+               "moved %.3g: %s\n",
+               argv[1], DP, PP, TP, o.groups, o.tied ? "tied" : "untied", argv[6], argv[7], K, steps, nt, red[5], red[0],
+               worst_name, red[4], red[1], red[2], clipped, steps, red[3], moved, ok ? "ok" : "FAIL");
+    snn_optimizer_free(opt);
+    snn_optimizer_free(dopt);
+    snn_lm_stage_free(st);
+    snn_model_free(dense);
+    snn_model_free(merged);
+    free(p0);
+    free(x);
+    free(dl);
+    free(tl);
+    free(ids);
+    free(lab);
+    snn_mesh_free(&mesh);
+    snn_comm_free(w);
+    return ok ? 0 : 1;
+}
