@@ -38,14 +38,17 @@ run() { # np seed args...
     fail=1
   fi
 }
-#     np seed    model   PP TP groups tied pos     act
+#     np seed    model   PP TP groups tied pos     act    [sp: sequence parallel]
 run   2  2       spikelm 1  2  2      1    learned gelu
+run   2  2       spikelm 1  2  2      1    learned gelu   sp
 run   2  random  gpt     1  2  4      0    rope    swiglu
+run   2  random  gpt     1  2  4      0    learned gelu   sp
 run   2  random  spikelm 2  1  4      0    rope    swiglu
 run   2  random  gpt     2  1  2      1    learned gelu
-run   4  2       spikelm 2  2  2      1    rope    swiglu
+run   4  2       spikelm 2  2  2      1    rope    swiglu sp
 run   4  random  gpt     2  2  4      0    learned gelu
-run   4  2       spikelm 1  4  2      0    learned gelu
+run   4  random  gpt     2  2  2      1    rope    swiglu sp
+run   4  2       spikelm 1  4  2      0    learned gelu   sp
 run   4  random  gpt     1  4  4      1    rope    swiglu
 run   4  random  gpt     4  1  2      1    rope    gelu
 run   4  2       spikelm 2  1  4      1    learned swiglu

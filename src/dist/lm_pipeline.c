@@ -295,6 +295,13 @@ snn_status snn_lm_stage_reduce_grads(snn_lm_stage *s) {
         else
             for (size_t i = 0; i < ti.numel; i++) ti.grad[i] = p->tied[i] + ti.grad[i];
     }
+    if (s->sp) /* replicated tensors computed on a sequence shard: sum their gradients over TP */
+        for (size_t i = 0; i < snn_model_num_tensors(m); i++) {
+            snn_tensor_info ti;
+            SNN_TRY(snn_model_tensor(m, i, &ti));
+            if (ti.is_buffer || s->rules[i].dim >= 0) continue;
+            SNN_TRY(snn_comm_allreduce(s->tp, ti.grad, ti.numel, SNN_COMM_F32, SNN_COMM_SUM));
+        }
     if (s->kv)
         for (size_t i = 0; i < snn_model_num_tensors(m); i++) {
             snn_tensor_info ti;

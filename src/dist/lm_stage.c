@@ -16,7 +16,7 @@
 
 void snn_lm_pipeline_free(snn_lm_pipe *p); /* lm_pipeline.c */
 
-snn_status snn_lm_stage_check(const snn_gpt_opts *o, int PP, int TP) {
+snn_status snn_lm_stage_check(const snn_gpt_opts *o, int PP, int TP, int sp) {
     SNN_TRY(snn_gpt_opts_check(o));
     if (TP <= 0 || PP <= 0)
         return snn_error(SNN_E_INVALID, "tensor_parallel_size and pipeline_parallel_size must be > 0 (got %d, %d)", TP,
@@ -34,6 +34,9 @@ snn_status snn_lm_stage_check(const snn_gpt_opts *o, int PP, int TP) {
     if (o->vocab % TP)
         return snn_error(SNN_E_INVALID, "tensor_parallel_size %d must divide vocab_size %d (the vocab-parallel "
                          "embedding and output)", TP, o->vocab);
+    if (sp && TP > 1 && o->seq % TP)
+        return snn_error(SNN_E_INVALID, "sequence_parallel: tensor_parallel_size %d must divide the sequence length %d",
+                         TP, o->seq);
     return SNN_OK;
 }
 
@@ -44,14 +47,38 @@ typedef struct {
     int P, r;
     snn_comm *tp;
     int hl, gl, fl; /* local heads, groups, ffn */
+    int sp;
 } bld;
 
-static snn_module *col(const bld *b, snn_module *inner) {
-    return b->P == 1 ? inner : snn_tp_wrap_new(inner, SNN_TP_COLUMN, 1, 0, b->tp, b->r, b->P);
+/* Before a column layer: the tensor-parallel column wrapper (its input gradient all-reduced),
+ * or with SP a gather along the sequence and the bare local layer. */
+static snn_status add_col(snn_module *seq, const bld *b, snn_module *inner, const char *name) {
+    if (!b->sp)
+        return snn_zoo_add(seq, b->P == 1 ? inner : snn_tp_wrap_new(inner, SNN_TP_COLUMN, 1, 0, b->tp, b->r, b->P),
+                           name);
+    snn_status st = snn_zoo_add(seq, snn_sp_gather_new(b->o->seq, b->o->hidden, b->tp, b->r, b->P), "sp_gather");
+    if (st != SNN_OK) {
+        snn_module_free(inner);
+        return st;
+    }
+    return snn_zoo_add(seq, inner, name);
 }
-static snn_module *row(const bld *b, snn_module *inner, int bias) {
-    return b->P == 1 ? inner : snn_tp_wrap_new(inner, SNN_TP_ROW, 1, bias, b->tp, b->r, b->P);
+
+/* A row layer [in_local -> hidden]: the row wrapper (all-reduce, then the full bias), or with
+ * SP a container "name" holding the bare layer and the reduce-scatter with the bias. */
+static snn_status add_row(snn_module *seq, const bld *b, int in_local, const char *name) {
+    const snn_gpt_opts *o = b->o;
+    if (b->P == 1) return snn_zoo_add(seq, snn_linear_new(in_local, o->hidden, o->bias), name);
+    if (!b->sp)
+        return snn_zoo_add(seq, snn_tp_wrap_new(snn_linear_new(in_local, o->hidden, 0), SNN_TP_ROW, 1,
+                                                o->bias ? o->hidden : 0, b->tp, b->r, b->P),
+                           name);
+    snn_module *c = snn_sequential_new();
+    SNN_TRY(snn_zoo_add(seq, c, name));
+    SNN_TRY(snn_zoo_add(c, snn_linear_new(in_local, o->hidden, 0), "@"));
+    return snn_zoo_add(c, snn_sp_scatter_new(o->seq, o->hidden, o->bias, b->tp, b->r, b->P), "@");
 }
+
 
 static snn_module *norm_new(const snn_gpt_opts *o) {
     return o->norm == SNN_LM_NORM_RMSNORM ? snn_rmsnorm_new(o->hidden, o->eps) : snn_layernorm_new(o->hidden, o->eps);
@@ -71,28 +98,26 @@ static snn_status add_block(snn_module *h, const bld *b, int index) {
     snprintf(name, sizeof name, "%d", index);
     snn_module *blk = snn_sequential_new(), *a, *mlp;
     SNN_TRY(snn_zoo_add(h, blk, name));
-    const int hd = o->hidden / o->heads, qkv = (b->hl + 2 * b->gl) * hd, P = b->P;
-    const int dense_bias = o->bias && P == 1;
+    const int hd = o->hidden / o->heads, qkv = (b->hl + 2 * b->gl) * hd;
     SNN_TRY(branch(blk, &a));
     SNN_TRY(snn_zoo_add(a, norm_new(o), "ln_1"));
     if (o->spiking) SNN_TRY(snn_zoo_add(a, snn_bispike_new(o->spike_decay, o->spike_amplitude), "spike_1"));
     snn_module *attn = snn_sequential_new();
     SNN_TRY(snn_zoo_add(a, attn, "attn"));
-    SNN_TRY(snn_zoo_add(attn, col(b, snn_linear_new(o->hidden, qkv, o->bias)), "c_attn"));
+    SNN_TRY(add_col(attn, b, snn_linear_new(o->hidden, qkv, o->bias), "c_attn"));
     if (o->pos == SNN_LM_POS_ROPE)
         SNN_TRY(snn_zoo_add(attn, snn_rope_new(b->hl, b->gl, hd, o->rope_theta, o->context), "rope"));
     SNN_TRY(snn_zoo_add(attn, snn_attention_new(b->hl, b->gl, hd), "core"));
-    SNN_TRY(snn_zoo_add(attn, row(b, snn_linear_new(b->hl * hd, o->hidden, dense_bias), o->bias ? o->hidden : 0),
-                        "c_proj"));
+    SNN_TRY(add_row(attn, b, b->hl * hd, "c_proj"));
     SNN_TRY(branch(blk, &mlp));
     SNN_TRY(snn_zoo_add(mlp, norm_new(o), "ln_2"));
     if (o->spiking) SNN_TRY(snn_zoo_add(mlp, snn_bispike_new(o->spike_decay, o->spike_amplitude), "spike_2"));
     snn_module *m = snn_sequential_new();
     SNN_TRY(snn_zoo_add(mlp, m, "mlp"));
     int gated = o->act == SNN_LM_ACT_SWIGLU;
-    SNN_TRY(snn_zoo_add(m, col(b, snn_linear_new(o->hidden, gated ? 2 * b->fl : b->fl, o->bias)), "c_fc"));
+    SNN_TRY(add_col(m, b, snn_linear_new(o->hidden, gated ? 2 * b->fl : b->fl, o->bias), "c_fc"));
     SNN_TRY(snn_zoo_add(m, gated ? snn_swiglu_new(b->fl) : snn_gelu_new(), "act"));
-    SNN_TRY(snn_zoo_add(m, row(b, snn_linear_new(b->fl, o->hidden, dense_bias), o->bias ? o->hidden : 0), "c_proj"));
+    SNN_TRY(add_row(m, b, b->fl, "c_proj"));
     return SNN_OK;
 }
 
@@ -181,10 +206,10 @@ const char *snn_lm_stage_canonical_name(const snn_lm_stage *s, size_t i) {
 
 /* ---- build ---------------------------------------------------------------------------------------- */
 
-snn_status snn_lm_stage_build(const snn_gpt_opts *o, int pp_rank, int pp_size, int tp_rank, int tp_size,
+snn_status snn_lm_stage_build(const snn_gpt_opts *o, int pp_rank, int pp_size, int tp_rank, int tp_size, int sp,
                               snn_comm *tp, snn_comm *pp, snn_lm_stage **out) {
     *out = NULL;
-    SNN_TRY(snn_lm_stage_check(o, pp_size, tp_size));
+    SNN_TRY(snn_lm_stage_check(o, pp_size, tp_size, sp));
     if (pp_rank < 0 || pp_rank >= pp_size || tp_rank < 0 || tp_rank >= tp_size)
         return snn_error(SNN_E_INVALID, "stage coordinates (pp %d of %d, tp %d of %d) out of range", pp_rank, pp_size,
                          tp_rank, tp_size);
@@ -198,6 +223,7 @@ snn_status snn_lm_stage_build(const snn_gpt_opts *o, int pp_rank, int pp_size, i
     s->tp = tp_size > 1 ? tp : NULL;
     s->pp = pp_size > 1 ? pp : NULL;
     s->kv_leader = 1;
+    s->sp = sp && tp_size > 1;
     s->heads_local = o->heads / tp_size;
     s->groups_local = o->groups >= tp_size ? o->groups / tp_size : 1;
     s->ffn_local = o->ffn / tp_size;
@@ -209,14 +235,14 @@ snn_status snn_lm_stage_build(const snn_gpt_opts *o, int pp_rank, int pp_size, i
     s->first = pp_rank == 0;
     s->last = pp_rank == pp_size - 1;
     s->tied_copy = o->tied && pp_size > 1 && s->last;
-    bld b = {o, tp_size, tp_rank, s->tp, s->heads_local, s->groups_local, s->ffn_local};
+    bld b = {o, tp_size, tp_rank, s->tp, s->heads_local, s->groups_local, s->ffn_local, s->sp};
 
     snn_module *root = snn_sequential_new(), *wte = NULL, *h = NULL;
     snn_status st = root ? SNN_OK : snn_error(SNN_E_NOMEM, "out of memory");
     if (st == SNN_OK && s->first) {
         wte = tp_size == 1 ? snn_embedding_new(o->vocab, o->hidden)
                            : snn_vocab_parallel_embedding_new(o->vocab, s->vocab_lo, s->vocab_local, o->hidden, s->tp,
-                                                              tp_size);
+                                                              tp_rank, tp_size, s->sp);
         st = snn_zoo_add(root, wte, "wte");
         if (st == SNN_OK && o->pos == SNN_LM_POS_LEARNED_ABSOLUTE)
             st = snn_zoo_add(root, snn_posemb_new(o->context, o->hidden), "wpe");
@@ -230,7 +256,7 @@ snn_status snn_lm_stage_build(const snn_gpt_opts *o, int pp_rank, int pp_size, i
         st = snn_zoo_add(root, norm_new(o), "ln_f");
         snn_module *tied = NULL;
         if (o->tied && s->first) tied = tp_size == 1 ? wte : snn_vocab_parallel_embedding_inner(wte);
-        if (st == SNN_OK) st = snn_zoo_add(root, col(&b, snn_lm_head_new(o->hidden, s->vocab_local, tied)), "lm_head");
+        if (st == SNN_OK) st = add_col(root, &b, snn_lm_head_new(o->hidden, s->vocab_local, tied), "lm_head");
     }
     if (st != SNN_OK) {
         snn_module_free(root);
@@ -240,11 +266,18 @@ snn_status snn_lm_stage_build(const snn_gpt_opts *o, int pp_rank, int pp_size, i
     char cfg[128];
     snprintf(cfg, sizeof cfg, "{\"model\":\"%s-stage\",\"pp\":%d,\"tp\":%d}", o->spiking ? "spikelm" : "gpt", pp_rank,
              tp_rank);
-    snn_shape in = s->first ? snn_shape1(o->seq) : snn_shape2(o->seq, o->hidden);
+    snn_shape in = s->first ? snn_shape1(o->seq) : snn_shape2(s->sp ? o->seq / tp_size : o->seq, o->hidden);
     st = snn_model_build(root, o->spiking ? "spikelm" : "gpt", cfg, in, 0x5eed, &s->model);
     if (st != SNN_OK) {
         free(s);
         return st;
+    }
+    if (s->sp && s->first && o->pos == SNN_LM_POS_LEARNED_ABSOLUTE) { /* the positions of this shard */
+        st = snn_lm_set_offset(s->model->root->children[1], tp_rank * (o->seq / tp_size));
+        if (st != SNN_OK) {
+            snn_lm_stage_free(s);
+            return st;
+        }
     }
     size_t n = snn_model_num_tensors(s->model);
     s->rules = calloc(n + 1, sizeof *s->rules);
@@ -317,10 +350,12 @@ static snn_status dense_get(const char *name, void *ctx, int *rank, int64_t *sha
     return snn_error(SNN_E_FORMAT, "the dense %s model has no tensor %s", snn_model_kind(d), name);
 }
 
-snn_status snn_lm_stage_create(const snn_gpt_opts *o, const snn_mesh *mesh, uint64_t seed, snn_lm_stage **out) {
+snn_status snn_lm_stage_create(const snn_gpt_opts *o, const snn_mesh *mesh, int sp, uint64_t seed,
+                               snn_lm_stage **out) {
     *out = NULL;
     snn_lm_stage *s = NULL;
-    SNN_TRY(snn_lm_stage_build(o, mesh->pp, mesh->pp_size, mesh->tp, mesh->tp_size, mesh->tp_comm, mesh->pp_comm, &s));
+    SNN_TRY(snn_lm_stage_build(o, mesh->pp, mesh->pp_size, mesh->tp, mesh->tp_size, sp, mesh->tp_comm, mesh->pp_comm,
+                               &s));
     s->dp = mesh->dp_size > 1 ? mesh->dp_comm : NULL;
     snn_status st = SNN_OK;
     if (mesh->tp_size > o->groups) { /* ranks sharing one replicated key/value group */

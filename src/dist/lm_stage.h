@@ -23,7 +23,15 @@
  *                the T reduction (mean or sum) of the logits as in src/nn/lm_loss.c.
  *   norms, wpe, bispike, biases after row layers: replicated (every TP rank computes the
  *                same values on the full hidden width).
- * Rules: TP divides heads, ffn and vocab; max(G, TP) % min(G, TP) == 0.
+ * Sequence parallel (sp, TP > 1; Megatron's sequence_parallel): outside the column ... row
+ * regions the residual stream is cut along the sequence, rank r holding positions
+ * [r S/TP, (r+1) S/TP): the norms, the bi-spiking transitions, the residual additions and
+ * the learned positions run on that shard; a gather along the sequence precedes every
+ * column layer (c_attn, c_fc, lm_head) and a reduce-scatter replaces the all-reduce after
+ * every row layer (both c_proj) and the embedding; the gradients of the replicated tensors
+ * (norms, wpe, biases after row layers), computed on the shard, are summed over TP.
+ * Rules: TP divides heads, ffn and vocab; max(G, TP) % min(G, TP) == 0; with SP, TP
+ * divides the sequence length.
  *
  * Pipeline: stage p holds the layers [p L/PP, (p+1) L/PP) (PP divides L); the first stage
  * also wte (+ wpe), the last ln_f + lm_head + the loss. Tied embeddings with PP > 1: the
@@ -63,6 +71,7 @@ typedef struct snn_lm_stage {
     snn_lm_shard *rules;    /* per tensor of model, in snn_model_tensor order */
     size_t *norm_n;         /* per tensor: leading elements this rank counts in the global norm */
     size_t *kv_off;         /* per tensor: first element of replicated k/v rows (numel: none) */
+    int sp;                 /* sequence parallel (TP > 1): the residual stream is [S/TP, hidden] */
     int layer_lo, layer_hi;
     int first, last;
     int tied_copy;          /* last stage holds a copy of wte as lm_head.weight */
@@ -72,14 +81,15 @@ typedef struct snn_lm_stage {
 } snn_lm_stage;
 
 /* The topology rules (the message names the fields). */
-snn_status snn_lm_stage_check(const snn_gpt_opts *o, int pp_size, int tp_size);
+snn_status snn_lm_stage_check(const snn_gpt_opts *o, int pp_size, int tp_size, int sp);
 /* Validate and build the stage's modules (parameters from a generic init: load them next).
  * tp / pp may be NULL to only learn the tensors (forward then fails where it communicates). */
-snn_status snn_lm_stage_build(const snn_gpt_opts *o, int pp_rank, int pp_size, int tp_rank, int tp_size,
+snn_status snn_lm_stage_build(const snn_gpt_opts *o, int pp_rank, int pp_size, int tp_rank, int tp_size, int sp,
                               snn_comm *tp, snn_comm *pp, snn_lm_stage **out);
 /* Build on the mesh (collective over the TP group: the key/value sharing groups are split
  * from it), then take this rank's part of the dense model built with `seed`. */
-snn_status snn_lm_stage_create(const snn_gpt_opts *o, const snn_mesh *mesh, uint64_t seed, snn_lm_stage **out);
+snn_status snn_lm_stage_create(const snn_gpt_opts *o, const snn_mesh *mesh, int sp, uint64_t seed,
+                               snn_lm_stage **out);
 /* get(name, ctx, &rank, shape, &data): the canonical tensor of that name. */
 typedef snn_status (*snn_lm_canonical_get_fn)(const char *name, void *ctx, int *rank, int64_t *shape,
                                               const float **data);
@@ -102,7 +112,17 @@ void snn_lm_shard_insert(const snn_lm_shard *r, int rank, const int *canon, cons
 /* ---- TP layers (lm_tp_layers.c) ---- */
 /* [S] ids -> [S, dim]; holds rows [lo, lo + local) of a [vocab, dim] embedding in its
  * child "@" (an Embedding, which a tied head points at); all-reduce over tp. */
-snn_module *snn_vocab_parallel_embedding_new(int vocab, int lo, int local, int dim, snn_comm *tp, int tp_size);
+snn_module *snn_vocab_parallel_embedding_new(int vocab, int lo, int local, int dim, snn_comm *tp, int tp_rank,
+                                             int tp_size, int sp);
+/* Sequence parallel (sp != 0 above: the embedding's output is this rank's [S/TP, dim]
+ * positions, a reduce-scatter instead of the all-reduce). Gather [S/TP, h] -> [S, h]
+ * before a column layer (backward: reduce-scatter of the partial input gradient);
+ * scatter [S, h] partial sums -> [S/TP, h] after a row layer, then its bias (backward:
+ * all-gather). */
+snn_module *snn_sp_gather_new(int S, int h, snn_comm *tp, int tp_rank, int tp_size);
+snn_module *snn_sp_scatter_new(int S, int h, int bias, snn_comm *tp, int tp_rank, int tp_size);
+/* Collectives issued by the vocab-parallel and sequence-parallel layers of this process. */
+unsigned long long snn_lm_tp_comm_calls(void);
 /* The embedding module inside (for a tied head). */
 snn_module *snn_vocab_parallel_embedding_inner(snn_module *m);
 /* snn_lm_cross_entropy over the vocabulary shard [lo, lo + Vl) of each rank: logits
