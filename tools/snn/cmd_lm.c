@@ -14,6 +14,7 @@
 #include "snn/tokenizer.h"
 
 int snn_cmd_lm_prepare_data(int argc, char **argv);
+int snn_cmd_lm_plan(int argc, char **argv);
 
 static void lm_usage(FILE *f) {
     fprintf(f, "usage: snn lm <command> [options]\n\n"
@@ -23,6 +24,7 @@ static void lm_usage(FILE *f) {
                "  eval       lm_loss and perplexity of a checkpoint on a split\n"
                "  generate   cached greedy or sampled generation from a checkpoint\n"
                "  export     BF16 safetensors artifact (Hugging Face GPT-2 layout for gpt)\n"
+               "  plan       choose TP / PP / CP and the memory policy for W devices of M GiB\n"
                "\nsnn lm <command> --help shows its options.\n");
 }
 
@@ -402,5 +404,6 @@ int cmd_lm(int argc, char **argv) {
     if (!strcmp(c, "generate")) return lm_generate(argc, argv);
     if (!strcmp(c, "export")) return cmd_lm_export(argc, argv);
     if (!strcmp(c, "prepare-data")) return snn_cmd_lm_prepare_data(argc, argv);
+    if (!strcmp(c, "plan")) return snn_cmd_lm_plan(argc, argv);
     die_usage("unknown lm command '%s' (try snn lm --help)", c);
 }

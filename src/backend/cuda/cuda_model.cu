@@ -441,6 +441,7 @@ static snn_status layout_params(snn_cuda_model *g) {
     }
     g->n_dev = np ? np : GM_ALIGN_FLOATS;
     g->n_buf_dev = nb ? nb : GM_ALIGN_FLOATS;
+    g->has_buffers = nb > 0;
     return SNN_OK;
 }
 
@@ -627,6 +628,8 @@ snn_status snn_gm_enqueue_step(snn_cuda_model *g, int x_has_time) {
     snn_cuda *c = g->c;
     cudaStream_t sm = snn_cuda_stream_of(c);
     if (!x_has_time) SNN_TRY(broadcast_input(g));
+    const snn_cuda_collectives *dp = g->o.dp;
+    if (dp && g->has_buffers) SNN_TRY(dp->broadcast(dp->ctx, g->buffers, g->n_buf_dev, 0, sm));
     SNN_CU_TRY(cudaMemsetAsync(g->grads, 0, g->n_dev * sizeof(float), sm));
     const int scaled = g->o.compute == SNN_F16;
     const unsigned eb = (unsigned)snn_cuda_sm_count(c) * 8u;
@@ -655,6 +658,9 @@ snn_status snn_gm_enqueue_step(snn_cuda_model *g, int x_has_time) {
         SNN_CU_LAUNCHED("loss scaling");
     }
     SNN_TRY(snn_gm_backward(g, g->root));
+    /* DDP: the replicas' gradients averaged before anything reads them (overflow check, norm,
+     * optimizer), so every replica takes the same step */
+    if (dp) SNN_TRY(dp->allreduce(dp->ctx, g->grads, g->n_dev, SNN_CUDA_COLL_AVG, sm));
     if (scaled) {
         gm_found_inf_kernel<<<eb, 256, 0, sm>>>(g->grads, g->n_dev, g->scal);
         SNN_CU_LAUNCHED("overflow check");
@@ -771,6 +777,9 @@ extern "C" snn_status snn_cuda_model_forward(snn_cuda_model *g, const float *x, 
         SNN_TRY(snn_cuda_upload(g->c, g->x1, x, (size_t)n * F * sizeof(float)));
         SNN_TRY(broadcast_input(g));
     }
+    /* DDP evaluates with replica 0's BatchNorm statistics, as every DDP forward does */
+    if (g->o.dp && g->has_buffers)
+        SNN_TRY(g->o.dp->broadcast(g->o.dp->ctx, g->buffers, g->n_buf_dev, 0, snn_cuda_stream_of(g->c)));
     SNN_TRY(snn_gm_forward(g, g->root, 0));
     SNN_TRY(count_forward(g));
     SNN_TRY(snn_cuda_download(g->c, out, g->root->y, (size_t)g->B * g->classes * sizeof(float)));

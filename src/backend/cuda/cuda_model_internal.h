@@ -120,6 +120,7 @@ struct snn_cuda_model {
     gnode *root;
     /* flat device storage */
     size_t n_dev, n_buf_dev;       /* floats (padded layout) */
+    int has_buffers;               /* the model has buffers (BatchNorm statistics) */
     size_t *doff;                  /* device offset per host tensor entry */
     float *params, *grads, *state, *buffers;
     void *wc;                      /* compute-type copy of params (== params for F32) */
