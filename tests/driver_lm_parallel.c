@@ -103,6 +103,19 @@ static int refuse(void) {
         bad += !ok;
     }
     snn_lm_stage_free(s);
+    /* fewer microbatches than pipeline stages */
+    s = NULL;
+    o = small(1);
+    if (snn_lm_stage_build(&o, 1, 2, 0, 1, 0, NULL, NULL, &s) != SNN_OK) {
+        printf("PP 2 stage refused: %s FAIL\n", snn_last_error());
+        bad++;
+    } else {
+        snn_status st = snn_lm_pipeline_plan(s, 2, 1, 0);
+        int ok = st != SNN_OK && strstr(snn_last_error(), "num_microbatches 1");
+        printf("1 microbatch with PP 2: %s -> %s\n", snn_last_error(), ok ? "ok" : "FAIL");
+        bad += !ok;
+    }
+    snn_lm_stage_free(s);
     printf("%s\n", bad ? "FAIL" : "all refusals ok");
     return bad ? 1 : 0;
 }

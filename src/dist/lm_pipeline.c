@@ -70,6 +70,9 @@ snn_status snn_lm_pipeline_plan(snn_lm_stage *s, int micro, int K, int pipeline_
     if (micro <= 0 || K <= 0 || K > 16000)
         return snn_error(SNN_E_INVALID, "pipeline plan: micro_batch_size must be > 0 and the microbatches in "
                          "1..16000 (got %d, %d)", micro, K);
+    if (K < s->pp_size)
+        return snn_error(SNN_E_INVALID, "num_microbatches %d (global_batch_size / (micro_batch_size x DP)) must be >= "
+                         "pipeline_parallel_size %d", K, s->pp_size);
     snn_precision *prec = snn_model_precision(s->model);
     int params_bf16 = prec && snn_precision_config_of(prec)->mode == SNN_PRECISION_BF16;
     if (pipeline_bf16 != params_bf16)

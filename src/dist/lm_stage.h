@@ -135,7 +135,7 @@ snn_status snn_lm_vocab_parallel_ce(snn_comm *tp, const float *logits, const int
 
 /* ---- the pipeline and the training step (lm_pipeline.c) ---- */
 /* Buffers for microbatches of `micro` semantic samples and K microbatches per step
- * (K >= 1; K >= PP is not required, but fewer microbatches than stages leave stages idle).
+ * (num_microbatches, K >= PP as in SpikingJelly's topology rules).
  * pipeline_bf16: inter-stage messages in BF16 (must equal the params dtype: refused
  * unless the stage model is prepared for BF16). Allocates everything a step needs. */
 snn_status snn_lm_pipeline_plan(snn_lm_stage *s, int micro, int K, int pipeline_bf16);
