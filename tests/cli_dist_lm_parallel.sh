@@ -2,10 +2,12 @@
 # Language-model tensor and pipeline parallelism (src/dist/lm_stage.c, lm_pipeline.c)
 # against the dense model on one process: tests/driver_lm_parallel.c trains both for 5
 # AdamW steps on the same global batch (8 samples, micro 2) and compares every canonical
-# tensor, the per-step losses and gradient norms (1e-5). TP 2 and PP 2 at 2 ranks; TP 2 x PP 2,
-# TP 4 (with replicated key/value groups), PP 4 and DP 2 x PP 2 at 4 ranks; gpt and
+# tensor, the per-step losses and gradient norms (1e-5). TP 2 (with and without sequence
+# parallel) and PP 2 at 2 ranks; TP 2 x PP 2, TP 4 (with replicated key/value groups), PP 4
+# and DP 2 x PP 2 at 4 ranks; gpt and
 # spikelm, tied and untied, learned positions and RoPE, GELU and SwiGLU; then the refused
-# topologies.
+# topologies. One gpt PP 2 run sends BF16 messages between BF16 stages (a smoke bound of
+# 3e-2 against the dense BF16 run, which differs from it only by that rounding).
 #
 # Seeds: gpt and the untied pipeline-only spikelm run (bit for bit the dense run) draw a
 # fresh seed each time (printed). The other spikelm runs use a fixed seed: under TP the
@@ -45,6 +47,7 @@ run   2  random  gpt     1  2  4      0    rope    swiglu
 run   2  random  gpt     1  2  4      0    learned gelu   sp
 run   2  random  spikelm 2  1  4      0    rope    swiglu
 run   2  random  gpt     2  1  2      1    learned gelu
+run   2  random  gpt     2  1  2      1    learned gelu   bf16
 run   4  2       spikelm 2  2  2      1    rope    swiglu sp
 run   4  random  gpt     2  2  4      0    learned gelu
 run   4  random  gpt     2  2  2      1    rope    swiglu sp
