@@ -136,6 +136,12 @@ static void norm_visit(snn_module *m, void *ctx) {
     else c->shard++;
 }
 
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 static void tile(const int32_t *ids, int T, int N, int S, float *x) {
     for (int t = 0; t < T; t++)
         for (int i = 0; i < N * S; i++) x[(size_t)t * N * S + i] = (float)ids[i];
@@ -275,7 +281,7 @@ int main(int argc, char **argv) {
         }
         snn_lm_stage_free(gs);
     }
-    double worst_loss = 0, worst_gn = 0;
+    double worst_loss = 0, worst_gn = 0, t_stage = 0, t_dense = 0;
     int clipped = 0;
     for (int s = 0; s <= steps; s++) {
         /* fresh random tokens and labels every step (Philox: every rank draws the same) */
@@ -308,9 +314,12 @@ int main(int argc, char **argv) {
         }
         double loss;
         float gn;
+        double t0 = now();
         if (snn_lm_stage_train_step(st, opt, st->first ? my_ids : NULL, st->last ? my_lab : NULL, -1.0f, clip, &loss,
                                     &gn) != SNN_OK)
             return fail(w, "train step");
+        t_stage += now() - t0;
+        t0 = now();
         /* the oracle: one process, the global batch in microbatches */
         snn_model_zero_grad(dense);
         double dls = 0, dcn = 0;
@@ -330,6 +339,7 @@ int main(int argc, char **argv) {
         float dgn = snn_clip_grad_norm(snn_model_grads(dense), nd, clip);
         clipped += dgn > clip;
         if (snn_optimizer_step(dopt, -1.0f, 0) != SNN_OK) return fail(w, "dense step");
+        t_dense += now() - t0;
         double le = fabs(loss - dls / dcn) / (dls / dcn), ge = fabs((double)gn - dgn) / dgn;
         if (le > worst_loss) worst_loss = le;
         if (ge > worst_gn) worst_gn = ge;
@@ -395,6 +405,9 @@ int main(int argc, char **argv) {
                "moved %.3g: %s\n",
                argv[1], DP, PP, TP, st->sp ? " SP" : bf16 ? " BF16" : "", o.groups, o.tied ? "tied" : "untied", argv[6], argv[7], K, steps, nt, red[5], red[0],
                worst_name, red[4], red[6], worst_grad_name, red[1], red[2], clipped, steps, red[3], moved, ok ? "ok" : "FAIL");
+    if (snn_comm_rank(w) == 0 && getenv("SNN_TEST_VERBOSE"))
+        fprintf(stderr, "step time: stage %.3f ms, dense (one process) %.3f ms (mean of %d steps, rank 0)\n",
+                1e3 * t_stage / steps, 1e3 * t_dense / steps, steps);
     snn_optimizer_free(opt);
     snn_optimizer_free(dopt);
     snn_lm_stage_free(st);
