@@ -141,7 +141,8 @@ int main(int argc, char **argv) {
         qsort(msd, (size_t)trials, sizeof *msd, cmp_d);
         double dmed = msd[trials / 2];
         snprintf(extra, sizeof extra, ",\"ddp_world_size\":1,\"ddp_backend\":\"nccl\",\"ddp_ms_per_step\":%.4f,"
-                 "\"ddp_samples_per_s\":%.1f,\"ddp_cost_fraction\":%.5f", dmed, N * 1000.0 / dmed, dmed / med - 1.0);
+                 "\"ddp_samples_per_s\":%.1f,\"ddp_cost_fraction\":%.5f,\"ddp_buckets\":%d", dmed, N * 1000.0 / dmed,
+                 dmed / med - 1.0, snn_cuda_model_ddp_buckets(gd));
     }
     printf("{\"bench\":\"model\",\"model\":\"%s\",\"desc\":\"%s\",\"T\":%d,\"batch\":%d,\"compute\":\"%s\","
            "\"steps\":%d,\"trials\":%d,\"ms_per_step\":%.4f,\"ms_p25\":%.4f,\"ms_p75\":%.4f,"

@@ -136,6 +136,10 @@ static void run_case(const ddp_case *k, snn_comm *nccl, snn_comm *self) {
         CHECK_MSG(tensors_equal(m[0], m[2], &moved, init, np), "%s: one-process DDP differs after step %d", k->name,
                   s + 1);
     }
+    if (ok) {
+        CHECK(snn_cuda_model_ddp_buckets(g[0]) == 0);
+        CHECK_MSG(snn_cuda_model_ddp_buckets(g[1]) >= 1, "%s: no gradient bucket", k->name);
+    }
     if (ok && k->fp8_delayed) {
         int nm[2] = {0, 0}, hl[2] = {0, 0};
         CHECK(snn_cuda_model_fp8_state(g[0], &nm[0], &hl[0], NULL, NULL) == SNN_OK);
@@ -153,8 +157,8 @@ static void run_case(const ddp_case *k, snn_comm *nccl, snn_comm *self) {
         free(sa); free(sb); free(ha); free(hb);
     }
     /* eager step 1 + the capture of step 2: the collectives were enqueued twice (per
-     * call site), then the graph replayed them without the host */
-    int sites = 1 + (k->fp8_delayed ? 1 : 0);
+     * bucket and call site), then the graph replayed them without the host */
+    int sites = snn_cuda_model_ddp_buckets(g[1]) + (k->fp8_delayed ? 1 : 0);
     CHECK_MSG(cn.allreduce_calls == 2 * sites, "%s: %d all-reduce calls from the host (want %d)", k->name,
               cn.allreduce_calls, 2 * sites);
     CHECK_MSG(cn.broadcast_calls == (k->conv ? 2 : 0), "%s: %d broadcast calls (want %d)", k->name,

@@ -593,6 +593,7 @@ extern "C" snn_status snn_cuda_model_create(snn_cuda *c, snn_model *m, const snn
             if (e != cudaSuccess) st = snn_cuda_fail(e, "pinned staging buffer");
         }
     }
+    if (st == SNN_OK) st = snn_gm_ddp_init(g);
     if (st == SNN_OK) st = snn_cuda_synchronize(c);
     if (st != SNN_OK) {
         snn_cuda_model_destroy(g);
@@ -606,6 +607,7 @@ extern "C" void snn_cuda_model_destroy(snn_cuda_model *g) {
     if (!g) return;
     if (g->graph) cudaGraphExecDestroy(g->graph);
     cudaStreamSynchronize(snn_cuda_stream_of(g->c));
+    snn_gm_ddp_free(g);
     for (int k = 0; k < 2; k++) {
         if (g->pin[k]) cudaFreeHost(g->pin[k]);
         if (g->pin_ev[k]) cudaEventDestroy(g->pin_ev[k]);
@@ -657,10 +659,11 @@ snn_status snn_gm_enqueue_step(snn_cuda_model *g, int x_has_time) {
         gm_scale_kernel<<<eb, 256, 0, sm>>>(g->dout, (size_t)g->B * g->classes, g->scaler);
         SNN_CU_LAUNCHED("loss scaling");
     }
+    /* DDP: the replicas' gradients averaged, in buckets overlapping the backward, before
+     * anything reads them (overflow check, norm, optimizer): every replica takes the same step */
+    if (dp) SNN_TRY(snn_gm_ddp_begin(g));
     SNN_TRY(snn_gm_backward(g, g->root));
-    /* DDP: the replicas' gradients averaged before anything reads them (overflow check, norm,
-     * optimizer), so every replica takes the same step */
-    if (dp) SNN_TRY(dp->allreduce(dp->ctx, g->grads, g->n_dev, SNN_CUDA_COLL_AVG, sm));
+    if (dp) SNN_TRY(snn_gm_ddp_finish(g));
     if (scaled) {
         gm_found_inf_kernel<<<eb, 256, 0, sm>>>(g->grads, g->n_dev, g->scal);
         SNN_CU_LAUNCHED("overflow check");
