@@ -4,7 +4,7 @@
  * Every rank also trains the dense gpt / spikelm model (the oracle, built with the same
  * seed) on the same random global batch, microbatch by microbatch as `snn lm train` does
  * (per-token loss over the global token count, global-norm clip 0.5, AdamW lr 3e-3, weight
- * decay 0.1, eps 1e-6). Checks, all reduced over the ranks:
+ * decay 0.1, eps 1e-4). Checks, all reduced over the ranks:
  *   - the gradients of a first step before any update, merged over TP / PP / DP into
  *     canonical tensors: max |a - b| / max |b| of EVERY tensor <= 1e-5;
  *   - the per-step losses and global gradient norms of 5 AdamW steps <= 1e-5 relative;
@@ -204,11 +204,14 @@ int main(int argc, char **argv) {
     snn_optim_opts oo = snn_optim_defaults(SNN_OPTIM_ADAMW);
     oo.lr = lr;
     oo.weight_decay = 0.1f;
-    /* eps 1e-6 rather than 1e-8: Adam divides each gradient element by its own magnitude, so
-     * an element whose gradient is ~1e-8 (a token seen once, a key bias whose gradient is 0
-     * in exact arithmetic) turns a 1e-8 difference of summation order into an update
-     * difference of the order of lr; eps 1e-6 keeps those elements in the linear regime */
-    oo.eps = 1e-6f;
+    /* eps 1e-4 rather than 1e-8: Adam divides each gradient element by its own magnitude, so
+     * near a zero gradient (a token seen once; a key bias, whose gradient is 0 in exact
+     * arithmetic) the update moves by up to lr / eps times a gradient difference: a 1e-8
+     * difference of summation order becomes an update difference of the order of lr with
+     * eps 1e-8, and still ~1e-5 of the weights with eps 1e-6 (docs/lm.md has the numbers);
+     * with eps 1e-4 (lr / eps = 30) the updates stay in Adam's normalising regime for the
+     * gradients of these models while such elements stay linear */
+    oo.eps = 1e-4f;
     if (getenv("SNN_TEST_EPS")) oo.eps = (float)atof(getenv("SNN_TEST_EPS"));
     if (getenv("SNN_TEST_LR")) oo.lr = (float)atof(getenv("SNN_TEST_LR"));
     snn_optimizer *opt = NULL, *dopt = NULL;
