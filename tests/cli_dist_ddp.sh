@@ -13,7 +13,7 @@ trap 'rm -rf "$tmp"' EXIT
 fail=0
 run2() { timeout 120 mpirun --oversubscribe -np 2 -x OMP_NUM_THREADS -x OMP_WAIT_POLICY "$@"; }
 
-for args in "fcsnn fp32" "convsnn fp32" "fcsnn fp8" "fcsnn fp16"; do
+for args in "fcsnn fp32" "convsnn fp32" "convsnn-syncbn fp32" "fcsnn fp8" "fcsnn fp16"; do
   if ! run2 "$B/driver_ddp" $args 20 8 >"$tmp/out" 2>&1; then
     echo "FAIL: driver_ddp $args" >&2; cat "$tmp/out" >&2; fail=1
   else
@@ -71,5 +71,12 @@ for k in ta:
 print("cli: DP 2 x batch 16 vs 1 x batch 32: max relative weight difference %.3g over %d tensors" % (worst, len(ta)))
 assert worst <= 1e-5, worst
 PY
+fi
+# --sync-batchnorm on a model without BatchNorm, and with --device cuda: exit 2 with the reason
+run2 "$SNN" train --data-parallel ddp --model fcsnn --sync-batchnorm --dataset synthetic --out "$tmp/sb" --quiet \
+  >/dev/null 2>"$tmp/sb.err"
+rc=$?
+if [ $rc -ne 2 ] || ! grep -q "^snn: error: .*has no BatchNorm" "$tmp/sb.err"; then
+  echo "FAIL: --sync-batchnorm without BatchNorm: rc=$rc" >&2; cat "$tmp/sb.err" >&2; fail=1
 fi
 exit $fail
