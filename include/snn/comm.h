@@ -99,6 +99,11 @@ snn_status snn_comm_broadcast(snn_comm *c, void *buf, size_t count, snn_comm_dty
 snn_status snn_comm_allgather(snn_comm *c, const void *send, size_t count, snn_comm_dtype t, void *recv);
 snn_status snn_comm_send(snn_comm *c, const void *buf, size_t count, snn_comm_dtype t, int dst, int tag);
 snn_status snn_comm_recv(snn_comm *c, void *buf, size_t count, snn_comm_dtype t, int src, int tag);
+/* A send to dst and a receive from src posted together (MPI_Sendrecv): two neighbours that
+ * exchange messages in both directions at once (the 1F1B pipeline's send-forward /
+ * receive-backward pairs) cannot deadlock however large the messages are. */
+snn_status snn_comm_sendrecv(snn_comm *c, const void *sbuf, size_t scount, int dst, int stag, void *rbuf,
+                             size_t rcount, int src, int rtag, snn_comm_dtype t);
 snn_status snn_comm_barrier(snn_comm *c);
 /* Collective over c: ranks with the same color form one new communicator, ordered by
  * (key, rank). color < 0: this rank joins none (*out = NULL). */
