@@ -350,6 +350,10 @@ static snn_status dense_get(const char *name, void *ctx, int *rank, int64_t *sha
     return snn_error(SNN_E_FORMAT, "the dense %s model has no tensor %s", snn_model_kind(d), name);
 }
 
+snn_status snn_lm_stage_load_dense(snn_lm_stage *s, snn_model *dense) {
+    return snn_lm_stage_load_canonical(s, dense_get, dense);
+}
+
 snn_status snn_lm_stage_create(const snn_gpt_opts *o, const snn_mesh *mesh, int sp, uint64_t seed,
                                snn_lm_stage **out) {
     *out = NULL;

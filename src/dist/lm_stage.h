@@ -94,6 +94,8 @@ snn_status snn_lm_stage_create(const snn_gpt_opts *o, const snn_mesh *mesh, int 
 typedef snn_status (*snn_lm_canonical_get_fn)(const char *name, void *ctx, int *rank, int64_t *shape,
                                               const float **data);
 snn_status snn_lm_stage_load_canonical(snn_lm_stage *s, snn_lm_canonical_get_fn get, void *ctx);
+/* The same from a dense gpt / spikelm model built with the same options (local only). */
+snn_status snn_lm_stage_load_dense(snn_lm_stage *s, snn_model *dense);
 /* The inverse, for checkpoints and export: every canonical tensor of `dense` (a gpt /
  * spikelm model built with the same options) receives the merged TP/PP shards, on every
  * rank. Collective over the TP and PP groups. */

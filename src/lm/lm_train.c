@@ -134,7 +134,7 @@ snn_status lm_trainer_set_micro(snn_lm_trainer *t, lm_micro_fn fn, void *ctx) {
 /* ---------------- agreement ---------------- */
 
 snn_status lm_agree(snn_lm_trainer *t, snn_status st) {
-    if (t->dp == 1) return st;
+    if (snn_comm_size(t->comm) == 1) return st;
     int32_t bad = st != SNN_OK;
     snn_status cs = snn_comm_allreduce(t->comm, &bad, 1, SNN_COMM_I32, SNN_COMM_MAX);
     if (cs != SNN_OK) return cs;
@@ -158,19 +158,29 @@ static snn_status precision_of(const snn_lm_training_config *c, snn_precision_co
     return st == SNN_OK ? SNN_OK : snn_error_prefix(st, "the precision of the transformer config");
 }
 
+static void draw_order(snn_lm_trainer *t, long total);
+
 static snn_status setup(snn_lm_trainer *t) {
     snn_lm_training_config *c = &t->cfg;
     SNN_TRY(snn_lm_training_config_validate(c));
     const snn_lm_transformer_config *tr = &c->model.transformer;
-    if (tr->tensor_model_parallel_size != 1 || tr->pipeline_model_parallel_size != 1 || tr->context_parallel_size != 1)
-        return snn_error(SNN_E_INVALID,
-                         "tensor_model_parallel_size, pipeline_model_parallel_size and context_parallel_size must be 1 for "
-                         "this trainer (got TP %d, PP %d, CP %d)",
-                         tr->tensor_model_parallel_size, tr->pipeline_model_parallel_size, tr->context_parallel_size);
+    if (tr->context_parallel_size != 1)
+        return snn_error(SNN_E_INVALID, "context_parallel_size must be 1 for this trainer (got CP %d)",
+                         tr->context_parallel_size);
     if (c->use_snn_memopt) return snn_error(SNN_E_INVALID, "use_snn_memopt is not implemented by this trainer");
     int dp;
     int64_t K;
     SNN_TRY(snn_lm_training_topology(c, snn_comm_size(t->comm), &dp, &K));
+    t->staged = tr->tensor_model_parallel_size * tr->pipeline_model_parallel_size > 1;
+    if (t->staged) {
+        t->dp = dp;
+        if (tr->fp16 || tr->fp8 != SNN_LM_FP8_NONE)
+            return snn_error(SNN_E_INVALID,
+                             "with tensor_model_parallel_size %d and pipeline_model_parallel_size %d the trainer runs fp32 "
+                             "or bf16 only (transformer.fp16 %d, transformer.fp8 %s)",
+                             tr->tensor_model_parallel_size, tr->pipeline_model_parallel_size, tr->fp16,
+                             tr->fp8 != SNN_LM_FP8_NONE ? "set" : "None");
+    }
     if (dp != t->dp) return snn_error(SNN_E_INVALID, "data_parallel_size %d does not match the communicator's %d", dp, t->dp);
     t->G = (long)c->global_batch_size, t->M = (long)c->micro_batch_size, t->K = (long)K;
     snn_status st = snn_token_dataset_open(c->dataset_kwargs.path, "train", c->model.vocab_size, &t->train);
@@ -205,10 +215,17 @@ static snn_status setup(snn_lm_trainer *t) {
     oo.beta1 = (float)c->optimizer.adam_beta1;
     oo.beta2 = (float)c->optimizer.adam_beta2;
     oo.eps = (float)c->optimizer.adam_eps;
-    SNN_TRY(snn_dist_optim_create(t->comm, &oo, t->m, &t->opt));
-    SNN_TRY(snn_model_plan(t->m, t->o.time_steps, (int)t->M));
     const int T = t->o.time_steps, V = t->o.vocab;
     const long total = (long)c->train_steps * t->G;
+    t->oo = oo;
+    if (t->staged) { /* the dense model is the checkpoint container only; the stage comes next */
+        t->perm = malloc((size_t)total * sizeof *t->perm);
+        if (!t->perm) return snn_error(SNN_E_NOMEM, "out of memory for the sample order");
+        draw_order(t, total);
+        return SNN_OK;
+    }
+    SNN_TRY(snn_dist_optim_create(t->comm, &oo, t->m, &t->opt));
+    SNN_TRY(snn_model_plan(t->m, t->o.time_steps, (int)t->M));
     const size_t ns = (size_t)t->M * (size_t)t->S;
     if ((size_t)T * ns > ((size_t)1 << 40) / (size_t)V) return snn_error(SNN_E_INVALID, "the microbatch's logits are too large");
     t->perm = malloc((size_t)total * sizeof *t->perm);
@@ -226,8 +243,13 @@ static snn_status setup(snn_lm_trainer *t) {
     t->local.micro = (int)t->M;
     t->micro_fn = lm_micro_local;
     t->micro_ctx = &t->local;
-    /* the sample order: every rank draws the same permutation */
-    snn_rng rng = snn_rng_make(c->seed, 0x5a3d);
+    draw_order(t, total);
+    return SNN_OK;
+}
+
+/* the sample order: every rank draws the same permutation */
+static void draw_order(snn_lm_trainer *t, long total) {
+    snn_rng rng = snn_rng_make(t->cfg.seed, 0x5a3d);
     for (long i = 0; i < total; i++) t->perm[i] = i;
     for (long i = total - 1; i > 0; i--) {
         long j = (long)(snn_rng_next_uniform(&rng) * (float)(i + 1));
@@ -236,7 +258,6 @@ static snn_status setup(snn_lm_trainer *t) {
         t->perm[i] = t->perm[j];
         t->perm[j] = tmp;
     }
-    return SNN_OK;
 }
 
 snn_status snn_lm_trainer_create(const snn_lm_training_config *cfg, snn_comm *comm, snn_lm_trainer **out) {
@@ -251,9 +272,12 @@ snn_status snn_lm_trainer_create(const snn_lm_training_config *cfg, snn_comm *co
     t->dp = snn_comm_size(comm);
     t->last.lm_loss = t->last.grad_norm = NAN;
     t->last.update_successful = 1;
+    t->dprank = t->rank;
     snn_status st = lm_agree(t, setup(t));
+    /* collective set-up of the stage after the local set-up agreed */
+    if (st == SNN_OK && t->staged) st = lm_agree(t, lm_stage_setup(t, &t->oo));
     /* identical seeds give identical weights; rank 0's are the reference all the same */
-    if (st == SNN_OK && t->dp > 1)
+    if (st == SNN_OK && !t->staged && t->dp > 1)
         st = snn_comm_broadcast(comm, snn_model_params(t->m), snn_model_num_params(t->m), SNN_COMM_F32, 0);
     if (st == SNN_OK && cfg->resume[0]) st = snn_lm_trainer_load(t, cfg->resume);
     if (st != SNN_OK) {
@@ -271,16 +295,25 @@ snn_status snn_lm_trainer_create(const snn_lm_training_config *cfg, snn_comm *co
     in->parameters = snn_model_num_params(t->m);
     in->precision = snn_precision_mode_name(t->pcfg.mode);
     in->start_step = t->step;
-    in->optimizer_state_bytes = snn_dist_optim_state_bytes(t->opt);
-    in->optimizer_state_bytes_full = snn_dist_optim_full_state_bytes(t->opt);
-    in->optimizer_slice_begin = snn_dist_optim_begin(t->opt);
-    in->optimizer_slice_len = snn_dist_optim_len(t->opt);
+    if (t->staged) { /* AdamW on the local stage: sharded by TP and PP, replicated over DP */
+        size_t k = snn_optimizer_num_states(t->sopt), n = snn_model_num_params(t->stage->model);
+        in->optimizer_state_bytes = k * n * sizeof(float);
+        in->optimizer_state_bytes_full = k * in->parameters * sizeof(float);
+        in->optimizer_slice_begin = 0;
+        in->optimizer_slice_len = n;
+    } else {
+        in->optimizer_state_bytes = snn_dist_optim_state_bytes(t->opt);
+        in->optimizer_state_bytes_full = snn_dist_optim_full_state_bytes(t->opt);
+        in->optimizer_slice_begin = snn_dist_optim_begin(t->opt);
+        in->optimizer_slice_len = snn_dist_optim_len(t->opt);
+    }
     *out = t;
     return SNN_OK;
 }
 
 void snn_lm_trainer_free(snn_lm_trainer *t) {
     if (!t) return;
+    lm_stage_free(t);
     free(t->perm), free(t->idx), free(t->ids), free(t->labels);
     free(t->local.x), free(t->local.dlogits), free(t->local.token_loss);
     snn_lm_eval_scratch_free(t->eval);
@@ -322,17 +355,22 @@ snn_status snn_lm_trainer_step(snn_lm_trainer *t, snn_lm_step_metrics *out) {
         return snn_error(SNN_E_INVALID, "the run is complete (%ld of %lld steps)", t->step, (long long)t->cfg.train_steps);
     const snn_lm_training_config *c = &t->cfg;
     double t0 = now_s();
-    snn_model_zero_grad(t->m);
-    double ls, cn;
-    SNN_TRY(lm_agree(t, local_phase(t, &ls, &cn)));
-    float lr = (float)snn_lm_lr_at(c, t->sched), gn;
+    double ls = 0, cn = 0;
+    float lr = (float)snn_lm_lr_at(c, t->sched), gn = NAN;
     int skipped = 0;
     snn_status st;
-    if (t->fused_step)
-        st = snn_precision_backward(t->prec, t->local.dlogits, snn_dist_optim_local(t->opt), lr, (float)c->optimizer.clip_grad,
-                                    &gn, &skipped);
-    else
-        st = snn_dist_optim_step(t->opt, lr, (float)c->optimizer.clip_grad, 0, &gn, &skipped);
+    if (t->staged) { /* the whole step through the stage's 1F1B pipeline */
+        st = lm_stage_step(t, lr, &ls, &cn, &gn);
+        skipped = !isfinite(gn);
+    } else {
+        snn_model_zero_grad(t->m);
+        SNN_TRY(lm_agree(t, local_phase(t, &ls, &cn)));
+        if (t->fused_step)
+            st = snn_precision_backward(t->prec, t->local.dlogits, snn_dist_optim_local(t->opt), lr,
+                                        (float)c->optimizer.clip_grad, &gn, &skipped);
+        else
+            st = snn_dist_optim_step(t->opt, lr, (float)c->optimizer.clip_grad, 0, &gn, &skipped);
+    }
     SNN_TRY(lm_agree(t, st));
     t->step++;
     t->consumed += t->G;
@@ -340,8 +378,9 @@ snn_status snn_lm_trainer_step(snn_lm_trainer *t, snn_lm_step_metrics *out) {
     double dt = now_s() - t0;
     long long rss = lm_peak_rss_bytes();
     double sums[3] = {ls, cn, (double)rss}, maxs[2] = {dt, (double)rss};
-    if (t->dp > 1) {
-        SNN_TRY(snn_comm_allreduce(t->comm, sums, 3, SNN_COMM_F64, SNN_COMM_SUM));
+    if (snn_comm_size(t->comm) > 1) { /* the stage's loss sums are global already */
+        if (t->staged) SNN_TRY(snn_comm_allreduce(t->comm, &sums[2], 1, SNN_COMM_F64, SNN_COMM_SUM));
+        else SNN_TRY(snn_comm_allreduce(t->comm, sums, 3, SNN_COMM_F64, SNN_COMM_SUM));
         SNN_TRY(snn_comm_allreduce(t->comm, maxs, 2, SNN_COMM_F64, SNN_COMM_MAX));
     }
     if (t->step > c->timing_warmup_steps) {
@@ -375,9 +414,10 @@ snn_status snn_lm_trainer_validate(snn_lm_trainer *t, double *loss_sum, double *
     double v[2] = {0, 0};
     if (!t->valid) st = snn_error(SNN_E_INVALID, "validate: the run has no validation data (eval_interval 0)");
     const int64_t count = t->cfg.eval_steps * t->G, per = count / t->dp;
-    if (st == SNN_OK) st = snn_lm_evaluate(t->m, &t->o, t->valid, (int)t->M, (int64_t)t->rank * per, per, t->eval, &v[0], &v[1]);
+    if (st == SNN_OK && t->staged) st = lm_stage_validate(t, &v[0], &v[1]);
+    else if (st == SNN_OK) st = snn_lm_evaluate(t->m, &t->o, t->valid, (int)t->M, (int64_t)t->rank * per, per, t->eval, &v[0], &v[1]);
     SNN_TRY(lm_agree(t, st));
-    if (t->dp > 1) SNN_TRY(snn_comm_allreduce(t->comm, v, 2, SNN_COMM_F64, SNN_COMM_SUM));
+    if (!t->staged && t->dp > 1) SNN_TRY(snn_comm_allreduce(t->comm, v, 2, SNN_COMM_F64, SNN_COMM_SUM));
     *loss_sum = v[0];
     *tokens = v[1];
     return SNN_OK;
@@ -398,16 +438,19 @@ snn_status snn_lm_trainer_run(snn_lm_trainer *t, snn_lm_train_callback cb, void 
     char line[2048];
     /* the optimizer state per rank, MAX and SUM over DP (1/DP of the unsharded total) */
     double ob[2] = {(double)t->info.optimizer_state_bytes, (double)t->info.optimizer_state_bytes};
-    if (t->dp > 1) {
+    if (snn_comm_size(t->comm) > 1) {
         SNN_TRY(snn_comm_allreduce(t->comm, &ob[0], 1, SNN_COMM_F64, SNN_COMM_MAX));
         SNN_TRY(snn_comm_allreduce(t->comm, &ob[1], 1, SNN_COMM_F64, SNN_COMM_SUM));
     }
     snprintf(line, sizeof line,
              "{\"event\":\"start\",\"model\":\"%s\",\"parameters\":%zu,\"data_parallel_size\":%d,\"num_microbatches\":%lld,"
-             "\"micro_batch_size\":%ld,\"global_batch_size\":%ld,\"start_step\":%ld,\"distributed_optimizer\":1,"
+             "\"micro_batch_size\":%ld,\"global_batch_size\":%ld,\"start_step\":%ld,\"distributed_optimizer\":%d,"
+             "\"tensor_parallel_size\":%d,\"pipeline_parallel_size\":%d,\"sequence_parallel\":%d,"
              "\"optimizer_state_bytes_max\":%.0f,\"optimizer_state_bytes_sum\":%.0f,\"optimizer_state_bytes_unsharded\":%zu,"
              "\"precision\":\"%s\"}",
-             t->o.spiking ? "spikelm" : "gpt", t->info.parameters, t->dp, (long long)t->K, t->M, t->G, t->step, ob[0], ob[1],
+             t->o.spiking ? "spikelm" : "gpt", t->info.parameters, t->dp, (long long)t->K, t->M, t->G, t->step, !t->staged,
+             c->model.transformer.tensor_model_parallel_size, c->model.transformer.pipeline_model_parallel_size,
+             c->model.transformer.sequence_parallel, ob[0], ob[1],
              t->info.optimizer_state_bytes_full, t->info.precision);
     emit(cb, user, SNN_LM_EVENT_START, NULL, line, NAN, NULL);
     double last_vloss = NAN;
@@ -449,12 +492,14 @@ snn_status snn_lm_trainer_run(snn_lm_trainer *t, snn_lm_train_callback cb, void 
              "{\"optimizer_step\":%ld,\"consumed_samples\":%ld,\"lm_loss\":%.9g,\"grad_norm\":%.9g,\"update_successful\":%d,"
              "\"validation_lm_loss\":%.9g,\"timed_steps\":%ld,\"training_seconds\":%.6g,\"semantic_tokens_per_second\":%.6g,"
              "\"neural_steps_per_second\":%.6g,\"peak_memory_bytes\":%lld,\"total_peak_memory_bytes\":%lld,"
-             "\"tensor_parallel_size\":1,\"pipeline_parallel_size\":1,\"context_parallel_size\":1,\"data_parallel_size\":%d,"
+             "\"tensor_parallel_size\":%d,\"pipeline_parallel_size\":%d,\"context_parallel_size\":1,\"data_parallel_size\":%d,"
              "\"use_snn_memopt\":0,\"selective_recompute\":0,\"parameters\":%zu,\"time_steps\":%d,"
              "\"optimizer_state_bytes_max\":%.0f,\"optimizer_state_bytes_unsharded\":%zu,\"checkpoint\":\"%s\"}",
              t->step, t->consumed, m->lm_loss, m->grad_norm, m->update_successful,
              isfinite(last_vloss) ? last_vloss : -1.0, m->timed_steps, m->training_seconds, m->semantic_tokens_per_second,
-             m->neural_steps_per_second, m->peak_memory_bytes, m->total_peak_memory_bytes, t->dp, t->info.parameters,
+             m->neural_steps_per_second, m->peak_memory_bytes, m->total_peak_memory_bytes,
+             c->model.transformer.tensor_model_parallel_size, c->model.transformer.pipeline_model_parallel_size, t->dp,
+             t->info.parameters,
              t->o.time_steps, ob[0], t->info.optimizer_state_bytes_full, t->last_dir);
     snn_status st = SNN_OK;
     if (t->rank == 0) {

@@ -22,6 +22,10 @@
 #include "lm/lm_train_internal.h"
 #include "snn/checkpoint.h"
 
+static snn_optimizer *lm_local_optimizer(snn_lm_trainer *t) {
+    return t->staged ? t->sopt : snn_dist_optim_local(t->opt);
+}
+
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -43,7 +47,7 @@ static int mkdir_p(const char *path) {
 /* Rank 0: write dir atomically (a hidden sibling directory, then rename). */
 static snn_status write_dir(snn_lm_trainer *t, snn_optimizer *opt, const char *dir) {
     const snn_lm_training_config *c = &t->cfg;
-    char tmp[4300], file[4400], s1[32], s2[32], s3[32], s4[32];
+    char tmp[4300], file[4400], s1[32], s2[32], s3[32], s4[32], s5[32], s6[32];
     snprintf(tmp, sizeof tmp, "%s/.step_%07ld.tmp.%ld", c->checkpoint_dir, t->step, (long)getpid());
     if (mkdir_p(c->checkpoint_dir) || mkdir(tmp, 0777))
         return snn_error(SNN_E_IO, "cannot create %s: %s", tmp, strerror(errno));
@@ -52,9 +56,12 @@ static snn_status write_dir(snn_lm_trainer *t, snn_optimizer *opt, const char *d
     snprintf(s2, sizeof s2, "%ld", t->consumed);
     snprintf(s3, sizeof s3, "%ld", t->sched);
     snprintf(s4, sizeof s4, "%d", t->dp);
+    snprintf(s5, sizeof s5, "%d", t->cfg.model.transformer.tensor_model_parallel_size);
+    snprintf(s6, sizeof s6, "%d", t->cfg.model.transformer.pipeline_model_parallel_size);
+    /* the sizes are informative: the tensors are canonical whatever the topology */
     const char *kv[] = {"lm_recipe",        t->recipe, "lm_training_config", t->cfg_json, "optimizer_step", s1,
                         "consumed_samples", s2,        "scheduler_samples",  s3,          "data_parallel_size", s4,
-                        NULL};
+                        "tensor_parallel_size", s5, "pipeline_parallel_size", s6, NULL};
     snn_status st = snn_training_checkpoint_save(t->m, t->prec, opt, file, kv);
     if (st == SNN_OK && rename(tmp, dir)) st = snn_error(SNN_E_IO, "cannot rename %s to %s: %s", tmp, dir, strerror(errno));
     if (st != SNN_OK) {
@@ -76,19 +83,20 @@ snn_status snn_lm_trainer_save(snn_lm_trainer *t, char *dir_out, size_t cap, dou
         if (!t->cfg.checkpoint_dir[0]) st = snn_error(SNN_E_INVALID, "no checkpoint_dir to save into");
         else if (!stat(dir, &sb)) st = snn_error(SNN_E_INVALID, "checkpoint %s exists already", dir);
         /* the canonical optimizer state, for the write only */
-        if (st == SNN_OK && t->dp > 1) {
-            snn_optimizer *loc = snn_dist_optim_local(t->opt);
+        if (st == SNN_OK && (t->dp > 1 || t->staged)) {
+            snn_optimizer *loc = lm_local_optimizer(t);
             st = snn_optimizer_create(snn_optimizer_opts(loc), snn_model_num_params(t->m), snn_model_params(t->m),
                                       snn_model_grads(t->m), NULL, &full);
         }
     }
     st = lm_agree(t, st);
-    if (st == SNN_OK && t->dp > 1) st = snn_dist_optim_gather(t->opt, 0, full);
-    if (st == SNN_OK && t->rank == 0) st = write_dir(t, t->dp > 1 ? full : snn_dist_optim_local(t->opt), dir);
+    if (st == SNN_OK && t->staged) st = lm_agree(t, lm_stage_gather(t, full));
+    else if (st == SNN_OK && t->dp > 1) st = snn_dist_optim_gather(t->opt, 0, full);
+    if (st == SNN_OK && t->rank == 0) st = write_dir(t, full ? full : snn_dist_optim_local(t->opt), dir);
     snn_optimizer_free(full);
     SNN_TRY(lm_agree(t, st));
     double secs = now_s() - t0;
-    if (t->dp > 1) SNN_TRY(snn_comm_allreduce(t->comm, &secs, 1, SNN_COMM_F64, SNN_COMM_MAX));
+    if (snn_comm_size(t->comm) > 1) SNN_TRY(snn_comm_allreduce(t->comm, &secs, 1, SNN_COMM_F64, SNN_COMM_MAX));
     if (dir_out && cap) snprintf(dir_out, cap, "%s", dir);
     if (seconds) *seconds = secs;
     return SNN_OK;
@@ -118,7 +126,7 @@ static snn_status load_local(snn_lm_trainer *t, const char *path) {
                *cs = snn_ckpt_metadata(ck, "consumed_samples"), *ss = snn_ckpt_metadata(ck, "scheduler_samples");
     long step = 0, consumed = 0, sched = 0, osteps = 0;
     const void *state[8];
-    size_t ns = snn_optimizer_num_states(snn_dist_optim_local(t->opt)), n = snn_model_num_params(t->m);
+    size_t ns = snn_optimizer_num_states(lm_local_optimizer(t)), n = snn_model_num_params(t->m);
     if (!r || !s || !cs || !ss) {
         st = snn_error(SNN_E_INVALID, "%s is not a checkpoint of snn lm train", rp);
     } else if (strcmp(r, t->recipe)) {
@@ -135,7 +143,7 @@ static snn_status load_local(snn_lm_trainer *t, const char *path) {
     }
     /* the optimizer state, canonical, over the whole buffer: this rank takes its slice */
     const char *kind = snn_ckpt_metadata(ck, "optimizer");
-    const char *mine = snn_optim_kind_name(snn_optimizer_opts(snn_dist_optim_local(t->opt))->kind);
+    const char *mine = snn_optim_kind_name(snn_optimizer_opts(lm_local_optimizer(t))->kind);
     if (st == SNN_OK && (!kind || strcmp(kind, mine)))
         st = snn_error(SNN_E_INVALID, "%s holds %.40s optimizer state, this run uses %s", rp, kind ? kind : "no", mine);
     if (st == SNN_OK && !parse_count(snn_ckpt_metadata(ck, "optimizer_steps"), &osteps))
@@ -144,7 +152,7 @@ static snn_status load_local(snn_lm_trainer *t, const char *path) {
         snn_optim_state os;
         snn_ckpt_tensor ct;
         char name[256];
-        st = snn_optimizer_state(snn_dist_optim_local(t->opt), i, &os);
+        st = snn_optimizer_state(lm_local_optimizer(t), i, &os);
         snprintf(name, sizeof name, "__optim__.%s", os.name);
         if (st == SNN_OK) st = snn_ckpt_find(ck, name, &ct);
         if (st == SNN_OK && (ct.dtype != SNN_CKPT_F32 || ct.numel != n))
@@ -155,7 +163,8 @@ static snn_status load_local(snn_lm_trainer *t, const char *path) {
     /* weights and precision state first (checked whole before anything is written), then
      * the optimizer slice (checked before it is written) */
     if (st == SNN_OK) st = snn_training_checkpoint_restore(t->m, t->prec, NULL, ck);
-    if (st == SNN_OK) st = snn_dist_optim_load_slice(t->opt, state, ns, osteps, rp);
+    if (st == SNN_OK && t->staged) st = lm_stage_scatter(t, state, ns, osteps, rp);
+    else if (st == SNN_OK) st = snn_dist_optim_load_slice(t->opt, state, ns, osteps, rp);
     snn_ckpt_close(ck);
     if (st != SNN_OK) return st;
     t->step = step;

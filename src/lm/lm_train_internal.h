@@ -20,6 +20,7 @@
 
 #include "dist/comm.h"
 #include "dist/dist_optim.h"
+#include "dist/lm_stage.h"
 #include "snn/lm_train.h"
 #include "snn/optim.h"
 #include "snn/prepare.h"
@@ -43,8 +44,19 @@ snn_status lm_micro_local(void *ctx, const int32_t *ids, const int32_t *labels, 
 
 struct snn_lm_trainer {
     snn_lm_training_config cfg;
-    snn_comm *comm;           /* the DP group (TP = PP = CP = 1: the world) */
-    int rank, dp;
+    snn_comm *comm;           /* the world (TP = PP = CP = 1: also the DP group) */
+    int rank, dp;             /* world rank, data-parallel size */
+    int dprank;               /* this rank's data-parallel coordinate */
+    /* tensor / pipeline parallel (TP * PP > 1; lm_train_stage.c): the stage replaces the
+     * local microbatch and the distributed optimizer; m stays the dense canonical model,
+     * the target of checkpoint gathers and the source of loads */
+    int staged;
+    snn_mesh mesh;
+    snn_lm_stage *stage;
+    snn_optimizer *sopt;      /* AdamW on the stage's local parameters */
+    snn_precision *sprec;     /* the stage model's bf16 preparation */
+    int32_t *kids, *klabels;  /* [K micro][S] of one step */
+    int64_t *kidx;
     snn_lm_train_info info;
     snn_gpt_opts o;
     snn_token_dataset *train, *valid;
@@ -52,7 +64,8 @@ struct snn_lm_trainer {
     snn_precision_config pcfg;
     snn_precision *prec;
     int fused_step;           /* fp16 / fp8: snn_precision_backward does backward + step */
-    snn_dist_optim *opt;
+    snn_dist_optim *opt;      /* NULL when staged */
+    snn_optim_opts oo;
     char *recipe, *cfg_json;
     long G, M, K, S;          /* global, micro, microbatches per rank, sequence */
     long step, consumed, sched;
@@ -81,6 +94,20 @@ snn_status lm_trainer_set_micro(snn_lm_trainer *t, lm_micro_fn fn, void *ctx);
 snn_status lm_agree(snn_lm_trainer *t, snn_status st);
 /* Peak resident memory of this process in bytes. */
 long long lm_peak_rss_bytes(void);
+
+/* The tensor / pipeline parallel path (lm_train_stage.c). */
+snn_status lm_stage_setup(snn_lm_trainer *t, const snn_optim_opts *oo);
+void lm_stage_free(snn_lm_trainer *t);
+/* One step: the K microbatches of this DP rank through the 1F1B pipeline, reductions,
+ * the global-norm clip, AdamW. Global loss sums and the norm on every rank. */
+snn_status lm_stage_step(snn_lm_trainer *t, float lr, double *loss_sum, double *tokens, float *grad_norm);
+snn_status lm_stage_validate(snn_lm_trainer *t, double *loss_sum, double *tokens);
+/* Collective: the stage's weights into the dense model m and (full != NULL, on the
+ * writing rank) its optimizer state into `full`, an optimizer over m. */
+snn_status lm_stage_gather(snn_lm_trainer *t, snn_optimizer *full);
+/* Local: every rank takes its part of the canonical optimizer state (state[i]: numel of
+ * m floats, unaligned) and then of m's weights. */
+snn_status lm_stage_scatter(snn_lm_trainer *t, const void *const *state, size_t nstates, long steps, const char *src);
 
 #define LM_TRAIN_CKPT_FILE "checkpoint.safetensors"
 

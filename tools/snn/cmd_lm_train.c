@@ -9,6 +9,8 @@
  * point, rank 0 prints the first failing rank's message once and every rank exits with its
  * code (2 for bad input); the library agrees on its own failures the same way. A failure no
  * rank could agree on (a lost peer) ends the job through the launcher. */
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,13 +18,15 @@
 
 #include "common.h"
 #include "lm_tool.h"
+#include "snn/lm_plan.h"
 #include "snn/lm_train.h"
 #include "snn/tokenizer.h"
 
 typedef struct {
     const char *config, *model, *data, *output, *resume;
     const char *norm, *act, *pos, *reduce, *decay_style, *precision, *fp8_recipe;
-    int layers, hidden, heads, groups, ffn, no_bias, untied, T, fp8;
+    int layers, hidden, heads, groups, ffn, no_bias, untied, T, fp8, tp, pp, cp, sp;
+    const char *device_mem, *objective, *mem_fraction;
     long vocab, max_len, train_steps, micro, global, log_interval, eval_interval, eval_steps, warmup, decay_steps,
         ckpt_interval, timing_warmup;
     float lr, min_lr, wd, beta1, beta2, eps, clip, spike_decay, spike_amp;
@@ -122,10 +126,74 @@ static void apply_flags(const train_flags *f, opt *t, int n, snn_lm_training_con
     if (GIVEN("--checkpoint-interval")) c->checkpoint_interval = f->ckpt_interval;
     if (GIVEN("--timing-warmup-steps")) c->timing_warmup_steps = f->timing_warmup;
     if (GIVEN("--seed")) c->seed = f->seed;
+    if (find(t, n, "--tensor-parallel-size")) tr->tensor_model_parallel_size = f->tp;
+    if (find(t, n, "--pipeline-parallel-size")) tr->pipeline_model_parallel_size = f->pp;
+    if (find(t, n, "--context-parallel-size")) tr->context_parallel_size = f->cp;
+    if (find(t, n, "--sequence-parallel")) tr->sequence_parallel = f->sp;
 #undef GIVEN
 }
 
 static snn_comm *g_world;
+
+static int parse_double(const char *s, double *v) {
+    char *end;
+    if (!s || !*s || !(s[0] == '.' || s[0] == '+' || (s[0] >= '0' && s[0] <= '9'))) return 0;
+    errno = 0;
+    *v = strtod(s, &end);
+    return !*end && errno == 0 && isfinite(*v);
+}
+
+/* No topology given (flags or config): snn_lm_plan_training picks TP and PP for this world
+ * size. Only the topology is taken from its answer (tensor / pipeline / context parallel
+ * sizes, sequence_parallel, pipeline_dtype); its memory policy (recompute, use_snn_memopt)
+ * is reported but not applied, as this trainer runs neither. */
+static void plan_topology(const train_flags *f, snn_lm_training_config *c, int world) {
+    double gib = 0, fraction;
+    double bytes = machine_bytes();
+    if (f->device_mem) {
+        if (!parse_double(f->device_mem, &gib) || !(gib > 0))
+            die_usage("lm train: --device-memory-gib must be a positive number, got '%s'", f->device_mem);
+        bytes = floor(gib * 1073741824.0);
+    }
+    if (!(bytes >= 1) || bytes > 9223372036854775808.0)
+        die_usage("lm train: --device-memory-gib %s is out of range (1 byte to 2^63 bytes)",
+                  f->device_mem ? f->device_mem : "(the machine's memory)");
+    int obj = snn_lm_plan_objective_parse(f->objective);
+    if (obj < 0) die_usage("lm train: --objective must be throughput or memory, got '%s'", f->objective);
+    if (!parse_double(f->mem_fraction, &fraction) || !(fraction > 0 && fraction <= 1))
+        die_usage("lm train: --memory-fraction must be in (0, 1], got '%s'", f->mem_fraction);
+    snn_lm_training_config out;
+    snn_lm_plan_report r;
+    snn_status st = snn_lm_plan_training(c, world, (uint64_t)bytes, (snn_lm_plan_objective)obj, fraction, &out, &r);
+    if (st == SNN_E_NOMEM) die_status(st, "lm train: planning the topology");
+    if (st != SNN_OK) {
+        /* the planner's rules are stricter than data parallel's (or the budget is too small):
+         * train data parallel, where the trainer's own rules decide */
+        if (snn_comm_rank(g_world) == 0)
+            fprintf(stderr, "snn lm train: planner: %s; training data parallel (TP 1, PP 1)\n", snn_last_error());
+        return;
+    }
+    if (snn_comm_rank(g_world) == 0)
+        fprintf(stderr,
+                "snn lm train: planner (%s, %.4g GiB per process, fraction %.3g): tensor %d x pipeline %d x context %d x "
+                "data %d%s, estimate %.2f MiB of %.2f MiB (recompute %s and use_snn_memopt %s not applied)\n",
+                snn_lm_plan_objective_name((snn_lm_plan_objective)obj), bytes / 1073741824.0, fraction,
+                r.tensor_parallel_size, r.pipeline_parallel_size, r.context_parallel_size, r.data_parallel_size,
+                out.model.transformer.sequence_parallel ? " sequence parallel" : "", r.estimate_bytes / 1048576.0,
+                r.budget_bytes / 1048576.0, r.selective_recompute ? "selective" : "none",
+                r.use_snn_memopt ? "true" : "false");
+    if (r.context_parallel_size > 1)
+        die_usage("lm train: the planner chose context_parallel_size %d, which this trainer does not run; give "
+                  "--tensor-parallel-size and --pipeline-parallel-size",
+                  r.context_parallel_size);
+    snn_lm_transformer_config *d = &c->model.transformer;
+    const snn_lm_transformer_config *p = &out.model.transformer;
+    d->tensor_model_parallel_size = p->tensor_model_parallel_size;
+    d->pipeline_model_parallel_size = p->pipeline_model_parallel_size;
+    d->context_parallel_size = p->context_parallel_size;
+    d->sequence_parallel = p->sequence_parallel;
+    d->pipeline_dtype = p->pipeline_dtype;
+}
 
 static _Noreturn void exit_agreed(int code, int first, const char *msg) {
     if (snn_comm_rank(g_world) == 0) {
@@ -181,7 +249,7 @@ int cmd_lm_train(int argc, char **argv) {
                      .precision = "fp32", .fp8_recipe = "delayed", .layers = 4, .hidden = 128, .heads = 4, .train_steps = 200,
                      .micro = 8, .global = 8, .log_interval = 10, .lr = 1e-3f, .min_lr = 1e-4f, .wd = 0.01f, .beta1 = 0.9f,
                      .beta2 = 0.999f, .eps = 1e-8f, .clip = 1.0f, .spike_decay = 0.25f, .spike_amp = 1.0f, .seed = 1234,
-                     .decay_steps = -1};
+                     .decay_steps = -1, .tp = 1, .pp = 1, .cp = 1, .objective = "throughput", .mem_fraction = "0.9"};
     opt t[] = {
         {"--config", OPT_STRING, &f.config, "TrainingConfig JSON (snn.lm.TrainingConfig); flags given override it", NULL, 0},
         {"--model", OPT_STRING, &f.model, "gpt | spikelm (default gpt)", NULL, 0},
@@ -226,6 +294,13 @@ int cmd_lm_train(int argc, char **argv) {
         {"--checkpoint-interval", OPT_LONG, &f.ckpt_interval, "steps between checkpoints (default 0: the last only)", NULL, 0},
         {"--timing-warmup-steps", OPT_LONG, &f.timing_warmup, "untimed first steps (default 0)", NULL, 0},
         {"--seed", OPT_U64, &f.seed, "initialisation and sampler seed (default 1234)", NULL, 0},
+        {"--tensor-parallel-size", OPT_INT, &f.tp, "TP (default: the planner's choice, see --objective)", NULL, 0},
+        {"--pipeline-parallel-size", OPT_INT, &f.pp, "PP (default: the planner's choice); DP = processes / (TP PP)", NULL, 0},
+        {"--context-parallel-size", OPT_INT, &f.cp, "CP (only 1 is run by this trainer)", NULL, 0},
+        {"--sequence-parallel", OPT_FLAG, &f.sp, "sequence parallel (TP > 1)", NULL, 0},
+        {"--device-memory-gib", OPT_STRING, &f.device_mem, "planner: memory per process (default: this machine's)", NULL, 0},
+        {"--objective", OPT_STRING, &f.objective, "planner: throughput (default) | memory", NULL, 0},
+        {"--memory-fraction", OPT_STRING, &f.mem_fraction, "planner: usable fraction in (0, 1] (default 0.9)", NULL, 0},
     };
     int n = (int)(sizeof t / sizeof t[0]);
     if (args_wants_help(argc, argv, 3)) {
@@ -286,6 +361,22 @@ int cmd_lm_train(int argc, char **argv) {
         }
     }
     snn_token_dataset_free(train);
+    {
+        snn_lm_transformer_config *tc = &c.model.transformer;
+        int given = find(t, n, "--tensor-parallel-size") || find(t, n, "--pipeline-parallel-size") ||
+                    find(t, n, "--context-parallel-size") || tc->tensor_model_parallel_size != 1 ||
+                    tc->pipeline_model_parallel_size != 1 || tc->context_parallel_size != 1;
+        if (!given) plan_topology(&f, &c, snn_comm_size(g_world));
+        else if ((find(t, n, "--device-memory-gib") || find(t, n, "--objective") || find(t, n, "--memory-fraction")) &&
+                 snn_comm_rank(g_world) == 0)
+            fprintf(stderr, "snn lm train: the topology is given; --device-memory-gib, --objective and "
+                            "--memory-fraction are not used\n");
+        /* the stage's messages are in the parameters' dtype (the only pipeline_dtype allowed) */
+        if (tc->pipeline_model_parallel_size > 1 && tc->pipeline_dtype == SNN_LM_DTYPE_UNSET)
+            tc->pipeline_dtype = tc->params_dtype;
+        snn_status vs = snn_lm_training_config_validate(&c);
+        if (vs != SNN_OK) die_status(SNN_E_INVALID, "lm train");
+    }
     setup_point();
 
     snn_lm_trainer *tr;
@@ -295,10 +386,12 @@ int cmd_lm_train(int argc, char **argv) {
     if (in->rank == 0)
         fprintf(stderr,
                 "snn lm train: %s, %zu parameters, T %d, S %d, vocab %d, global %lld (micro %lld x %lld microbatches x DP %d), "
-                "%lld steps, %s, optimizer state %zu of %zu bytes per rank\n",
+                "%lld steps, %s, TP %d, PP %d%s, optimizer state %zu of %zu bytes per rank\n",
                 in->spiking ? "spikelm" : "gpt", in->parameters, in->time_steps, in->seq_len, in->vocab,
                 (long long)c.global_batch_size, (long long)c.micro_batch_size, (long long)in->num_microbatches,
-                in->data_parallel_size, (long long)c.train_steps, in->precision, in->optimizer_state_bytes,
+                in->data_parallel_size, (long long)c.train_steps, in->precision, c.model.transformer.tensor_model_parallel_size,
+                c.model.transformer.pipeline_model_parallel_size, c.model.transformer.sequence_parallel ? " SP" : "",
+                in->optimizer_state_bytes,
                 in->optimizer_state_bytes_full);
     if ((st = snn_lm_trainer_run(tr, on_event, NULL)) != SNN_OK) die_agreed(st, "lm train");
     snn_lm_trainer_free(tr);
