@@ -144,7 +144,8 @@ static int parse_double(const char *s, double *v) {
 }
 
 /* No topology given (flags or config): snn_lm_plan_training picks TP and PP for this world
- * size. Only the topology is taken from its answer (tensor / pipeline / context parallel
+ * size (when data parallel over all processes satisfies the batch rules; else the trainer
+ * refuses with the rule, as before the planner). Only the topology is taken from its answer (tensor / pipeline / context parallel
  * sizes, sequence_parallel, pipeline_dtype); its memory policy (recompute, use_snn_memopt)
  * is reported but not applied, as this trainer runs neither. */
 static void plan_topology(const train_flags *f, snn_lm_training_config *c, int world) {
@@ -162,6 +163,9 @@ static void plan_topology(const train_flags *f, snn_lm_training_config *c, int w
     if (obj < 0) die_usage("lm train: --objective must be throughput or memory, got '%s'", f->objective);
     if (!parse_double(f->mem_fraction, &fraction) || !(fraction > 0 && fraction <= 1))
         die_usage("lm train: --memory-fraction must be in (0, 1], got '%s'", f->mem_fraction);
+    /* A batch that data parallel over every process cannot split is refused with that rule
+     * (as without the planner) rather than silently trained model parallel. */
+    if (snn_lm_training_topology(c, world, NULL, NULL) != SNN_OK) return;
     snn_lm_training_config out;
     snn_lm_plan_report r;
     snn_status st = snn_lm_plan_training(c, world, (uint64_t)bytes, (snn_lm_plan_objective)obj, fraction, &out, &r);
