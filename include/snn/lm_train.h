@@ -3,8 +3,12 @@
  * over the processes of a communicator.
  *
  * A trainer is created from a validated snn_lm_training_config and a communicator (the
- * world; its size is the data-parallel size here: tensor, pipeline and context parallel
- * sizes are 1). Per optimizer step:
+ * world). With tensor and pipeline parallel sizes 1 the world is the data-parallel group
+ * and the steps below apply; with TP * PP > 1 the ranks form the (dp, pp, tp) mesh, each
+ * holds its stage of the model and a step is the stage's 1F1B pipeline over the same
+ * microbatches, its gradient reductions and global-norm clip and a plain AdamW on the
+ * local shard (fp32 / bf16 only; docs/lm.md "Tensor and pipeline parallel from the CLI").
+ * Context parallel must be 1. Per optimizer step (data parallel):
  *   - num_microbatches = global / (micro * DP) microbatches of `micro` semantic samples on
  *     every rank, the token ids tiled T times along the batch;
  *   - sampler: the train_steps * global sample indices are shuffled once with the seed
@@ -27,8 +31,9 @@
  *
  * Checkpoints: checkpoint_dir/step_XXXXXXX/checkpoint.safetensors (the directory appears
  * atomically), written by rank 0 only: the weights, the precision state, the optimizer state
- * in canonical (unsharded) order, the recipe, the training config and the progress. A resume
- * (cfg.resume) refuses another recipe and works at any DP size: every rank takes its slice.
+ * in canonical (unsharded) order, the recipe, the training config and the progress (TP / PP
+ * stages are gathered to that same canonical layout). A resume (cfg.resume) refuses another
+ * recipe and works at any DP size and TP / PP topology: every rank takes its part.
  *
  * Failures are agreed: every function below that takes part in a collective returns the
  * same status and message on every rank (a failure on one rank, a missing file say, is
@@ -90,7 +95,7 @@ typedef struct snn_lm_step_metrics {
 } snn_lm_step_metrics;
 
 /* Collective over comm. cfg must be complete (sequence_length and vocab_size resolved;
- * snn_lm_training_config_validate passes) with TP = PP = CP = 1; the topology rules of
+ * snn_lm_training_config_validate passes) with CP = 1; the topology rules of
  * snn_lm_training_topology are refused with their message (SNN_E_INVALID). Opens the data,
  * builds the model (seed), prepares the precision, creates the (distributed) optimizer and
  * every buffer, draws the sample order and, with cfg->resume, restores the checkpoint.

@@ -148,6 +148,8 @@ static int parse_double(const char *s, double *v) {
  * refuses with the rule, as before the planner). Only the topology is taken from its answer (tensor / pipeline / context parallel
  * sizes, sequence_parallel, pipeline_dtype); its memory policy (recompute, use_snn_memopt)
  * is reported but not applied, as this trainer runs neither. */
+static char g_plan_note[1024]; /* printed with the run's banner: an error stays one line */
+
 static void plan_topology(const train_flags *f, snn_lm_training_config *c, int world) {
     double gib = 0, fraction;
     double bytes = machine_bytes();
@@ -165,7 +167,8 @@ static void plan_topology(const train_flags *f, snn_lm_training_config *c, int w
         die_usage("lm train: --memory-fraction must be in (0, 1], got '%s'", f->mem_fraction);
     /* A batch that data parallel over every process cannot split is refused with that rule
      * (as without the planner) rather than silently trained model parallel. */
-    if (snn_lm_training_topology(c, world, NULL, NULL) != SNN_OK) return;
+    if (snn_lm_training_config_validate(c) != SNN_OK || snn_lm_training_topology(c, world, NULL, NULL) != SNN_OK)
+        return; /* the trainer refuses with the rule */
     snn_lm_training_config out;
     snn_lm_plan_report r;
     snn_status st = snn_lm_plan_training(c, world, (uint64_t)bytes, (snn_lm_plan_objective)obj, fraction, &out, &r);
@@ -173,12 +176,11 @@ static void plan_topology(const train_flags *f, snn_lm_training_config *c, int w
     if (st != SNN_OK) {
         /* the planner's rules are stricter than data parallel's (or the budget is too small):
          * train data parallel, where the trainer's own rules decide */
-        if (snn_comm_rank(g_world) == 0)
-            fprintf(stderr, "snn lm train: planner: %s; training data parallel (TP 1, PP 1)\n", snn_last_error());
+        snprintf(g_plan_note, sizeof g_plan_note, "snn lm train: planner: %s; training data parallel (TP 1, PP 1)\n",
+                 snn_last_error());
         return;
     }
-    if (snn_comm_rank(g_world) == 0)
-        fprintf(stderr,
+    snprintf(g_plan_note, sizeof g_plan_note,
                 "snn lm train: planner (%s, %.4g GiB per process, fraction %.3g): tensor %d x pipeline %d x context %d x "
                 "data %d%s, estimate %.2f MiB of %.2f MiB (recompute %s and use_snn_memopt %s not applied)\n",
                 snn_lm_plan_objective_name((snn_lm_plan_objective)obj), bytes / 1073741824.0, fraction,
@@ -387,6 +389,7 @@ int cmd_lm_train(int argc, char **argv) {
     if ((st = snn_lm_trainer_create(&c, g_world, &tr)) != SNN_OK) die_agreed(st, "lm train");
     args_die_hook = NULL;
     const snn_lm_train_info *in = snn_lm_trainer_info(tr);
+    if (in->rank == 0 && g_plan_note[0]) fputs(g_plan_note, stderr);
     if (in->rank == 0)
         fprintf(stderr,
                 "snn lm train: %s, %zu parameters, T %d, S %d, vocab %d, global %lld (micro %lld x %lld microbatches x DP %d), "
