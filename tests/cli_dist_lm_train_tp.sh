@@ -3,7 +3,7 @@
 # (`mpirun -np N snn lm train --tensor-parallel-size TP --pipeline-parallel-size PP
 # [--sequence-parallel]`), against the one-process run of the same global batch:
 #   - after 5 FP32 AdamW steps, TP 2, PP 2 (2 ranks), TP 2 x PP 2 and TP 2 x PP 2 with
-#     sequence parallel (4 ranks) equal one process: every logged lm_loss / grad_norm / lr,
+#     sequence parallel and DP 2 x TP 2 (4 ranks) equal one process: every logged lm_loss / grad_norm / lr,
 #     the validation loss, and every tensor of the step-5 checkpoint (weights and the
 #     canonical AdamW moments, gathered from the shards) within 1e-5 relative (max |a-b| /
 #     max |a| per tensor; the key third of c_attn.bias within 1e-3, see compare); gpt
@@ -12,7 +12,7 @@
 #     reaches step 5 equal to the uninterrupted TP 2 x PP 2 run;
 #   - `snn lm export` of a BF16 TP 2 x PP 2 checkpoint against the export of the same model
 #     trained on one process, tensor for tensor: bit for bit after step 1 (learning rate 0
-#     under the warm-up), within 4 BF16 ulps of each tensor's largest value after step 5
+#     under the warm-up), within 8 BF16 ulps of each tensor's largest value after step 5
 #     (BF16 rounding of TP's partial sums and of the messages between stages; the counts
 #     are printed);
 #   - the planner (no topology given): one process picks TP 1 x PP 1; on 2 ranks with
@@ -144,7 +144,7 @@ train gpt1 1 $gpt --tensor-parallel-size 1 --pipeline-parallel-size 1
 train spk1 1 $spk
 grep -q "planner (throughput.*tensor 1 x pipeline 1 x context 1 x data 1" "$tmp/spk1.err" ||
   { echo "FAIL: planner on one process:"; cat "$tmp/spk1.err"; fail=1; }
-for c in "tp2 2 2 1" "pp2 2 1 2" "tp2pp2 4 2 2" "tp2pp2sp 4 2 2 sp"; do
+for c in "tp2 2 2 1" "pp2 2 1 2" "tp2pp2 4 2 2" "tp2pp2sp 4 2 2 sp" "dp2tp2 4 2 1"; do
   set -- $c
   name=$1 np=$2 tp=$3 pp=$4 sp=""
   [ "${5:-}" = sp ] && sp=--sequence-parallel
@@ -170,7 +170,7 @@ fi
 # export of a BF16 TP 2 x PP 2 checkpoint against the one-process BF16 export, after step 1
 # (the learning rate of step 1 is 0 under the warm-up: the same weights, so the exports
 # must be equal bit for bit) and after step 5 (the BF16 runs differ by BF16 rounding: TP's
-# partial sums and the BF16 messages between stages; bound: 4 BF16 ulps of the tensor's
+# partial sums and the BF16 messages between stages; bound: 8 BF16 ulps of the tensor's
 # largest magnitude, the counts are printed)
 exp="--model gpt --data $tmp/data --precision bf16 $base --checkpoint-interval 1"
 if train bf1 1 $exp --tensor-parallel-size 1 && train bf22 4 $exp --tensor-parallel-size 2 --pipeline-parallel-size 2; then
@@ -208,7 +208,7 @@ for k in a:
     ulp = 2.0 ** (np.floor(np.log2(mx)) - 7) if mx > 0 else 0.0
     r = float(np.abs(x - y).max()) / ulp if ulp else float(np.abs(x - y).max() > 0)
     worst = max(worst, r)
-    if (step == 1 and diff) or r > 4: print(f"FAIL export step {step}: {k}: {r:.3g} ulps of its largest value"); bad = 1
+    if (step == 1 and diff) or r > 8: print(f"FAIL export step {step}: {k}: {r:.3g} ulps of its largest value"); bad = 1
 for f in ("config.json",):
     if json.load(open(os.path.join(sys.argv[1], f))) != json.load(open(os.path.join(sys.argv[2], f))):
         print(f"FAIL export: {f} differs"); bad = 1

@@ -7,12 +7,12 @@
  *     agree on failures; distributed optimizer step (DP reduction, clip, AdamW, all-gather)
  * Everything around the microbatch (sampler, schedule, reductions, optimizer, checkpoints)
  * is independent of how the model computes. lm_micro_fn is the one place that knows: the
- * default (lm_micro_local) runs the whole replicated model on this process. A tensor /
- * pipeline parallel stage replaces it with its own function and context (src/dist/lm_stage*):
- * it receives the same ids / labels / mask of this rank's microbatch, must add
+ * default (lm_micro_local) runs the whole replicated model on this process; another
+ * function receives the same ids / labels / mask of this rank's microbatch, must add
  * grad_scale * d(loss_sum)/d(params) into its parameters' gradients and return the
- * microbatch's loss_sum and token count (on the stage that computes the loss; the trainer
- * reduces the pairs over DP, a pipeline reduces them over its stages first). */
+ * microbatch's loss_sum and token count. A tensor / pipeline parallel run does not use this
+ * seam (1F1B interleaves the microbatches of a step): it replaces the whole step
+ * (lm_train_stage.c, the `staged` fields below). */
 #ifndef SNN_LM_TRAIN_INTERNAL_H
 #define SNN_LM_TRAIN_INTERNAL_H
 
