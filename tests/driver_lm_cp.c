@@ -115,7 +115,7 @@ static void check_layout(void) {
     }
     verdict(ok, "layout: chunks i and 2CP-1-i, shard/unshard exact for 8 (S, CP) cases", 0);
     /* refusals, with the message naming both fields */
-    static const int bad[][2] = {{18, 2}, {16, 3}, {130, 4}, {10, 4}};
+    static const int bad[][2] = {{130, 2}, {18, 2}, {16, 3}, {130, 4}, {10, 4}}; /* 130 at CP 2: the reference's own case */
     ok = 1;
     for (size_t c = 0; c < sizeof bad / sizeof bad[0]; c++) {
         snn_status st = snn_lm_cp_check(bad[c][0], bad[c][1]);
