@@ -546,6 +546,28 @@ int main(int argc, char **argv) {
         attn_case(4, 4, 8, 4 * cp * (cp > 1 ? 2 : 1), 2, 2);
         attn_case(4, 2, 8, 16 * cp, 1, 3);
         attn_case(6, 1, 4, 2 * cp * (cp > 1 ? 2 : 1), 2, 1);
+        { /* a bad label in one rank's tokens: refused on every rank, and the group still works */
+            snn_gpt_opts o;
+            opts_for("gpt", "learned", &o);
+            o.seq = 4 * cp;
+            snn_lm_cp *c;
+            CHECK(snn_lm_cp_create(&o, 1, W, NULL, 1, &c), "CP model");
+            snn_optim_opts oo = snn_optim_defaults(SNN_OPTIM_ADAMW);
+            snn_optimizer *opt;
+            CHECK(snn_optimizer_create_for_model(&oo, snn_lm_cp_model(c), &opt), "optimizer");
+            int32_t ids[64], lab[64];
+            for (int i = 0; i < o.seq; i++) ids[i] = i % o.vocab, lab[i] = (3 * i + 1) % o.vocab;
+            lab[o.seq / (2 * cp) + (cp > 1)] = o.vocab; /* a token of rank 1 when CP > 1 */
+            double loss = NAN;
+            snn_status st = snn_lm_cp_train_step(c, opt, ids, lab, NULL, 1, -1.0f, 1.0f, &loss, NULL);
+            int ok = st != SNN_OK && strstr(snn_last_error(), "vocabulary") != NULL;
+            lab[o.seq / (2 * cp) + (cp > 1)] = 0;
+            st = snn_lm_cp_train_step(c, opt, ids, lab, NULL, 1, -1.0f, 1.0f, &loss, NULL);
+            ok = ok && st == SNN_OK && isfinite(loss);
+            verdict(ok, "a label outside the vocabulary is refused on every rank; the next step runs", 0);
+            snn_optimizer_free(opt);
+            snn_lm_cp_free(c);
+        }
         if (cp > 1) { /* the model builder refuses a sequence the layout cannot cut */
             snn_gpt_opts o;
             opts_for("spikelm", "learned", &o);

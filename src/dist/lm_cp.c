@@ -137,10 +137,22 @@ snn_status snn_lm_cp_create(const snn_gpt_opts *o, uint64_t seed, snn_comm *cp, 
     return SNN_OK;
 }
 
+/* Every rank of a CP group holds the same full samples, so checking all of them (not only
+ * this rank's tokens) gives every rank the same verdict before the first collective: a bad
+ * token is refused everywhere instead of leaving the other ranks waiting in an all-gather. */
+static snn_status check_tokens(const snn_lm_cp *c, const int32_t *ids, const int32_t *labels, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= c->V || labels[i] < 0 || labels[i] >= c->V)
+            return snn_error(SNN_E_INVALID, "token %zu of the microbatch: id %d / label %d outside the vocabulary "
+                             "of %d", i, ids[i], labels[i], c->V);
+    return SNN_OK;
+}
+
 snn_status snn_lm_cp_microbatch(snn_lm_cp *c, const int32_t *ids, const int32_t *labels, const float *mask,
                                 float grad_scale, double *loss_sum, double *count) {
     if (!c || !ids || !labels || !loss_sum || !count)
         return snn_error(SNN_E_INVALID, "snn_lm_cp_microbatch: NULL argument");
+    SNN_TRY(check_tokens(c, ids, labels, (size_t)c->N * (size_t)c->S));
     const size_t ns = (size_t)c->N * (size_t)c->sl;
     snn_lm_cp_shard(ids, c->ids_l, (size_t)c->N, c->S, c->cp_size, c->cp_rank, sizeof(int32_t));
     snn_lm_cp_shard(labels, c->lab_l, (size_t)c->N, c->S, c->cp_size, c->cp_rank, sizeof(int32_t));
@@ -167,6 +179,7 @@ snn_status snn_lm_cp_train_step(snn_lm_cp *c, snn_optimizer *opt, const int32_t 
     if (snn_optimizer_params(opt) != snn_model_params(c->m))
         return snn_error(SNN_E_INVALID, "snn_lm_cp_train_step: the optimizer belongs to another model");
     const size_t per = (size_t)c->N * (size_t)c->S;
+    SNN_TRY(check_tokens(c, ids, labels, (size_t)K * per));
     /* the whole global batch's token count first: every rank's gradients are scaled by it */
     double tot[2] = {0.0, 0.0};
     for (int k = 0; k < K; k++) {

@@ -17,7 +17,10 @@
  * per-token loss is normalised by the token count of the whole global batch, so the run
  * equals the single-process one.
  *
- * Everything here is FP32 on the CPU (host buffers, the comm layer of comm.h). */
+ * Everything here is FP32 on the CPU (host buffers, the comm layer of comm.h). Forward and
+ * backward are collectives over the CP group: the step functions check the whole (shared)
+ * batch first so that bad input is refused on every rank alike; a failure after that (a
+ * collective's) follows comm.h's rule: print it and snn_comm_abort. */
 #ifndef SNN_DIST_LM_CP_H
 #define SNN_DIST_LM_CP_H
 
