@@ -57,4 +57,5 @@ endforeach()
 
 # Whole-model GPU throughput (C, over the public API): bench/cuda/model_bench.c
 add_executable(snn_model_bench ${PROJECT_SOURCE_DIR}/bench/cuda/model_bench.c)
+target_include_directories(snn_model_bench PRIVATE ${PROJECT_SOURCE_DIR}/src)
 target_link_libraries(snn_model_bench PRIVATE snn CUDA::cudart)

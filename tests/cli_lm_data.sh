@@ -54,10 +54,12 @@ ln -s computers "$tmp/corpus/computers.u8"    # UTF-8 link: skipped
 check "help" 'run --help | grep -q -- "--seq-len"'
 run "$tmp/corpus" "$tmp/bpe" --seq-len 64 --tokenizer bpe --vocab-size 1000 --doc-separator % --seed 7 \
   >"$tmp/meta.out" 2>"$tmp/err"
-check "bpe run exit 0 ($(cat "$tmp/err"))" '[ $? -eq 0 ]'
+rc_bpe=$?
+check "bpe run exit 0 ($(cat "$tmp/err"))" "[ $rc_bpe -eq 0 ]"
 check "meta printed = meta.json" 'cmp -s "$tmp/meta.out" "$tmp/bpe/meta.json"'
 run "$tmp/corpus" "$tmp/byte" --seq-len 32 >/dev/null 2>"$tmp/err"
-check "byte run exit 0 ($(cat "$tmp/err"))" '[ $? -eq 0 ]'
+rc_byte=$?
+check "byte run exit 0 ($(cat "$tmp/err"))" "[ $rc_byte -eq 0 ]"
 
 check "datasets against NumPy and an independent decoder" '$PY - "$tmp" <<'"'"'EOF'"'"'
 import json, math, os, sys

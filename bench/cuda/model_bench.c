@@ -6,12 +6,18 @@
  *   model_bench spikformer IMAGE CLASSES EMBED HEADS DEPTH T BATCH f32|bf16 sgd|adamw STEPS TRIALS
  *   model_bench fcsnn WIDTH DEPTH T BATCH f32|bf16 STEPS TRIALS
  *   model_bench convsnn CHANNELS T BATCH f32|bf16 STEPS TRIALS
- * One JSON object on stdout. */
+ * A trailing `ddp` adds a second device model of the same network whose step carries the
+ * data-parallel collectives over an NCCL communicator of this one process (world size 1:
+ * gradient average, BatchNorm broadcast, FP8 amax reduction inside the captured graph); the
+ * two alternate trial by trial, and the record gives both medians and the DDP cost.
+ * One JSON object on stdout (with the commit the library was built from). */
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist/comm.h"
+#include "dist/ddp.h"
 #include "snn/cuda.h"
 #include "snn/snn.h"
 
@@ -26,6 +32,8 @@ static int cmp_d(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
+    int ddp = argc > 2 && !strcmp(argv[argc - 1], "ddp");
+    if (ddp) argc--;
     if (argc < 2) {
         fprintf(stderr, "usage: see the comment at the top of bench/cuda/model_bench.c\n");
         return 2;
@@ -80,8 +88,17 @@ int main(int argc, char **argv) {
     snn_cuda *c = NULL;
     if (snn_cuda_create(0, 0, &c) != SNN_OK) fail("GPU");
     snn_cuda_model_opts go = {.T = T, .N = N, .compute = ct, .loss = SNN_CUDA_LOSS_CE};
-    snn_cuda_model *g = NULL;
+    snn_cuda_model *g = NULL, *gd = NULL;
     if (snn_cuda_model_create(c, m, &go, &oo, &g) != SNN_OK) fail("create");
+    snn_comm *world = NULL, *nccl = NULL;
+    snn_cuda_collectives coll;
+    if (ddp) {
+        if (snn_comm_init_world(&world) != SNN_OK || snn_comm_nccl_create(world, 0, &nccl) != SNN_OK) fail("NCCL");
+        coll = snn_ddp_cuda_collectives(nccl);
+        snn_cuda_model_opts gdo = go;
+        gdo.dp = &coll;
+        if (snn_cuda_model_create(c, m, &gdo, &oo, &gd) != SNN_OK) fail("create (ddp)");
+    }
     size_t F = snn_model_input_numel(m), C = snn_model_output_numel(m);
     float *x = malloc(sizeof(float) * F * (size_t)N);
     int32_t *y = malloc(sizeof(int32_t) * (size_t)N);
@@ -91,36 +108,49 @@ int main(int argc, char **argv) {
         x[i] = (float)((s >> 40) & 0xFFFFFF) / 16777216.0f;
     }
     for (int i = 0; i < N; i++) y[i] = (int32_t)(i % (int)C);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 3; i++) {
         if (snn_cuda_model_train_step(g, x, 0, y, -1.0f) != SNN_OK) fail("warm-up step");
+        if (gd && snn_cuda_model_train_step(gd, x, 0, y, -1.0f) != SNN_OK) fail("warm-up step (ddp)");
+    }
     if (snn_cuda_synchronize(c) != SNN_OK) fail("sync");
     cudaStream_t st = (cudaStream_t)snn_cuda_stream(c);
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0);
     cudaEventCreate(&e1);
-    double *ms = malloc(sizeof(double) * (size_t)trials);
+    double *ms = malloc(sizeof(double) * (size_t)trials), *msd = malloc(sizeof(double) * (size_t)trials);
     for (int t = 0; t < trials; t++) {
-        cudaEventRecord(e0, st);
-        for (int i = 0; i < steps; i++)
-            if (snn_cuda_model_train_step(g, x, 0, y, -1.0f) != SNN_OK) fail("step");
-        cudaEventRecord(e1, st);
-        cudaEventSynchronize(e1);
-        float w = 0;
-        cudaEventElapsedTime(&w, e0, e1);
-        ms[t] = w / steps;
+        for (int v = 0; v < (gd ? 2 : 1); v++) { /* alternate: drift hits both alike */
+            snn_cuda_model *gg = v ? gd : g;
+            cudaEventRecord(e0, st);
+            for (int i = 0; i < steps; i++)
+                if (snn_cuda_model_train_step(gg, x, 0, y, -1.0f) != SNN_OK) fail("step");
+            cudaEventRecord(e1, st);
+            cudaEventSynchronize(e1);
+            float w = 0;
+            cudaEventElapsedTime(&w, e0, e1);
+            (v ? msd : ms)[t] = w / steps;
+        }
     }
     double loss = 0;
     long corr = 0, n = 0;
     if (snn_cuda_model_take_stats(g, &loss, &corr, &n) != SNN_OK) fail("stats");
     qsort(ms, (size_t)trials, sizeof *ms, cmp_d);
     double med = ms[trials / 2], p25 = ms[trials / 4], p75 = ms[(3 * trials) / 4];
+    char extra[256] = "";
+    if (gd) {
+        qsort(msd, (size_t)trials, sizeof *msd, cmp_d);
+        double dmed = msd[trials / 2];
+        snprintf(extra, sizeof extra, ",\"ddp_world_size\":1,\"ddp_backend\":\"nccl\",\"ddp_ms_per_step\":%.4f,"
+                 "\"ddp_samples_per_s\":%.1f,\"ddp_cost_fraction\":%.5f,\"ddp_buckets\":%d", dmed, N * 1000.0 / dmed,
+                 dmed / med - 1.0, snn_cuda_model_ddp_buckets(gd));
+    }
     printf("{\"bench\":\"model\",\"model\":\"%s\",\"desc\":\"%s\",\"T\":%d,\"batch\":%d,\"compute\":\"%s\","
            "\"steps\":%d,\"trials\":%d,\"ms_per_step\":%.4f,\"ms_p25\":%.4f,\"ms_p75\":%.4f,"
            "\"samples_per_s\":%.1f,\"samples_per_s_p25\":%.1f,\"samples_per_s_p75\":%.1f,"
-           "\"device_mib\":%.1f,\"parameters\":%zu,\"mean_loss\":%.5f}\n",
+           "\"device_mib\":%.1f,\"parameters\":%zu,\"mean_loss\":%.5f,\"commit\":\"%s\"%s}\n",
            model, desc, T, N, snn_dtype_name(ct), steps, trials, med, p25, p75, N * 1000.0 / med,
            N * 1000.0 / p75, N * 1000.0 / p25, (double)snn_cuda_model_device_bytes(g) / 1048576.0,
-           snn_model_num_params(m), n ? loss / (double)n : 0.0);
+           snn_model_num_params(m), n ? loss / (double)n : 0.0, snn_build_commit(), extra);
     if (getenv("SNN_MODEL_PROFILE")) {
         size_t cap = 1 << 20;
         char *rep = malloc(cap);
@@ -131,10 +161,14 @@ int main(int argc, char **argv) {
         free(rep);
     }
     snn_cuda_model_destroy(g);
+    snn_cuda_model_destroy(gd);
+    snn_comm_free(nccl);
+    snn_comm_free(world);
     snn_cuda_destroy(c);
     snn_model_free(m);
     free(x);
     free(y);
     free(ms);
+    free(msd);
     return 0;
 }

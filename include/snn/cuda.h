@@ -244,7 +244,27 @@ typedef struct snn_cuda_model_opts {
      * the CPU refuses: an invalid combination (snn_precision_config_validate) and a model
      * without neurons. */
     const snn_precision_config *neuron;
+    /* Data parallelism (NULL: one replica). The step calls these inside its CUDA graph, on the
+     * step's stream: BatchNorm buffers broadcast from replica 0 before the forward
+     * (SpikingJelly's multi-step DDP rule), the FP32 gradient buffer averaged in buckets
+     * that start during the backward (FP16: the scaled gradients, so every replica sees the same overflow), and with
+     * FP8 delayed scaling this step's amax of every scaled tensor MAX-reduced before the scale
+     * update (amax histories and scales stay identical on every replica). The table must
+     * outlive the device model; src/dist/ddp_cuda.c builds one over an NCCL communicator. */
+    const struct snn_cuda_collectives *dp;
 } snn_cuda_model_opts;
+
+/* Collectives on device buffers, enqueued on `stream` (a cudaStream_t) and safe to capture
+ * into a CUDA graph. op: 0 sum, 1 max, 2 average. Types: SNN_F32 only here. */
+typedef struct snn_cuda_collectives {
+    void *ctx;
+    snn_status (*allreduce)(void *ctx, void *buf, size_t count, int op, void *stream);
+    snn_status (*broadcast)(void *ctx, void *buf, size_t count, int root, void *stream);
+} snn_cuda_collectives;
+enum { SNN_CUDA_COLL_SUM = 0, SNN_CUDA_COLL_MAX = 1, SNN_CUDA_COLL_AVG = 2 };
+/* Gradient buckets the last step averaged (0 without opts.dp): 25 MiB buckets started as
+ * soon as the backward has finished their gradients, on a second stream. */
+int snn_cuda_model_ddp_buckets(const snn_cuda_model *g);
 
 /* Mirror m (its current parameters and buffers) on the device. opt: the optimizer (its lr is
  * the default lr of a step). The host model must outlive the device model. */

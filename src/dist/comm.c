@@ -108,10 +108,35 @@ snn_status snn_comm_init_world(snn_comm **out) {
     return SNN_OK;
 }
 
+#ifndef SNN_HAVE_NCCL
 snn_status snn_comm_nccl_create(snn_comm *world, int device, snn_comm **out) {
     if (out) *out = NULL;
     return snn_error(SNN_E_UNSUPPORTED, "this build of snn has no NCCL communicator; GPU collectives need a "
-                     "build with NCCL");
+                     "build with -DSNN_CUDA=ON where nccl.h is installed");
+}
+#endif
+
+snn_status snn_comm_device_allreduce(snn_comm *c, void *buf, size_t count, snn_comm_dtype t, snn_comm_op op,
+                                     void *stream) {
+    if (!c) return snn_error(SNN_E_INVALID, "device all-reduce: no communicator");
+    if ((unsigned)op > SNN_COMM_AVG) return snn_error(SNN_E_INVALID, "device all-reduce: unknown operation %d", (int)op);
+    if ((unsigned)t >= SNN_COMM_DTYPE_COUNT) return snn_error(SNN_E_INVALID, "device all-reduce: unknown dtype %d", (int)t);
+    if (count && !buf) return snn_error(SNN_E_INVALID, "device all-reduce: NULL buffer for %zu elements", count);
+    if (c->ops->dev_allreduce) return c->ops->dev_allreduce(c, buf, count, t, op, stream);
+    if (c->size == 1) return SNN_OK;
+    return snn_error(SNN_E_UNSUPPORTED, "the %s communicator has no device collectives (use an NCCL one)",
+                     c->ops->name);
+}
+
+snn_status snn_comm_device_broadcast(snn_comm *c, void *buf, size_t count, snn_comm_dtype t, int root, void *stream) {
+    if (!c) return snn_error(SNN_E_INVALID, "device broadcast: no communicator");
+    if ((unsigned)t >= SNN_COMM_DTYPE_COUNT) return snn_error(SNN_E_INVALID, "device broadcast: unknown dtype %d", (int)t);
+    if (root < 0 || root >= c->size) return snn_error(SNN_E_INVALID, "device broadcast: root %d of %d ranks", root, c->size);
+    if (count && !buf) return snn_error(SNN_E_INVALID, "device broadcast: NULL buffer for %zu elements", count);
+    if (c->ops->dev_broadcast) return c->ops->dev_broadcast(c, buf, count, t, root, stream);
+    if (c->size == 1) return SNN_OK;
+    return snn_error(SNN_E_UNSUPPORTED, "the %s communicator has no device collectives (use an NCCL one)",
+                     c->ops->name);
 }
 
 void snn_comm_free(snn_comm *c) {

@@ -5,8 +5,11 @@
  * Backends (one vtable each, src/dist/comm_impl.h):
  *   self  one process, no MPI needed: every collective is the identity (size 1);
  *   mpi   Open MPI (comm_mpi.c, built when CMake finds MPI: SNN_HAVE_MPI), CPU buffers;
- *   nccl  the slot for GPU collectives (one GPU per rank, the unique id broadcast over
- *         MPI); not built yet: snn_comm_nccl_create reports SNN_E_UNSUPPORTED.
+ *   nccl  GPU collectives (comm_nccl.c, built with -DSNN_CUDA=ON where CMake finds nccl.h:
+ *         SNN_HAVE_NCCL): one GPU per rank, the unique id broadcast over the world
+ *         communicator, libnccl.so.2 opened when the first communicator is created (a
+ *         machine without NCCL runs everything else). Its buffers are device memory: only
+ *         the snn_comm_device_* collectives below, on a CUDA stream, graph-capturable.
  *
  * Errors are values. A collective that fails returns a status with a message; it cannot
  * undo what other ranks have already started, so after a failure the caller prints its
@@ -34,7 +37,8 @@ typedef enum snn_comm_dtype {
     SNN_COMM_DTYPE_COUNT
 } snn_comm_dtype;
 
-typedef enum snn_comm_op { SNN_COMM_SUM = 0, SNN_COMM_MAX = 1, SNN_COMM_MIN = 2 } snn_comm_op;
+/* AVG (sum divided by the size) exists for device collectives only. */
+typedef enum snn_comm_op { SNN_COMM_SUM = 0, SNN_COMM_MAX = 1, SNN_COMM_MIN = 2, SNN_COMM_AVG = 3 } snn_comm_op;
 
 typedef enum snn_comm_backend {
     SNN_COMM_BACKEND_SELF = 0,
@@ -51,8 +55,16 @@ size_t snn_comm_dtype_size(snn_comm_dtype t);
 snn_status snn_comm_init_world(snn_comm **out);
 /* The one-process communicator (rank 0 of 1), whatever the build. */
 snn_status snn_comm_self(snn_comm **out);
-/* GPU collectives over `world`'s ranks (one device per rank). Not built in this version. */
+/* GPU collectives over `world`'s ranks, this rank on CUDA device `device` (made current).
+ * Collective over world. SNN_E_UNSUPPORTED in a build without NCCL or where libnccl.so.2
+ * cannot be opened (the message says which). */
 snn_status snn_comm_nccl_create(snn_comm *world, int device, snn_comm **out);
+/* Collectives on device buffers, enqueued on `stream` (a cudaStream_t; NULL: the default
+ * stream), asynchronous and capturable into a CUDA graph. The one-process communicator
+ * makes them the identity (AVG of one replica is its value); MPI communicators refuse them. */
+snn_status snn_comm_device_allreduce(snn_comm *c, void *buf, size_t count, snn_comm_dtype t, snn_comm_op op,
+                                     void *stream);
+snn_status snn_comm_device_broadcast(snn_comm *c, void *buf, size_t count, snn_comm_dtype t, int root, void *stream);
 /* 1 when this process was started by an MPI launcher (OMPI_COMM_WORLD_SIZE, PMI_SIZE,
  * PMIX_RANK ...), whether or not the build has MPI. */
 int snn_comm_launched_by_mpi(void);

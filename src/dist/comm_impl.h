@@ -19,6 +19,9 @@ typedef struct snn_comm_ops {
     snn_status (*barrier)(snn_comm *c);
     snn_status (*split)(snn_comm *c, int color, int key, snn_comm **out);
     void (*abort)(snn_comm *c, int code);
+    /* device buffers on a stream (NULL where the transport has none) */
+    snn_status (*dev_allreduce)(snn_comm *c, void *buf, size_t count, snn_comm_dtype t, snn_comm_op op, void *stream);
+    snn_status (*dev_broadcast)(snn_comm *c, void *buf, size_t count, snn_comm_dtype t, int root, void *stream);
     void (*destroy)(snn_comm *c);
 } snn_comm_ops;
 

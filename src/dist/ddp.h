@@ -19,6 +19,7 @@
 #define SNN_DIST_DDP_H
 
 #include "dist/comm.h"
+#include "snn/cuda.h"
 #include "snn/model.h"
 #include "snn/prepare.h"
 
@@ -34,5 +35,10 @@ void snn_ddp_free(snn_ddp *d);
 snn_status snn_ddp_broadcast_buffers(snn_ddp *d);
 /* Buckets of the last step (0 before the first). */
 int snn_ddp_buckets(const snn_ddp *d);
+
+/* On the GPU the same rules run inside the captured step (snn_cuda_model_opts.dp): this
+ * table over dp (an NCCL communicator; the one-process one for a single replica) is what
+ * the step calls. dp must outlive the device model. */
+snn_cuda_collectives snn_ddp_cuda_collectives(snn_comm *dp);
 
 #endif

@@ -14,6 +14,7 @@
 #include "snn/tokenizer.h"
 
 int snn_cmd_lm_prepare_data(int argc, char **argv);
+int snn_cmd_lm_plan(int argc, char **argv);
 
 static void lm_usage(FILE *f) {
     fprintf(f, "usage: snn lm <command> [options]\n\n"
@@ -23,6 +24,7 @@ static void lm_usage(FILE *f) {
                "  eval       lm_loss and perplexity of a checkpoint on a split\n"
                "  generate   cached greedy or sampled generation from a checkpoint\n"
                "  export     BF16 safetensors artifact (Hugging Face GPT-2 layout for gpt)\n"
+               "  plan       choose TP / PP / CP and the memory policy for W devices of M GiB\n"
                "\nsnn lm <command> --help shows its options.\n");
 }
 
@@ -63,48 +65,14 @@ void lm_round_params_bf16(snn_model *m) {
 }
 
 int lm_eval_buffers(lm_eval_buf *b, int T, int micro, int S) {
-    size_t ns = (size_t)micro * S;
-    b->x = malloc((size_t)T * ns * sizeof(float));
-    b->mask = malloc(ns * sizeof(float));
-    b->ids = malloc(ns * sizeof(int32_t));
-    b->labels = malloc(ns * sizeof(int32_t));
-    b->token_loss = malloc(ns * sizeof(double));
-    b->idx = malloc((size_t)micro * sizeof(int64_t));
-    return b->x && b->mask && b->ids && b->labels && b->token_loss && b->idx;
+    return snn_lm_eval_scratch_create(T, micro, S, &b->s) == SNN_OK;
 }
 
-void lm_eval_buffers_free(lm_eval_buf *b) {
-    free(b->x);
-    free(b->mask);
-    free(b->ids);
-    free(b->labels);
-    free(b->token_loss);
-    free(b->idx);
-}
+void lm_eval_buffers_free(lm_eval_buf *b) { snn_lm_eval_scratch_free(b->s); }
 
 snn_status lm_evaluate(snn_model *m, const snn_gpt_opts *o, const snn_token_dataset *ds, int micro,
                        int64_t first, int64_t count, lm_eval_buf *b, double *loss_sum, double *tokens) {
-    const int S = o->seq, T = o->time_steps;
-    double ls = 0, cn = 0;
-    for (int64_t s0 = 0; s0 < count; s0 += micro) {
-        int valid = count - s0 < micro ? (int)(count - s0) : micro;
-        /* padding copies the first sample of the batch with an all-zero loss mask */
-        for (int j = 0; j < micro; j++) b->idx[j] = first + s0 + (j < valid ? j : 0);
-        SNN_TRY(snn_token_dataset_batch(ds, b->idx, micro, b->ids, b->labels));
-        for (int j = 0; j < micro; j++)
-            for (int s = 0; s < S; s++) b->mask[(size_t)j * S + s] = j < valid ? 1.0f : 0.0f;
-        lm_tile(b->ids, T, micro, S, b->x);
-        const float *y;
-        SNN_TRY(snn_model_forward(m, b->x, 0, &y));
-        double l, c;
-        SNN_TRY(snn_lm_cross_entropy(y, b->labels, b->mask, T, micro, S, o->vocab, o->reduce_sum, b->token_loss,
-                                     &l, &c, NULL, 0.0f));
-        ls += l;
-        cn += c;
-    }
-    *loss_sum = ls;
-    *tokens = cn;
-    return SNN_OK;
+    return snn_lm_evaluate(m, o, ds, micro, first, count, b->s, loss_sum, tokens);
 }
 
 void lm_load(const char *path, lm_loaded *out) {
@@ -402,5 +370,6 @@ int cmd_lm(int argc, char **argv) {
     if (!strcmp(c, "generate")) return lm_generate(argc, argv);
     if (!strcmp(c, "export")) return cmd_lm_export(argc, argv);
     if (!strcmp(c, "prepare-data")) return snn_cmd_lm_prepare_data(argc, argv);
+    if (!strcmp(c, "plan")) return snn_cmd_lm_plan(argc, argv);
     die_usage("unknown lm command '%s' (try snn lm --help)", c);
 }

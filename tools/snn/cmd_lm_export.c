@@ -24,6 +24,7 @@
 #include <cjson/cJSON.h>
 
 #include "common.h"
+#include "core/error_internal.h"
 #include "lm_tool.h"
 #include "snn/dtype.h"
 

@@ -1,27 +1,22 @@
-/* snn lm train: gpt / spikelm on a token dataset (the training lifecycle of a Megatron
- * Core SNN language model, on one process: data parallel size 1).
+/* snn lm train: gpt / spikelm on a token dataset, on one process or data parallel over MPI
+ * (`mpirun -np N snn lm train ...`: DP = N). The training lifecycle lives in the library
+ * (include/snn/lm_train.h: sampler, per-token loss over the global batch, microbatches,
+ * clip, the distributed AdamW, schedule, checkpoints, resume); this file turns flags into a
+ * snn_lm_training_config, resolves the sequence length and vocabulary from the data, and
+ * prints: JSON lines on stdout and progress on stderr, from rank 0 only.
  *
- * Per optimizer step: global/micro microbatches of `micro` semantic samples, the inputs
- * tiled T times along the batch; per-token loss over the whole global batch (sum of the
- * masked token losses / token count), gradients accumulated over the microbatches; global
- * gradient-norm clip; AdamW on the FP32 master weights with the learning rate of the
- * sample-based schedule at the consumed samples. The sampler shuffles the
- * train_steps*global sample indices once with the seed (sample i = row i mod N) and the
- * step reads its slice, so a resume at step k continues with exactly the same batches.
- * Checkpoints step_XXXXXXX/checkpoint.safetensors hold the weights, the optimizer state,
- * the recipe, the training config and the progress; the directory appears atomically. */
-#include <errno.h>
-#include <math.h>
+ * Failures: a bad flag or file on any rank during set-up meets the others at an agreement
+ * point, rank 0 prints the first failing rank's message once and every rank exits with its
+ * code (2 for bad input); the library agrees on its own failures the same way. A failure no
+ * rank could agree on (a lost peer) ends the job through the launcher. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "common.h"
 #include "lm_tool.h"
-#include "snn/optim.h"
-#include "snn/prepare.h"
+#include "snn/lm_train.h"
 #include "snn/tokenizer.h"
 
 typedef struct {
@@ -130,58 +125,55 @@ static void apply_flags(const train_flags *f, opt *t, int n, snn_lm_training_con
 #undef GIVEN
 }
 
-/* The precision of the network for the transformer record's flags. */
-static snn_precision_config precision_of(const snn_lm_training_config *c) {
-    const snn_lm_transformer_config *t = &c->model.transformer;
-    const char *mode = t->fp8 != SNN_LM_FP8_NONE ? "fp8" : t->fp16 ? "fp16" : t->bf16 ? "bf16" : "fp32";
-    const char *recipe = NULL;
-    if (t->fp8 != SNN_LM_FP8_NONE) {
-        const char *map[] = {NULL, "delayed", "current", "block", "mxfp8"};
-        recipe = map[t->fp8_recipe];
+static snn_comm *g_world;
+
+static _Noreturn void exit_agreed(int code, int first, const char *msg) {
+    if (snn_comm_rank(g_world) == 0) {
+        if (first > 0) fprintf(stderr, "snn: error: rank %d: %s\n", first, msg);
+        else fprintf(stderr, "snn: error: %s\n", msg);
     }
-    snn_precision_config p;
-    snn_status st = snn_precision_config_parse(mode, recipe, NULL, NULL, NULL, &p);
-    if (st != SNN_OK) die_status(SNN_E_INVALID, "the precision of the transformer config");
-    return p;
+    fflush(stdout);
+    fflush(stderr);
+    snn_comm_free(g_world);
+    exit(code);
 }
 
-static int mkdir_p(const char *path) {
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            if (mkdir(buf, 0777) && errno != EEXIST) return -1;
-            *p = '/';
-        }
-    return mkdir(buf, 0777) && errno != EEXIST ? -1 : 0;
+/* die_usage / die_status on any rank: agree with the others (who arrive at the next
+ * set-up point, or fail themselves) and leave together. */
+static void fail_hook(int code, const char *msg) {
+    args_die_hook = NULL;
+    int first = -1;
+    char got[1024];
+    int c = snn_comm_agree_code(g_world, code, msg, &first, got, sizeof got);
+    exit_agreed(c ? c : code, first, c ? got : msg);
 }
 
-/* Write step_XXXXXXX atomically: a hidden sibling directory, then rename. */
-static snn_status save_checkpoint(const snn_lm_training_config *c, const char *recipe, const char *cfg_json,
-                                  snn_model *m, snn_precision *prec, snn_optimizer *opt, long step, long consumed,
-                                  long sched_samples, char *dir_out, size_t cap) {
-    char dir[4200], tmp[4300], file[4400], s1[32], s2[32], s3[32];
-    snprintf(dir, sizeof dir, "%s/step_%07ld", c->checkpoint_dir, step);
-    snprintf(tmp, sizeof tmp, "%s/.step_%07ld.tmp.%ld", c->checkpoint_dir, step, (long)getpid());
-    struct stat sb;
-    if (!stat(dir, &sb)) return snn_error(SNN_E_INVALID, "checkpoint %s exists already", dir);
-    if (mkdir_p(c->checkpoint_dir) || mkdir(tmp, 0777))
-        return snn_error(SNN_E_IO, "cannot create %s: %s", tmp, strerror(errno));
-    snprintf(file, sizeof file, "%s/%s", tmp, LM_CKPT_FILE);
-    snprintf(s1, sizeof s1, "%ld", step);
-    snprintf(s2, sizeof s2, "%ld", consumed);
-    snprintf(s3, sizeof s3, "%ld", sched_samples);
-    const char *kv[] = {"lm_recipe", recipe, "lm_training_config", cfg_json, "optimizer_step", s1,
-                        "consumed_samples", s2, "scheduler_samples", s3, NULL};
-    snn_status st = snn_training_checkpoint_save(m, prec, opt, file, kv);
-    if (st == SNN_OK && rename(tmp, dir)) st = snn_error(SNN_E_IO, "cannot rename %s to %s: %s", tmp, dir, strerror(errno));
-    if (st != SNN_OK) {
-        unlink(file);
-        rmdir(tmp);
+static void setup_point(void) {
+    int first = -1;
+    char got[1024];
+    int c = snn_comm_agree_code(g_world, 0, NULL, &first, got, sizeof got);
+    if (c) exit_agreed(c, first, got);
+}
+
+/* A library failure: already agreed by every rank (lm_train.h), so every rank leaves with
+ * the same code and rank 0 prints it once. */
+static _Noreturn void die_agreed(snn_status st, const char *what) {
+    char m[1280];
+    const char *e = snn_last_error();
+    snprintf(m, sizeof m, "%s%s%s", what, *e ? ": " : "", e);
+    exit_agreed(st == SNN_E_NOMEM || st == SNN_E_NUMERIC ? 1 : 2, -1, m);
+}
+
+static void on_event(const snn_lm_train_event *e, void *user) {
+    (void)user;
+    if (snn_comm_rank(g_world) != 0) return;
+    printf("%s\n", e->json);
+    fflush(stdout);
+    if (e->kind == SNN_LM_EVENT_LOG) {
+        const snn_lm_step_metrics *m = e->metrics;
+        fprintf(stderr, "step %ld  loss %.4f  grad_norm %.3f  lr %.3g  %.0f tokens/s\n", m->optimizer_step, m->lm_loss,
+                m->grad_norm, m->lr, m->semantic_tokens_per_second);
     }
-    snprintf(dir_out, cap, "%s", dir);
-    return st;
 }
 
 int cmd_lm_train(int argc, char **argv) {
@@ -240,9 +232,18 @@ int cmd_lm_train(int argc, char **argv) {
         args_help("snn lm train --data DIR --output DIR [options]", "Train gpt or spikelm on a token dataset.", t, n);
         return 0;
     }
+    snn_status st;
+    if ((st = snn_comm_init_world(&g_world)) != SNN_OK) die_status(st, "starting the communicator");
+    args_die_hook = fail_hook;
+    {
+        /* N copies of a one-process run would each train alone and overwrite one output */
+        const char *np = getenv("OMPI_COMM_WORLD_SIZE");
+        if (!np) np = getenv("PMI_SIZE");
+        if (np && strcmp(np, "1") && snn_comm_size(g_world) == 1)
+            die_usage("lm train: started by an MPI launcher with %s processes, but this snn was built without MPI", np);
+    }
     args_parse("lm train", t, n, argc, argv, 3);
     snn_lm_training_config c;
-    snn_status st;
     if (f.config) {
         if ((st = snn_lm_training_config_load(f.config, &c)) != SNN_OK)
             die_status(st == SNN_E_IO ? SNN_E_INVALID : st, "loading --config");
@@ -261,7 +262,7 @@ int cmd_lm_train(int argc, char **argv) {
     if (!c.checkpoint_dir[0]) die_usage("lm train: --output is required");
 
     /* data: sequence length and vocabulary from the dataset when not given */
-    snn_token_dataset *train = NULL, *valid = NULL;
+    snn_token_dataset *train = NULL;
     if ((st = snn_token_dataset_open(c.dataset_kwargs.path, "train", 0, &train)) != SNN_OK)
         die_status(SNN_E_INVALID, "opening the training data");
     const int64_t S = snn_token_dataset_seq_len(train), N = snn_token_dataset_rows(train);
@@ -284,196 +285,24 @@ int cmd_lm_train(int argc, char **argv) {
             c.model.vocab_size = (int64_t)mx + 1;
         }
     }
-    if ((st = snn_lm_training_config_validate(&c)) != SNN_OK) die_status(SNN_E_INVALID, "checking the training config");
-    const snn_lm_transformer_config *tr = &c.model.transformer;
-    if (tr->tensor_model_parallel_size != 1 || tr->pipeline_model_parallel_size != 1 || tr->context_parallel_size != 1)
-        die_usage("lm train: tensor, pipeline and context parallel sizes must be 1 on this runner (got TP %d, PP %d, CP %d)",
-                  tr->tensor_model_parallel_size, tr->pipeline_model_parallel_size, tr->context_parallel_size);
-    if (c.use_snn_memopt) die_usage("lm train: use_snn_memopt is not implemented on this runner");
-    if (c.sequence_length != S)
-        die_usage("lm train: sequence_length %lld does not match the data's %lld", (long long)c.sequence_length, (long long)S);
     snn_token_dataset_free(train);
-    if ((st = snn_token_dataset_open(c.dataset_kwargs.path, "train", c.model.vocab_size, &train)) != SNN_OK)
-        die_status(SNN_E_INVALID, "checking the training data against the vocabulary");
-    if (c.eval_interval > 0) {
-        if ((st = snn_token_dataset_open(c.dataset_kwargs.path, "valid", c.model.vocab_size, &valid)) != SNN_OK)
-            die_status(SNN_E_INVALID, "opening the validation data");
-        if (snn_token_dataset_seq_len(valid) != S) die_usage("lm train: valid.npy and train.npy differ in sequence length");
-    }
-    snn_gpt_opts o;
-    if ((st = snn_gpt_opts_from_model_config(&c.model, (int)S, &o)) != SNN_OK)
-        die_status(st == SNN_E_UNSUPPORTED || st == SNN_E_INVALID ? SNN_E_INVALID : st, "building the model");
-    char *recipe = NULL, *cfg_json = NULL;
-    if ((st = snn_lm_recipe_to_json(&c, &recipe)) != SNN_OK) die_status(st, "building the recipe");
-    if ((st = snn_lm_training_config_to_json(&c, &cfg_json)) != SNN_OK) die_status(st, "writing the config");
+    setup_point();
 
-    const int T = o.time_steps, V = o.vocab;
-    const long G = (long)c.global_batch_size, M = (long)c.micro_batch_size, K = G / M;
-    snn_model *m;
-    if ((st = snn_gpt_create(&o, c.seed, &m)) != SNN_OK) die_status(st, "building the model");
-    snn_precision_config pcfg = precision_of(&c);
-    snn_precision *prec = NULL;
-    int fused_step = pcfg.mode == SNN_PRECISION_FP16 || pcfg.mode == SNN_PRECISION_FP8;
-    if (fused_step && K != 1)
-        die_usage("lm train: with fp16 or fp8 the CPU runs one microbatch per step (micro_batch_size == global_batch_size)");
-    if (pcfg.mode != SNN_PRECISION_FP32 && (st = snn_prepare_model_for_precision(m, "cpu", &pcfg, &prec)) != SNN_OK)
-        die_status(st, "preparing the precision");
-    snn_optim_opts oo = snn_optim_defaults(SNN_OPTIM_ADAMW);
-    oo.lr = (float)c.optimizer.lr;
-    oo.weight_decay = (float)c.optimizer.weight_decay;
-    oo.beta1 = (float)c.optimizer.adam_beta1;
-    oo.beta2 = (float)c.optimizer.adam_beta2;
-    oo.eps = (float)c.optimizer.adam_eps;
-    snn_optimizer *opt;
-    if ((st = snn_optimizer_create_for_model(&oo, m, &opt)) != SNN_OK) die_status(st, "creating the optimizer");
-    if ((st = snn_model_plan(m, T, (int)M)) != SNN_OK) die_status(st, "planning the model");
-
-    long step = 0, consumed = 0, sched = 0;
-    if (c.resume[0]) {
-        char rp[4200];
-        struct stat sb;
-        snprintf(rp, sizeof rp, "%s/%s", c.resume, LM_CKPT_FILE);
-        if (stat(rp, &sb)) snprintf(rp, sizeof rp, "%s", c.resume);
-        snn_ckpt *ck;
-        if ((st = snn_ckpt_open(rp, &ck)) != SNN_OK) die_status(SNN_E_INVALID, "opening --resume");
-        const char *r = snn_ckpt_metadata(ck, "lm_recipe"), *s = snn_ckpt_metadata(ck, "optimizer_step"),
-                   *cs = snn_ckpt_metadata(ck, "consumed_samples"), *ss = snn_ckpt_metadata(ck, "scheduler_samples");
-        if (!r || !s || !cs || !ss) die_usage("lm train: %s is not a checkpoint of snn lm train", rp);
-        if (strcmp(r, recipe))
-            die_usage("lm train: the checkpoint's recipe does not match this run (checkpoint %s, this run %s)", r, recipe);
-        step = atol(s);
-        consumed = atol(cs);
-        sched = atol(ss);
-        if (step < 0 || step > c.train_steps || consumed != step * G)
-            die_usage("lm train: checkpoint step %ld / consumed samples %ld do not fit train_steps %lld and global batch %ld",
-                      step, consumed, (long long)c.train_steps, G);
-        if ((st = snn_training_checkpoint_restore(m, prec, opt, ck)) != SNN_OK) die_status(st, "restoring the checkpoint");
-        snn_ckpt_close(ck);
-    }
-
-    /* buffers: all allocated before the first step */
-    const long total = (long)c.train_steps * G;
-    const size_t ns = (size_t)M * (size_t)S;
-    int64_t *perm = malloc((size_t)total * sizeof *perm), *idx = malloc((size_t)M * sizeof *idx);
-    int32_t *ids = malloc(ns * 4), *labels = malloc(ns * 4);
-    float *x = malloc((size_t)T * ns * sizeof(float)), *dlogits = malloc((size_t)T * ns * (size_t)V * sizeof(float));
-    double *tl = malloc(ns * sizeof(double));
-    lm_eval_buf eb;
-    if (!perm || !idx || !ids || !labels || !x || !dlogits || !tl || !lm_eval_buffers(&eb, T, (int)M, (int)S))
-        die_status(SNN_E_NOMEM, "allocating the training buffers");
-    snn_rng rng = snn_rng_make(c.seed, 0x5a3d);
-    for (long i = 0; i < total; i++) perm[i] = i;
-    for (long i = total - 1; i > 0; i--) {
-        long j = (long)(snn_rng_next_uniform(&rng) * (float)(i + 1));
-        if (j > i) j = i;
-        int64_t tmp = perm[i];
-        perm[i] = perm[j];
-        perm[j] = tmp;
-    }
-    fprintf(stderr, "snn lm train: %s, %zu parameters, T %d, S %lld, vocab %d, global %ld (micro %ld), %lld steps, %s\n",
-            o.spiking ? "spikelm" : "gpt", snn_model_num_params(m), T, (long long)S, V, G, M, (long long)c.train_steps,
-            snn_precision_mode_name(pcfg.mode));
-    double train_secs = 0, ckpt_secs = 0, last_loss = NAN, last_gn = NAN, last_vloss = NAN;
-    long timed = 0;
-    int last_ok = 1;
-    char last_dir[4200] = "";
-    const double tokens_per_step = (double)G * (double)S;
-    while (step < c.train_steps) {
-        double t0 = now_seconds();
-        snn_model_zero_grad(m);
-        double ls = 0, cn = 0;
-        const float scale = (float)(1.0 / tokens_per_step); /* the loss mask is all ones: count known */
-        for (long k = 0; k < K; k++) {
-            for (long j = 0; j < M; j++) idx[j] = perm[consumed + k * M + j];
-            if ((st = snn_token_dataset_batch(train, idx, (int)M, ids, labels)) != SNN_OK) die_status(st, "reading a batch");
-            lm_tile(ids, T, (int)M, (int)S, x);
-            const float *y;
-            if ((st = snn_model_forward(m, x, 1, &y)) != SNN_OK) die_status(st, "forward");
-            double l, cc;
-            if ((st = snn_lm_cross_entropy(y, labels, NULL, T, (int)M, (int)S, V, o.reduce_sum, tl, &l, &cc, dlogits,
-                                           scale)) != SNN_OK)
-                die_status(st, "loss");
-            ls += l;
-            cn += cc;
-            if (!fused_step && (st = snn_model_backward(m, dlogits)) != SNN_OK) die_status(st, "backward");
-        }
-        float lr = (float)snn_lm_lr_at(&c, sched);
-        float gn;
-        int skipped = 0;
-        if (fused_step) {
-            st = snn_precision_backward(prec, dlogits, opt, lr, (float)c.optimizer.clip_grad, &gn, &skipped);
-        } else {
-            gn = snn_clip_grad_norm(snn_model_grads(m), snn_model_num_params(m),
-                                    c.optimizer.clip_grad > 0 ? (float)c.optimizer.clip_grad : -1.0f);
-            skipped = !isfinite(gn);
-            st = snn_optimizer_step(opt, lr, skipped);
-        }
-        if (st != SNN_OK) die_status(st, "optimizer step");
-        step++;
-        consumed += G;
-        if (!skipped) sched += G;
-        double dt = now_seconds() - t0;
-        if (step > c.timing_warmup_steps) {
-            train_secs += dt;
-            timed++;
-        }
-        last_loss = ls / cn;
-        last_gn = gn;
-        last_ok = !skipped;
-        int log_now = step % c.log_interval == 0 || step == c.train_steps;
-        if (c.eval_interval > 0 && step % c.eval_interval == 0) {
-            double vl, vc;
-            if ((st = lm_evaluate(m, &o, valid, (int)M, 0, c.eval_steps * G, &eb, &vl, &vc)) != SNN_OK)
-                die_status(st, "validation");
-            last_vloss = vl / vc;
-            printf("{\"optimizer_step\":%ld,\"validation_lm_loss\":%.9g,\"validation_perplexity\":%.9g,\"validation_tokens\":%.0f}\n",
-                   step, last_vloss, exp(last_vloss), vc);
-        }
-        if (log_now) {
-            double tps = timed ? timed * tokens_per_step / train_secs : 0;
-            printf("{\"optimizer_step\":%ld,\"consumed_samples\":%ld,\"lm_loss\":%.9g,\"grad_norm\":%.9g,\"lr\":%.9g,"
-                   "\"update_successful\":%d,\"timed_steps\":%ld,\"training_seconds\":%.6g,"
-                   "\"semantic_tokens_per_second\":%.6g,\"neural_steps_per_second\":%.6g,\"peak_memory_bytes\":%lld}\n",
-                   step, consumed, last_loss, (double)gn, (double)lr, last_ok, timed, train_secs, tps, tps * T, lm_peak_rss());
-            fflush(stdout);
-            fprintf(stderr, "step %ld/%lld  loss %.4f  grad_norm %.3f  lr %.3g  %.0f tokens/s\n", step,
-                    (long long)c.train_steps, last_loss, (double)gn, (double)lr, tps);
-        }
-        if ((c.checkpoint_interval > 0 && step % c.checkpoint_interval == 0) || step == c.train_steps) {
-            double c0 = now_seconds();
-            if ((st = save_checkpoint(&c, recipe, cfg_json, m, prec, opt, step, consumed, sched, last_dir,
-                                      sizeof last_dir)) != SNN_OK)
-                die_status(st == SNN_E_INVALID ? SNN_E_INVALID : st, "writing the checkpoint");
-            ckpt_secs = now_seconds() - c0;
-            printf("{\"optimizer_step\":%ld,\"checkpoint\":\"%s\",\"checkpoint_seconds\":%.6g}\n", step, last_dir, ckpt_secs);
-        }
-    }
-    double tps = timed ? timed * tokens_per_step / train_secs : 0;
-    char metrics[8192];
-    snprintf(metrics, sizeof metrics,
-             "{\"optimizer_step\":%ld,\"consumed_samples\":%ld,\"lm_loss\":%.9g,\"grad_norm\":%.9g,\"update_successful\":%d,"
-             "\"validation_lm_loss\":%.9g,\"timed_steps\":%ld,\"training_seconds\":%.6g,\"semantic_tokens_per_second\":%.6g,"
-             "\"neural_steps_per_second\":%.6g,\"peak_memory_bytes\":%lld,\"total_peak_memory_bytes\":%lld,"
-             "\"tensor_parallel_size\":1,\"pipeline_parallel_size\":1,\"context_parallel_size\":1,\"data_parallel_size\":1,"
-             "\"use_snn_memopt\":0,\"selective_recompute\":0,\"parameters\":%zu,\"time_steps\":%d,\"checkpoint\":\"%s\"}",
-             step, consumed, last_loss, last_gn, last_ok, isfinite(last_vloss) ? last_vloss : -1.0, timed, train_secs, tps,
-             tps * T, lm_peak_rss(), lm_peak_rss(), snn_model_num_params(m), T, last_dir);
-    printf("%s\n", metrics);
-    char mp[4200];
-    snprintf(mp, sizeof mp, "%s/metrics.json", c.checkpoint_dir);
-    FILE *mf = fopen(mp, "w");
-    if (mf) {
-        fprintf(mf, "%s\n", metrics);
-        fclose(mf);
-    }
-    free(perm), free(idx), free(ids), free(labels), free(x), free(dlogits), free(tl);
-    lm_eval_buffers_free(&eb);
-    snn_token_dataset_free(train);
-    snn_token_dataset_free(valid);
-    snn_optimizer_free(opt);
-    snn_precision_free(prec);
-    snn_model_free(m);
-    free(recipe);
-    free(cfg_json);
+    snn_lm_trainer *tr;
+    if ((st = snn_lm_trainer_create(&c, g_world, &tr)) != SNN_OK) die_agreed(st, "lm train");
+    args_die_hook = NULL;
+    const snn_lm_train_info *in = snn_lm_trainer_info(tr);
+    if (in->rank == 0)
+        fprintf(stderr,
+                "snn lm train: %s, %zu parameters, T %d, S %d, vocab %d, global %lld (micro %lld x %lld microbatches x DP %d), "
+                "%lld steps, %s, optimizer state %zu of %zu bytes per rank\n",
+                in->spiking ? "spikelm" : "gpt", in->parameters, in->time_steps, in->seq_len, in->vocab,
+                (long long)c.global_batch_size, (long long)c.micro_batch_size, (long long)in->num_microbatches,
+                in->data_parallel_size, (long long)c.train_steps, in->precision, in->optimizer_state_bytes,
+                in->optimizer_state_bytes_full);
+    if ((st = snn_lm_trainer_run(tr, on_event, NULL)) != SNN_OK) die_agreed(st, "lm train");
+    snn_lm_trainer_free(tr);
+    fflush(stdout);
+    snn_comm_free(g_world);
     return 0;
 }

@@ -229,7 +229,8 @@ int cmd_train_dist(int argc, char **argv) {
     if (!use_mse && strcmp(loss, "ce")) die_usage("unknown loss '%s' (choose ce or mse)", loss);
     snn_encoding enc;
     if (snn_encoding_from_name(encoding, &enc) != SNN_OK) die_usage("unknown encoding '%s' (choose direct or poisson)", encoding);
-    if (device_is_cuda(pf.device)) die_usage("distributed training runs on the CPU in this build (--device cpu)");
+    const int on_gpu = device_is_cuda(pf.device);
+    if (on_gpu) device_parse(NULL, pf.device); /* a build without CUDA says so here */
     snn_precision_config pcfg = precision_flags_config(&pf);
     st = snn_dist_check_rules(data_parallel, tp, pp, micro, batch, &pcfg);
     if (st != SNN_OK) die_status(st, NULL);
@@ -238,6 +239,12 @@ int cmd_train_dist(int argc, char **argv) {
     if (st != SNN_OK) die_status(st, "building the (dp, pp, tp) mesh");
     if (!strcmp(data_parallel, "fsdp2")) die_usage("--data-parallel fsdp2 is not built; use ddp");
     int parallel = tp != 1 || pp != 1;
+    if (on_gpu && parallel)
+        die_usage("--device cuda trains data parallel only: --tensor-parallel-size and --pipeline-parallel-size "
+                  "must be 1 (got %d and %d)", tp, pp);
+    if (on_gpu && (ckpt_dir || resume))
+        die_usage("--checkpoint-dir and --resume are CPU-only in distributed training (--device cuda writes the "
+                  "final model.safetensors, which snn train --resume continues on one GPU)");
     if (parallel && clip > 0)
         die_usage("--clip with --tensor-parallel-size %d --pipeline-parallel-size %d is not built", tp, pp);
     setup_point();
@@ -266,7 +273,8 @@ int cmd_train_dist(int argc, char **argv) {
     }
     setup_point();
     snn_precision *prec = NULL;
-    st = snn_prepare_model_for_precision(m, "cpu", &pcfg, &prec);
+    /* on the GPU the device model holds the precision (its step is one CUDA graph) */
+    st = on_gpu ? SNN_OK : snn_prepare_model_for_precision(m, "cpu", &pcfg, &prec);
     if (st != SNN_OK) die_status(st, "preparing the precision");
     snn_optim_opts oo = snn_optim_defaults((snn_optim_kind)okind);
     if (lr > 0) oo.lr = lr;
@@ -343,6 +351,14 @@ int cmd_train_dist(int argc, char **argv) {
         ec.saved_step = pr.step;
     }
     if (ckpt_dir || resume || parallel) o.on_step = on_step;
+    gpu_dp *gdp = NULL;
+    if (on_gpu) {
+        size_t per = snn_dist_sampler_num_samples((size_t)snn_dataset_size(train), mesh.dp_size);
+        if (per < (size_t)batch)
+            die_usage("--device cuda needs full batches: %zu samples per rank, --batch-size %d", per, batch);
+        gdp = gpu_dp_open(m, g_world, mf.T, batch, pf.device, &pcfg, &oo, clip, use_mse);
+        o.gpu = gpu_dp_model(gdp);
+    }
     char path[4096];
     if (rank == 0) {
         if (make_dir(out) != 0) die_usage("cannot create output directory '%s': %s", out, strerror(errno));
@@ -384,7 +400,8 @@ int cmd_train_dist(int argc, char **argv) {
         snprintf(ebuf, sizeof ebuf, "%d", epochs);
         const char *meta[] = {"dataset", df.dataset, "time_steps", tbuf, "epochs", ebuf, "encoding",
                               snn_encoding_name(enc), NULL};
-        st = parallel ? SNN_OK : snn_training_checkpoint_save(m, prec, opt, path, meta);
+        st = parallel ? SNN_OK : gdp ? gpu_dp_save(gdp, m, opt, path, meta)
+                                     : snn_training_checkpoint_save(m, prec, opt, path, meta);
         if (st != SNN_OK) die_status(st, "saving the model");
         /* the final metrics object (all values numbers, keys sorted) */
         fputc('{', stdout);
@@ -409,6 +426,7 @@ int cmd_train_dist(int argc, char **argv) {
     }
     setup_point();
     args_die_hook = NULL;
+    gpu_dp_close(gdp);
     snn_optimizer_free(opt);
     snn_precision_free(prec);
     if (stage) snn_vision_stage_free(stage);

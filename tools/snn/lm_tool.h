@@ -4,10 +4,10 @@
 
 #include <stdint.h>
 
-#include "core/error_internal.h"
 #include "snn/checkpoint.h"
 #include "snn/lm.h"
 #include "snn/lm_config.h"
+#include "snn/lm_train.h"
 #include "snn/tokens.h"
 
 #define LM_CKPT_FILE "checkpoint.safetensors"
@@ -34,13 +34,10 @@ void lm_loaded_free(lm_loaded *l);
 void lm_round_params_bf16(snn_model *m);
 
 /* Forward-only loss over samples first..first+count-1 of ds (row i mod N) in batches of
- * N = micro (a short last batch is padded with zero loss mask). Scratch comes from
- * lm_eval_buffers. Returns the totals; m must be planned for (T, micro). */
+ * N = micro (a short last batch is padded with zero loss mask): snn_lm_evaluate with its
+ * scratch from lm_eval_buffers. Returns the totals; m must be planned for (T, micro). */
 typedef struct lm_eval_buf {
-    float *x, *mask;
-    int32_t *ids, *labels;
-    double *token_loss;
-    int64_t *idx;
+    snn_lm_eval_scratch *s;
 } lm_eval_buf;
 int lm_eval_buffers(lm_eval_buf *b, int T, int micro, int S);
 void lm_eval_buffers_free(lm_eval_buf *b);

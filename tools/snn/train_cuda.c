@@ -62,6 +62,19 @@ snn_status gpu_infer_forward(gpu_infer *s, const float *xb, int valid, float *y)
 }
 void gpu_infer_close(gpu_infer *s) { (void)s; }
 
+gpu_dp *gpu_dp_open(snn_model *m, struct snn_comm *world, int T, int N, const char *device,
+                    const snn_precision_config *pcfg, const snn_optim_opts *oo, float clip, int use_mse) {
+    (void)m; (void)world; (void)T; (void)N; (void)pcfg; (void)oo; (void)clip; (void)use_mse;
+    device_parse(NULL, device);
+    return NULL;
+}
+struct snn_cuda_model *gpu_dp_model(gpu_dp *s) { (void)s; return NULL; }
+snn_status gpu_dp_save(gpu_dp *s, snn_model *m, snn_optimizer *opt, const char *path, const char *const *meta) {
+    (void)s; (void)m; (void)opt; (void)path; (void)meta;
+    return SNN_E_UNSUPPORTED;
+}
+void gpu_dp_close(gpu_dp *s) { (void)s; }
+
 snn_status eval_cuda(snn_model *m, const snn_dataset *ds, int T, int N, snn_encoding enc, uint64_t seed,
                      const char *device, snn_precision_config pcfg, const struct snn_ckpt *ck, double *acc,
                      double *loss) {
@@ -72,6 +85,8 @@ snn_status eval_cuda(snn_model *m, const snn_dataset *ds, int T, int N, snn_enco
 
 #else
 
+#include "dist/comm.h"
+#include "dist/ddp.h"
 #include "nn/model_internal.h"
 #include "precision/runtime.h"
 #include "snn/cuda.h"
@@ -279,6 +294,58 @@ void gpu_infer_close(gpu_infer *s) {
     if (!s) return;
     snn_cuda_model_destroy(s->g);
     snn_cuda_destroy(s->c);
+    free(s);
+}
+
+struct gpu_dp {
+    snn_cuda *c;
+    snn_comm *nccl;
+    snn_cuda_collectives coll;
+    snn_cuda_model *g;
+    snn_precision_config pcfg;
+    snn_dtype ct;
+};
+
+gpu_dp *gpu_dp_open(snn_model *m, snn_comm *world, int T, int N, const char *device,
+                    const snn_precision_config *pcfg, const snn_optim_opts *oo, float clip, int use_mse) {
+    gpu_dp *s = calloc(1, sizeof *s);
+    if (!s) die_status(SNN_E_NOMEM, "allocating");
+    s->pcfg = *pcfg;
+    s->ct = compute_type(&s->pcfg);
+    int dev = device_parse(NULL, device);
+    if (!strcmp(device, "cuda")) dev = snn_comm_local_rank(world);
+    snn_status st = snn_comm_nccl_create(world, dev, &s->nccl);
+    if (st != SNN_OK) die_status(st, "creating the NCCL communicator");
+    st = snn_cuda_create(dev, 0, &s->c);
+    if (st != SNN_OK) die_status(st, "opening the GPU");
+    s->coll = snn_ddp_cuda_collectives(s->nccl);
+    snn_cuda_model_opts o = {.T = T, .N = N, .compute = s->ct, .loss = use_mse ? SNN_CUDA_LOSS_MSE_RATE : SNN_CUDA_LOSS_CE,
+                             .clip = clip, .fp8 = &s->pcfg, .neuron = &s->pcfg, .dp = &s->coll};
+    st = snn_cuda_model_create(s->c, m, &o, oo, &s->g);
+    if (st != SNN_OK) die_status(st, "putting the model on the GPU");
+    return s;
+}
+
+snn_cuda_model *gpu_dp_model(gpu_dp *s) { return s ? s->g : NULL; }
+
+snn_status gpu_dp_save(gpu_dp *s, snn_model *m, snn_optimizer *opt, const char *path, const char *const *meta) {
+    SNN_TRY(snn_cuda_model_download(s->g));
+    float scale;
+    int tracker;
+    SNN_TRY(snn_cuda_model_save_state(s->g, opt, &scale, &tracker));
+    SNN_TRY(snn_model_check_finite(m));
+    if (s->ct == SNN_F8E4M3) return save_fp8_checkpoint(s->g, m, &s->pcfg, opt, path, meta);
+    snn_loss_scaler scaler;
+    snn_loss_scaler_init(&scaler, NULL);
+    if (s->ct == SNN_F16) SNN_TRY(snn_loss_scaler_set_state(&scaler, scale, tracker));
+    return snn_training_checkpoint_save_cfg(m, &s->pcfg, &scaler, opt, path, meta);
+}
+
+void gpu_dp_close(gpu_dp *s) {
+    if (!s) return;
+    snn_cuda_model_destroy(s->g);
+    snn_cuda_destroy(s->c);
+    snn_comm_free(s->nccl);
     free(s);
 }
 

@@ -52,4 +52,18 @@ gpu_infer *gpu_infer_open(snn_model *m, int T, int N, const char *device, snn_pr
 snn_status gpu_infer_forward(gpu_infer *s, const float *xb, int valid, float *y);
 void gpu_infer_close(gpu_infer *s);
 
+/* GPU data parallelism for mpirun snn train --data-parallel ddp --device cuda: this rank's
+ * GPU (cuda: the node-local rank's device; cuda:N: device N), an NCCL communicator over
+ * `world` (every rank one replica), and the device model of m whose captured step carries
+ * the DDP collectives. open exits through die_* on failure (inside the set-up agreement of
+ * the caller); save writes model.safetensors as train_cuda_run does (FP8 state included). */
+typedef struct gpu_dp gpu_dp;
+struct snn_comm;
+struct snn_cuda_model;
+gpu_dp *gpu_dp_open(snn_model *m, struct snn_comm *world, int T, int N, const char *device,
+                    const snn_precision_config *pcfg, const snn_optim_opts *oo, float clip, int use_mse);
+struct snn_cuda_model *gpu_dp_model(gpu_dp *s);
+snn_status gpu_dp_save(gpu_dp *s, snn_model *m, snn_optimizer *opt, const char *path, const char *const *meta);
+void gpu_dp_close(gpu_dp *s);
+
 #endif

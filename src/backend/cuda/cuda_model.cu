@@ -441,6 +441,7 @@ static snn_status layout_params(snn_cuda_model *g) {
     }
     g->n_dev = np ? np : GM_ALIGN_FLOATS;
     g->n_buf_dev = nb ? nb : GM_ALIGN_FLOATS;
+    g->has_buffers = nb > 0;
     return SNN_OK;
 }
 
@@ -592,6 +593,7 @@ extern "C" snn_status snn_cuda_model_create(snn_cuda *c, snn_model *m, const snn
             if (e != cudaSuccess) st = snn_cuda_fail(e, "pinned staging buffer");
         }
     }
+    if (st == SNN_OK) st = snn_gm_ddp_init(g);
     if (st == SNN_OK) st = snn_cuda_synchronize(c);
     if (st != SNN_OK) {
         snn_cuda_model_destroy(g);
@@ -605,6 +607,7 @@ extern "C" void snn_cuda_model_destroy(snn_cuda_model *g) {
     if (!g) return;
     if (g->graph) cudaGraphExecDestroy(g->graph);
     cudaStreamSynchronize(snn_cuda_stream_of(g->c));
+    snn_gm_ddp_free(g);
     for (int k = 0; k < 2; k++) {
         if (g->pin[k]) cudaFreeHost(g->pin[k]);
         if (g->pin_ev[k]) cudaEventDestroy(g->pin_ev[k]);
@@ -627,6 +630,8 @@ snn_status snn_gm_enqueue_step(snn_cuda_model *g, int x_has_time) {
     snn_cuda *c = g->c;
     cudaStream_t sm = snn_cuda_stream_of(c);
     if (!x_has_time) SNN_TRY(broadcast_input(g));
+    const snn_cuda_collectives *dp = g->o.dp;
+    if (dp && g->has_buffers) SNN_TRY(dp->broadcast(dp->ctx, g->buffers, g->n_buf_dev, 0, sm));
     SNN_CU_TRY(cudaMemsetAsync(g->grads, 0, g->n_dev * sizeof(float), sm));
     const int scaled = g->o.compute == SNN_F16;
     const unsigned eb = (unsigned)snn_cuda_sm_count(c) * 8u;
@@ -654,7 +659,11 @@ snn_status snn_gm_enqueue_step(snn_cuda_model *g, int x_has_time) {
         gm_scale_kernel<<<eb, 256, 0, sm>>>(g->dout, (size_t)g->B * g->classes, g->scaler);
         SNN_CU_LAUNCHED("loss scaling");
     }
+    /* DDP: the replicas' gradients averaged, in buckets overlapping the backward, before
+     * anything reads them (overflow check, norm, optimizer): every replica takes the same step */
+    if (dp) SNN_TRY(snn_gm_ddp_begin(g));
     SNN_TRY(snn_gm_backward(g, g->root));
+    if (dp) SNN_TRY(snn_gm_ddp_finish(g));
     if (scaled) {
         gm_found_inf_kernel<<<eb, 256, 0, sm>>>(g->grads, g->n_dev, g->scal);
         SNN_CU_LAUNCHED("overflow check");
@@ -771,6 +780,9 @@ extern "C" snn_status snn_cuda_model_forward(snn_cuda_model *g, const float *x, 
         SNN_TRY(snn_cuda_upload(g->c, g->x1, x, (size_t)n * F * sizeof(float)));
         SNN_TRY(broadcast_input(g));
     }
+    /* DDP evaluates with replica 0's BatchNorm statistics, as every DDP forward does */
+    if (g->o.dp && g->has_buffers)
+        SNN_TRY(g->o.dp->broadcast(g->o.dp->ctx, g->buffers, g->n_buf_dev, 0, snn_cuda_stream_of(g->c)));
     SNN_TRY(snn_gm_forward(g, g->root, 0));
     SNN_TRY(count_forward(g));
     SNN_TRY(snn_cuda_download(g->c, out, g->root->y, (size_t)g->B * g->classes * sizeof(float)));

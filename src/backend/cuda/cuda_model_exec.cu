@@ -205,10 +205,15 @@ static snn_status bwd_impl(snn_cuda_model *g, gnode *n) {
  * synchronisation each, so the numbers include no overlap; containers just recurse. */
 static snn_status timed(snn_cuda_model *g, gnode *n, int bwd, int training) {
     int leaf = n->kind != GK_SEQ && n->kind != GK_RES && n->kind != GK_ALIAS;
-    if (!g->prof || !leaf) return bwd ? bwd_impl(g, n) : fwd_impl(g, n, training);
+    if (!g->prof || !leaf) {
+        if (!bwd) return fwd_impl(g, n, training);
+        SNN_TRY(bwd_impl(g, n));
+        return leaf ? snn_gm_ddp_leaf_done(g, n) : SNN_OK;
+    }
     cudaStream_t sm = snn_cuda_stream_of(g->c);
     SNN_CU_TRY(cudaEventRecord(g->ev[0], sm));
     snn_status st = bwd ? bwd_impl(g, n) : fwd_impl(g, n, training);
+    if (st == SNN_OK && bwd) st = snn_gm_ddp_leaf_done(g, n);
     SNN_CU_TRY(cudaEventRecord(g->ev[1], sm));
     SNN_CU_TRY(cudaEventSynchronize(g->ev[1]));
     float ms = 0;

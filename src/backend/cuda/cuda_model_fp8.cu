@@ -506,6 +506,10 @@ snn_status snn_gm_fp8_backward(snn_cuda_model *g, gnode *n) {
 snn_status snn_gm_fp8_after_step(snn_cuda_model *g) {
     gm_fp8 *f = g->f8;
     if (f->p.recipe != SNN_FP8_RECIPE_DELAYED) return SNN_OK;
+    /* data parallel: the step's amax is the maximum over the replicas (the CPU's DDP hook
+     * does the same), so histories and scales stay identical */
+    const snn_cuda_collectives *dp = g->o.dp;
+    if (dp) SNN_TRY(dp->allreduce(dp->ctx, f->amax, (size_t)f->nslots, SNN_CUDA_COLL_MAX, snn_cuda_stream_of(g->c)));
     f8_delayed_update_kernel<<<(unsigned)f->nslots, 256, 0, snn_cuda_stream_of(g->c)>>>(
         f->amax, f->hist, f->pos, f->scale, f->sinv, f->p.history_len, snn_fp8_max(f->p.fwd_dtype),
         snn_fp8_max(f->p.bwd_dtype), ldexpf(1.0f, -f->p.margin),

@@ -120,6 +120,12 @@ struct snn_cuda_model {
     gnode *root;
     /* flat device storage */
     size_t n_dev, n_buf_dev;       /* floats (padded layout) */
+    int has_buffers;               /* the model has buffers (BatchNorm statistics) */
+    /* data parallelism (o.dp): gradient buckets on a side stream (cuda_model_ddp.cu) */
+    cudaStream_t ddp_stream;
+    cudaEvent_t ddp_fork, ddp_join;
+    size_t ddp_bucket, ddp_end; /* floats; [ddp_end, n_dev) is reduced or in flight */
+    int ddp_buckets;               /* buckets of the last step */
     size_t *doff;                  /* device offset per host tensor entry */
     float *params, *grads, *state, *buffers;
     void *wc;                      /* compute-type copy of params (== params for F32) */
@@ -190,6 +196,15 @@ snn_status snn_gm_nprec_init(snn_cuda_model *g, const snn_precision_config *cfg)
 void snn_gm_nprec_plan(snn_cuda_model *g, gnode *n);
 snn_status snn_gm_nprec_forward(snn_cuda_model *g, gnode *n, int training);
 snn_status snn_gm_nprec_backward(snn_cuda_model *g, gnode *n);
+
+/* cuda_model_ddp.cu: init/free (create/destroy), begin (before the backward), leaf_done
+ * (after each leaf's backward: start a bucket when the finished tail is large enough),
+ * finish (the last bucket; the step's stream waits for all of them) */
+snn_status snn_gm_ddp_init(snn_cuda_model *g);
+void snn_gm_ddp_free(snn_cuda_model *g);
+snn_status snn_gm_ddp_begin(snn_cuda_model *g);
+snn_status snn_gm_ddp_leaf_done(snn_cuda_model *g, gnode *n);
+snn_status snn_gm_ddp_finish(snn_cuda_model *g);
 
 /* cuda_model_exec.cu */
 snn_status snn_gm_forward(snn_cuda_model *g, gnode *n, int training);

@@ -1,0 +1,207 @@
+/* The distributed optimizer: state sharded over DP (contract in dist_optim.h). */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error_internal.h"
+#include "dist/dist_optim.h"
+#include "nn/model_internal.h"
+
+struct snn_dist_optim {
+    snn_comm *dp;
+    int rank, size;
+    size_t n, shard, begin, len;
+    float *params, *grads;
+    snn_optimizer *local;
+};
+
+/* One MPI call carries at most INT_MAX elements; stay well below. */
+#define COMM_CHUNK ((size_t)1 << 28)
+
+static size_t begin_of(const snn_dist_optim *d, int r) {
+    size_t b = (size_t)r * d->shard;
+    return b < d->n ? b : d->n;
+}
+
+static size_t len_of(const snn_dist_optim *d, int r) {
+    size_t b = begin_of(d, r), e = b + d->shard;
+    return (e < d->n ? e : d->n) - b;
+}
+
+snn_status snn_dist_optim_create(snn_comm *dp, const snn_optim_opts *o, snn_model *m, snn_dist_optim **out) {
+    if (!out) return snn_error(SNN_E_INVALID, "distributed optimizer: out is NULL");
+    *out = NULL;
+    if (!dp || !o || !m) return snn_error(SNN_E_INVALID, "distributed optimizer: NULL communicator, options or model");
+    size_t n = snn_model_num_params(m);
+    if (n == 0) return snn_error(SNN_E_INVALID, "the model has no trainable parameters to optimize");
+    snn_dist_optim *d = calloc(1, sizeof *d);
+    if (!d) return snn_error(SNN_E_NOMEM, "out of memory for the distributed optimizer");
+    d->dp = dp;
+    d->rank = snn_comm_rank(dp);
+    d->size = snn_comm_size(dp);
+    d->n = n;
+    d->shard = (n + (size_t)d->size - 1) / (size_t)d->size;
+    d->begin = begin_of(d, d->rank);
+    d->len = len_of(d, d->rank);
+    d->params = snn_model_params(m);
+    d->grads = snn_model_grads(m);
+    snn_status st = SNN_OK;
+    uint8_t *mask = malloc(n);
+    if (!mask) st = snn_error(SNN_E_NOMEM, "out of memory building the weight-decay mask");
+    else memset(mask, 1, n);
+    for (size_t t = 0; st == SNN_OK && t < snn_model_num_tensors(m); t++) {
+        snn_tensor_info ti;
+        st = snn_model_tensor(m, t, &ti);
+        if (st != SNN_OK || ti.is_buffer) continue;
+        if (ti.data < d->params || (size_t)(ti.data - d->params) + ti.numel > n)
+            st = snn_error(SNN_E_STATE, "tensor %s lies outside the model's parameter array", ti.name);
+        else memset(mask + (ti.data - d->params), ti.decay ? 1 : 0, ti.numel);
+    }
+    /* every rank owns a non-empty slice (refused: more ranks than parameters) */
+    if (st == SNN_OK && d->len == 0) st = snn_error(SNN_E_INVALID, "distributed optimizer: %d ranks for %zu parameters", d->size, n);
+    if (st == SNN_OK)
+        st = snn_optimizer_create(o, d->len, d->params + d->begin, d->grads + d->begin, mask + d->begin, &d->local);
+    free(mask);
+    if (st != SNN_OK) {
+        free(d);
+        return st;
+    }
+    /* the precision system refuses to prepare a model that already has an optimizer */
+    m->optimizer_bound = 1;
+    *out = d;
+    return SNN_OK;
+}
+
+void snn_dist_optim_free(snn_dist_optim *d) {
+    if (!d) return;
+    snn_optimizer_free(d->local);
+    free(d);
+}
+
+size_t snn_dist_optim_begin(const snn_dist_optim *d) { return d ? d->begin : 0; }
+size_t snn_dist_optim_len(const snn_dist_optim *d) { return d ? d->len : 0; }
+size_t snn_dist_optim_total(const snn_dist_optim *d) { return d ? d->n : 0; }
+snn_optimizer *snn_dist_optim_local(snn_dist_optim *d) { return d ? d->local : NULL; }
+
+size_t snn_dist_optim_state_bytes(const snn_dist_optim *d) {
+    return d ? snn_optimizer_num_states(d->local) * d->len * sizeof(float) : 0;
+}
+
+size_t snn_dist_optim_full_state_bytes(const snn_dist_optim *d) {
+    return d ? snn_optimizer_num_states(d->local) * d->n * sizeof(float) : 0;
+}
+
+static snn_status allreduce_chunked(snn_comm *c, float *buf, size_t n) {
+    for (size_t off = 0; off < n; off += COMM_CHUNK) {
+        size_t k = n - off < COMM_CHUNK ? n - off : COMM_CHUNK;
+        SNN_TRY(snn_comm_allreduce(c, buf + off, k, SNN_COMM_F32, SNN_COMM_SUM));
+    }
+    return SNN_OK;
+}
+
+static snn_status bcast_chunked(snn_comm *c, float *buf, size_t n, int root) {
+    for (size_t off = 0; off < n; off += COMM_CHUNK) {
+        size_t k = n - off < COMM_CHUNK ? n - off : COMM_CHUNK;
+        SNN_TRY(snn_comm_broadcast(c, buf + off, k, SNN_COMM_F32, root));
+    }
+    return SNN_OK;
+}
+
+snn_status snn_dist_optim_step(snn_dist_optim *d, float lr, float clip, int skip_in, float *grad_norm, int *skipped) {
+    if (!d) return snn_error(SNN_E_INVALID, "distributed optimizer is NULL");
+    float norm;
+    if (d->size == 1) {
+        norm = snn_clip_grad_norm(d->grads, d->n, clip > 0 ? clip : -1.0f);
+    } else {
+        SNN_TRY(allreduce_chunked(d->dp, d->grads, d->n));
+        const float *g = d->grads + d->begin;
+        double ss = 0.0;
+        for (size_t i = 0; i < d->len; i++) ss += (double)g[i] * (double)g[i];
+        SNN_TRY(snn_comm_allreduce(d->dp, &ss, 1, SNN_COMM_F64, SNN_COMM_SUM));
+        norm = (float)sqrt(ss);
+        if (isfinite(norm) && clip > 0) {
+            const float coef = clip / (norm + 1e-6f);
+            if (coef < 1.0f) {
+                float *gs = d->grads + d->begin;
+                for (size_t i = 0; i < d->len; i++) gs[i] *= coef;
+            }
+        }
+    }
+    int skip = skip_in || !isfinite(norm);
+    SNN_TRY(snn_optimizer_step(d->local, lr, skip));
+    if (!skip && d->size > 1)
+        for (int r = 0; r < d->size; r++) SNN_TRY(bcast_chunked(d->dp, d->params + begin_of(d, r), len_of(d, r), r));
+    if (grad_norm) *grad_norm = norm;
+    if (skipped) *skipped = skip;
+    return SNN_OK;
+}
+
+snn_status snn_dist_optim_gather(snn_dist_optim *d, int root, snn_optimizer *full) {
+    if (!d) return snn_error(SNN_E_INVALID, "distributed optimizer is NULL");
+    size_t ns = snn_optimizer_num_states(d->local);
+    snn_status st = SNN_OK;
+    if (d->rank == root) {
+        if (!full || snn_optimizer_numel(full) != d->n || snn_optimizer_num_states(full) != ns ||
+            snn_optimizer_opts(full)->kind != snn_optimizer_opts(d->local)->kind)
+            st = snn_error(SNN_E_INVALID, "distributed optimizer gather: the full optimizer does not match");
+    }
+    /* the root's verdict first, so that no rank sends to a root that will not receive */
+    int32_t ok = st == SNN_OK;
+    SNN_TRY(snn_comm_broadcast(d->dp, &ok, 1, SNN_COMM_I32, root));
+    if (!ok) return st != SNN_OK ? st : snn_error(SNN_E_INVALID, "distributed optimizer gather refused on rank %d", root);
+    for (size_t i = 0; i < ns; i++) {
+        snn_optim_state mine;
+        SNN_TRY(snn_optimizer_state(d->local, i, &mine));
+        if (d->rank == root) {
+            snn_optim_state fs;
+            SNN_TRY(snn_optimizer_state(full, i, &fs));
+            for (int r = 0; r < d->size; r++) {
+                float *dst = fs.data + begin_of(d, r);
+                size_t len = len_of(d, r);
+                if (r == root) {
+                    memcpy(dst, mine.data, len * sizeof(float));
+                    continue;
+                }
+                for (size_t off = 0; off < len; off += COMM_CHUNK) {
+                    size_t k = len - off < COMM_CHUNK ? len - off : COMM_CHUNK;
+                    SNN_TRY(snn_comm_recv(d->dp, dst + off, k, SNN_COMM_F32, r, 700 + (int)i));
+                }
+            }
+        } else {
+            for (size_t off = 0; off < d->len; off += COMM_CHUNK) {
+                size_t k = d->len - off < COMM_CHUNK ? d->len - off : COMM_CHUNK;
+                SNN_TRY(snn_comm_send(d->dp, mine.data + off, k, SNN_COMM_F32, root, 700 + (int)i));
+            }
+        }
+    }
+    if (d->rank == root) SNN_TRY(snn_optimizer_set_steps(full, snn_optimizer_steps(d->local)));
+    return SNN_OK;
+}
+
+snn_status snn_dist_optim_load_slice(snn_dist_optim *d, const void *const *state, size_t nstates, long steps,
+                                     const char *source) {
+    if (!d || !state) return snn_error(SNN_E_INVALID, "distributed optimizer load: NULL argument");
+    size_t ns = snn_optimizer_num_states(d->local);
+    if (nstates != ns)
+        return snn_error(SNN_E_INVALID, "%s: %zu optimizer state tensors given, the optimizer has %zu", source, nstates, ns);
+    for (size_t i = 0; i < ns; i++) {
+        snn_optim_state os;
+        SNN_TRY(snn_optimizer_state(d->local, i, &os));
+        const uint8_t *src = (const uint8_t *)state[i] + d->begin * sizeof(float);
+        int nonneg = strstr(os.name, "exp_avg_sq") != NULL;
+        for (size_t k = 0; k < d->len; k++) {
+            float v;
+            memcpy(&v, src + k * sizeof(float), sizeof v);
+            if (!isfinite(v) || (nonneg && v < 0))
+                return snn_error(SNN_E_NUMERIC, "%s: optimizer state \"%s\" holds %g at index %zu", source, os.name,
+                                 (double)v, d->begin + k);
+        }
+    }
+    for (size_t i = 0; i < ns; i++) {
+        snn_optim_state os;
+        SNN_TRY(snn_optimizer_state(d->local, i, &os));
+        memcpy(os.data, (const uint8_t *)state[i] + d->begin * sizeof(float), d->len * sizeof(float));
+    }
+    return snn_optimizer_set_steps(d->local, steps);
+}
