@@ -61,18 +61,18 @@ snn_status snn_lm_cp_convert(snn_model *m, const snn_gpt_opts *o, int seq, snn_c
     return SNN_OK;
 }
 
-struct snn_lm_cp {
+/* ---- the microbatch on this rank's tokens ---- */
+
+struct snn_lm_cp_micro {
     snn_model *m;
-    snn_comm *cp, *grad;
     int S, sl, T, V, N, reduce_sum, cp_size, cp_rank;
     float *x, *dlogits, *mask_l;
     double *tl;
     int32_t *ids_l, *lab_l;
 };
 
-void snn_lm_cp_free(snn_lm_cp *c) {
+void snn_lm_cp_micro_free(snn_lm_cp_micro *c) {
     if (!c) return;
-    snn_model_free(c->m);
     free(c->x);
     free(c->dlogits);
     free(c->mask_l);
@@ -82,46 +82,34 @@ void snn_lm_cp_free(snn_lm_cp *c) {
     free(c);
 }
 
-snn_model *snn_lm_cp_model(snn_lm_cp *c) { return c ? c->m : NULL; }
-int snn_lm_cp_local_seq(const snn_lm_cp *c) { return c ? c->sl : 0; }
-
-snn_status snn_lm_cp_create(const snn_gpt_opts *o, uint64_t seed, snn_comm *cp, snn_comm *grad, int micro,
-                            snn_lm_cp **out) {
-    if (!o || !cp || !out) return snn_error(SNN_E_INVALID, "snn_lm_cp_create: NULL options, communicator or output");
+snn_status snn_lm_cp_micro_create(snn_model *m, const snn_gpt_opts *o, snn_comm *cp, int micro, snn_lm_cp_micro **out) {
+    if (!m || !o || !cp || !out) return snn_error(SNN_E_INVALID, "snn_lm_cp_micro_create: NULL argument");
     *out = NULL;
-    SNN_TRY(snn_gpt_opts_check(o));
     const int n = snn_comm_size(cp);
     SNN_TRY(snn_lm_cp_check(o->seq, n));
     if (micro <= 0 || micro > (1 << 20))
         return snn_error(SNN_E_INVALID, "micro_batch_size must be in 1..%d (got %d)", 1 << 20, micro);
-    snn_gpt_opts local = *o;
-    local.seq = o->seq / n;
-    snn_lm_cp *c = calloc(1, sizeof *c);
+    if (snn_model_input_numel(m) != (size_t)(o->seq / n))
+        return snn_error(SNN_E_SHAPE, "the CP model takes %zu tokens, not S / CP = %d", snn_model_input_numel(m), o->seq / n);
+    snn_lm_cp_micro *c = calloc(1, sizeof *c);
     if (!c) return snn_error(SNN_E_NOMEM, "out of memory");
-    c->cp = cp;
-    c->grad = grad ? grad : cp;
+    c->m = m;
     c->S = o->seq;
-    c->sl = local.seq;
+    c->sl = o->seq / n;
     c->T = o->time_steps;
     c->V = o->vocab;
     c->N = micro;
     c->reduce_sum = o->reduce_sum;
     c->cp_size = n;
     c->cp_rank = snn_comm_rank(cp);
-    snn_status st = snn_gpt_create(&local, seed, &c->m);
-    if (st == SNN_OK) st = snn_lm_cp_convert(c->m, &local, o->seq, cp);
-    if (st == SNN_OK) st = snn_model_plan(c->m, c->T, c->N);
-    if (st != SNN_OK) {
-        snn_lm_cp_free(c);
-        return st;
-    }
     const size_t ns = (size_t)c->N * (size_t)c->sl;
     /* T * N * sl * V logits; the model's own checks bound each factor, the product is
      * checked here before it sizes a buffer */
     size_t nl;
     if (__builtin_mul_overflow(ns * (size_t)c->T, (size_t)c->V, &nl) || nl > ((size_t)1 << 34)) {
-        snn_lm_cp_free(c);
-        return snn_error(SNN_E_INVALID, "CP microbatch logits (%zu x %d x %d) are too large", ns, c->T, c->V);
+        snn_status e = snn_error(SNN_E_INVALID, "CP microbatch logits (%zu x %d x %d) are too large", ns, c->T, c->V);
+        free(c);
+        return e;
     }
     c->x = malloc(ns * (size_t)c->T * sizeof(float));
     c->dlogits = malloc(nl * sizeof(float));
@@ -130,7 +118,7 @@ snn_status snn_lm_cp_create(const snn_gpt_opts *o, uint64_t seed, snn_comm *cp, 
     c->ids_l = malloc(ns * sizeof(int32_t));
     c->lab_l = malloc(ns * sizeof(int32_t));
     if (!c->x || !c->dlogits || !c->mask_l || !c->tl || !c->ids_l || !c->lab_l) {
-        snn_lm_cp_free(c);
+        snn_lm_cp_micro_free(c);
         return snn_error(SNN_E_NOMEM, "CP training buffers: out of memory");
     }
     *out = c;
@@ -140,19 +128,21 @@ snn_status snn_lm_cp_create(const snn_gpt_opts *o, uint64_t seed, snn_comm *cp, 
 /* Every rank of a CP group holds the same full samples, so checking all of them (not only
  * this rank's tokens) gives every rank the same verdict before the first collective: a bad
  * token is refused everywhere instead of leaving the other ranks waiting in an all-gather. */
-static snn_status check_tokens(const snn_lm_cp *c, const int32_t *ids, const int32_t *labels, size_t n) {
+static snn_status check_tokens(int V, const int32_t *ids, const int32_t *labels, size_t n) {
     for (size_t i = 0; i < n; i++)
-        if (ids[i] < 0 || ids[i] >= c->V || labels[i] < 0 || labels[i] >= c->V)
+        if (ids[i] < 0 || ids[i] >= V || labels[i] < 0 || labels[i] >= V)
             return snn_error(SNN_E_INVALID, "token %zu of the microbatch: id %d / label %d outside the vocabulary "
-                             "of %d", i, ids[i], labels[i], c->V);
+                             "of %d", i, ids[i], labels[i], V);
     return SNN_OK;
 }
 
-snn_status snn_lm_cp_microbatch(snn_lm_cp *c, const int32_t *ids, const int32_t *labels, const float *mask,
-                                float grad_scale, double *loss_sum, double *count) {
+snn_status snn_lm_cp_micro_run(void *ctx, const int32_t *ids, const int32_t *labels, const float *mask, int n,
+                               float grad_scale, int backward, double *loss_sum, double *count) {
+    snn_lm_cp_micro *c = ctx;
     if (!c || !ids || !labels || !loss_sum || !count)
-        return snn_error(SNN_E_INVALID, "snn_lm_cp_microbatch: NULL argument");
-    SNN_TRY(check_tokens(c, ids, labels, (size_t)c->N * (size_t)c->S));
+        return snn_error(SNN_E_INVALID, "CP microbatch: NULL argument");
+    if (n != c->N) return snn_error(SNN_E_INVALID, "CP microbatch of %d samples, the model is planned for %d", n, c->N);
+    SNN_TRY(check_tokens(c->V, ids, labels, (size_t)c->N * (size_t)c->S));
     const size_t ns = (size_t)c->N * (size_t)c->sl;
     snn_lm_cp_shard(ids, c->ids_l, (size_t)c->N, c->S, c->cp_size, c->cp_rank, sizeof(int32_t));
     snn_lm_cp_shard(labels, c->lab_l, (size_t)c->N, c->S, c->cp_size, c->cp_rank, sizeof(int32_t));
@@ -161,10 +151,88 @@ snn_status snn_lm_cp_microbatch(snn_lm_cp *c, const int32_t *ids, const int32_t 
     for (int t = 0; t < c->T; t++)
         for (size_t i = 0; i < ns; i++) c->x[(size_t)t * ns + i] = (float)c->ids_l[i];
     const float *y;
+    /* training mode also without a backward: the forward is the same, the CP attention
+     * keeps what a backward would need (validation calls it with backward 0) */
     SNN_TRY(snn_model_forward(c->m, c->x, 1, &y));
     SNN_TRY(snn_lm_cross_entropy(y, c->lab_l, mask ? c->mask_l : NULL, c->T, c->N, c->sl, c->V, c->reduce_sum, c->tl,
-                                 loss_sum, count, c->dlogits, grad_scale));
-    return snn_model_backward(c->m, c->dlogits);
+                                 loss_sum, count, backward ? c->dlogits : NULL, grad_scale));
+    return backward ? snn_model_backward(c->m, c->dlogits) : SNN_OK;
+}
+
+/* ---- the CP model with its own step ---- */
+
+struct snn_lm_cp {
+    snn_model *m;
+    snn_lm_cp_micro *mb;
+    snn_comm *cp, *grad;
+    int S, sl, N, cp_size, cp_rank;
+    float *mask_l;
+};
+
+void snn_lm_cp_free(snn_lm_cp *c) {
+    if (!c) return;
+    snn_lm_cp_micro_free(c->mb);
+    snn_model_free(c->m);
+    free(c->mask_l);
+    free(c);
+}
+
+snn_model *snn_lm_cp_model(snn_lm_cp *c) { return c ? c->m : NULL; }
+int snn_lm_cp_local_seq(const snn_lm_cp *c) { return c ? c->sl : 0; }
+
+snn_status snn_lm_cp_build(const snn_gpt_opts *o, uint64_t seed, snn_comm *cp, snn_model **out) {
+    if (!o || !cp || !out) return snn_error(SNN_E_INVALID, "snn_lm_cp_build: NULL argument");
+    *out = NULL;
+    SNN_TRY(snn_gpt_opts_check(o));
+    const int n = snn_comm_size(cp);
+    SNN_TRY(snn_lm_cp_check(o->seq, n));
+    snn_gpt_opts local = *o;
+    local.seq = o->seq / n;
+    snn_model *m;
+    SNN_TRY(snn_gpt_create(&local, seed, &m));
+    snn_status st = snn_lm_cp_convert(m, &local, o->seq, cp);
+    if (st != SNN_OK) {
+        snn_model_free(m);
+        return st;
+    }
+    *out = m;
+    return SNN_OK;
+}
+
+snn_status snn_lm_cp_create(const snn_gpt_opts *o, uint64_t seed, snn_comm *cp, snn_comm *grad, int micro,
+                            snn_lm_cp **out) {
+    if (!o || !cp || !out) return snn_error(SNN_E_INVALID, "snn_lm_cp_create: NULL options, communicator or output");
+    *out = NULL;
+    if (micro <= 0 || micro > (1 << 20))
+        return snn_error(SNN_E_INVALID, "micro_batch_size must be in 1..%d (got %d)", 1 << 20, micro);
+    snn_lm_cp *c = calloc(1, sizeof *c);
+    if (!c) return snn_error(SNN_E_NOMEM, "out of memory");
+    c->cp = cp;
+    c->grad = grad ? grad : cp;
+    c->S = o->seq;
+    c->N = micro;
+    c->cp_size = snn_comm_size(cp);
+    c->cp_rank = snn_comm_rank(cp);
+    snn_status st = snn_lm_cp_build(o, seed, cp, &c->m);
+    if (st == SNN_OK) st = snn_model_plan(c->m, o->time_steps, micro);
+    if (st == SNN_OK) st = snn_lm_cp_micro_create(c->m, o, cp, micro, &c->mb);
+    if (st == SNN_OK) {
+        c->sl = c->S / c->cp_size;
+        c->mask_l = malloc((size_t)micro * (size_t)c->sl * sizeof(float));
+        if (!c->mask_l) st = snn_error(SNN_E_NOMEM, "out of memory");
+    }
+    if (st != SNN_OK) {
+        snn_lm_cp_free(c);
+        return st;
+    }
+    *out = c;
+    return SNN_OK;
+}
+
+snn_status snn_lm_cp_microbatch(snn_lm_cp *c, const int32_t *ids, const int32_t *labels, const float *mask,
+                                float grad_scale, double *loss_sum, double *count) {
+    if (!c) return snn_error(SNN_E_INVALID, "snn_lm_cp_microbatch: NULL");
+    return snn_lm_cp_micro_run(c->mb, ids, labels, mask, c->N, grad_scale, 1, loss_sum, count);
 }
 
 snn_status snn_lm_cp_reduce_grads(snn_lm_cp *c) {
@@ -179,7 +247,7 @@ snn_status snn_lm_cp_train_step(snn_lm_cp *c, snn_optimizer *opt, const int32_t 
     if (snn_optimizer_params(opt) != snn_model_params(c->m))
         return snn_error(SNN_E_INVALID, "snn_lm_cp_train_step: the optimizer belongs to another model");
     const size_t per = (size_t)c->N * (size_t)c->S;
-    SNN_TRY(check_tokens(c, ids, labels, (size_t)K * per));
+    SNN_TRY(check_tokens(c->mb->V, ids, labels, (size_t)K * per));
     /* the whole global batch's token count first: every rank's gradients are scaled by it */
     double tot[2] = {0.0, 0.0};
     for (int k = 0; k < K; k++) {

@@ -58,7 +58,23 @@ snn_module *snn_lm_cp_attention_new(int heads, int groups, int head_dim, int seq
  * same names). Before snn_model_plan and precision preparation. */
 snn_status snn_lm_cp_convert(snn_model *m, const snn_gpt_opts *o, int seq, snn_comm *cp);
 
-/* ---- the CP model and its training step (lm_cp.c) ---- */
+/* ---- the CP model, its microbatch and its training step (lm_cp.c) ---- */
+
+/* The CP model of `o` (o->seq = the GLOBAL S) for this rank of `cp`: snn_gpt_create for
+ * S/CP tokens, then snn_lm_cp_convert. Not planned yet. */
+snn_status snn_lm_cp_build(const snn_gpt_opts *o, uint64_t seed, snn_comm *cp, snn_model **out);
+
+/* One microbatch on this rank's tokens, shaped as the language-model trainer's microbatch
+ * seam (src/lm/lm_train_internal.h): m built by snn_lm_cp_build and planned for
+ * (T, micro); o the GLOBAL options. snn_lm_cp_micro_run(ctx, ids, labels, mask, n, ...):
+ * ids, labels [n][S] full sequences (the same on every rank of cp), mask [n][S] or NULL;
+ * adds grad_scale * d(local loss sum) into the gradients when backward != 0; the local
+ * loss sum and token count out. A collective over cp. */
+typedef struct snn_lm_cp_micro snn_lm_cp_micro;
+snn_status snn_lm_cp_micro_create(snn_model *m, const snn_gpt_opts *o, snn_comm *cp, int micro, snn_lm_cp_micro **out);
+void snn_lm_cp_micro_free(snn_lm_cp_micro *c);
+snn_status snn_lm_cp_micro_run(void *ctx, const int32_t *ids, const int32_t *labels, const float *mask, int n,
+                               float grad_scale, int backward, double *loss_sum, double *count);
 
 typedef struct snn_lm_cp snn_lm_cp;
 
