@@ -43,8 +43,12 @@ snn_status lm_micro_local(void *ctx, const int32_t *ids, const int32_t *labels, 
 
 struct snn_lm_trainer {
     snn_lm_training_config cfg;
-    snn_comm *comm;           /* the DP group (TP = PP = CP = 1: the world) */
-    int rank, dp;
+    snn_comm *comm;           /* the world: DP x CP (TP = PP = 1); gradients and the optimizer over it */
+    int rank, dp;             /* rank in and size of comm */
+    int cp, dp_size, dp_rank; /* context parallel: dp_rank = rank / cp reads the samples */
+    snn_mesh4 mesh;           /* cp > 1: its cp_comm runs the CP attention (src/dist/lm_cp.h) */
+    int have_mesh;
+    struct snn_lm_cp_micro *cpm; /* cp > 1: the microbatch on this rank's tokens */
     snn_lm_train_info info;
     snn_gpt_opts o;
     snn_token_dataset *train, *valid;

@@ -22,7 +22,7 @@
 typedef struct {
     const char *config, *model, *data, *output, *resume;
     const char *norm, *act, *pos, *reduce, *decay_style, *precision, *fp8_recipe;
-    int layers, hidden, heads, groups, ffn, no_bias, untied, T, fp8;
+    int layers, hidden, heads, groups, ffn, no_bias, untied, T, fp8, cp;
     long vocab, max_len, train_steps, micro, global, log_interval, eval_interval, eval_steps, warmup, decay_steps,
         ckpt_interval, timing_warmup;
     float lr, min_lr, wd, beta1, beta2, eps, clip, spike_decay, spike_amp;
@@ -43,6 +43,7 @@ static void apply_flags(const train_flags *f, opt *t, int n, snn_lm_training_con
     snn_lm_transformer_config *tr = &c->model.transformer;
     snn_lm_optimizer_config *op = &c->optimizer;
     if (GIVEN("--layers")) tr->num_layers = f->layers;
+    if (GIVEN("--context-parallel-size")) tr->context_parallel_size = f->cp;
     if (GIVEN("--hidden")) tr->hidden_size = f->hidden;
     if (GIVEN("--heads")) tr->num_attention_heads = f->heads;
     if (GIVEN("--query-groups")) tr->num_query_groups = f->groups;
@@ -181,7 +182,7 @@ int cmd_lm_train(int argc, char **argv) {
                      .precision = "fp32", .fp8_recipe = "delayed", .layers = 4, .hidden = 128, .heads = 4, .train_steps = 200,
                      .micro = 8, .global = 8, .log_interval = 10, .lr = 1e-3f, .min_lr = 1e-4f, .wd = 0.01f, .beta1 = 0.9f,
                      .beta2 = 0.999f, .eps = 1e-8f, .clip = 1.0f, .spike_decay = 0.25f, .spike_amp = 1.0f, .seed = 1234,
-                     .decay_steps = -1};
+                     .decay_steps = -1, .cp = 1};
     opt t[] = {
         {"--config", OPT_STRING, &f.config, "TrainingConfig JSON (snn.lm.TrainingConfig); flags given override it", NULL, 0},
         {"--model", OPT_STRING, &f.model, "gpt | spikelm (default gpt)", NULL, 0},
@@ -226,6 +227,8 @@ int cmd_lm_train(int argc, char **argv) {
         {"--checkpoint-interval", OPT_LONG, &f.ckpt_interval, "steps between checkpoints (default 0: the last only)", NULL, 0},
         {"--timing-warmup-steps", OPT_LONG, &f.timing_warmup, "untimed first steps (default 0)", NULL, 0},
         {"--seed", OPT_U64, &f.seed, "initialisation and sampler seed (default 1234)", NULL, 0},
+        {"--context-parallel-size", OPT_INT, &f.cp, "CP: ranks sharing each sequence (2*CP chunks; world = DP * CP; default 1)",
+         NULL, 0},
     };
     int n = (int)(sizeof t / sizeof t[0]);
     if (args_wants_help(argc, argv, 3)) {
@@ -294,11 +297,11 @@ int cmd_lm_train(int argc, char **argv) {
     const snn_lm_train_info *in = snn_lm_trainer_info(tr);
     if (in->rank == 0)
         fprintf(stderr,
-                "snn lm train: %s, %zu parameters, T %d, S %d, vocab %d, global %lld (micro %lld x %lld microbatches x DP %d), "
+                "snn lm train: %s, %zu parameters, T %d, S %d, vocab %d, global %lld (micro %lld x %lld microbatches x DP %d, CP %d), "
                 "%lld steps, %s, optimizer state %zu of %zu bytes per rank\n",
                 in->spiking ? "spikelm" : "gpt", in->parameters, in->time_steps, in->seq_len, in->vocab,
                 (long long)c.global_batch_size, (long long)c.micro_batch_size, (long long)in->num_microbatches,
-                in->data_parallel_size, (long long)c.train_steps, in->precision, in->optimizer_state_bytes,
+                in->data_parallel_size, c.model.transformer.context_parallel_size, (long long)c.train_steps, in->precision, in->optimizer_state_bytes,
                 in->optimizer_state_bytes_full);
     if ((st = snn_lm_trainer_run(tr, on_event, NULL)) != SNN_OK) die_agreed(st, "lm train");
     snn_lm_trainer_free(tr);
