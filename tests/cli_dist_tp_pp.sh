@@ -132,4 +132,30 @@ PY
 else
   echo "FAIL: predict --artifact" >&2; cat "$tmp/err" >&2; fail=1
 fi
+# predict --artifact over DP 2 (37 images: slices of 19 and 18) with --output, against one process
+if env -u OMPI_COMM_WORLD_SIZE "$SNN" predict --artifact "$art" --input "$tmp/img.idx" --batch-size 8 \
+     --output "$tmp/l1.safetensors" >"$tmp/q1" 2>"$tmp/err" &&
+   run2 "$SNN" predict --artifact "$art" --input "$tmp/img.idx" --batch-size 8 --output "$tmp/l2.safetensors" \
+     >"$tmp/q2" 2>>"$tmp/err"; then
+  /usr/bin/python3 - "$tmp" <<'PY' || fail=1
+import json, struct, sys, numpy as np
+d = sys.argv[1]
+def load(path):
+    b = open(path, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n]); out = {}
+    for k, v in h.items():
+        if k == "__metadata__": continue
+        s, e = v["data_offsets"]
+        out[k] = np.frombuffer(b[8 + n + s:8 + n + e], dtype={"F32": np.float32, "I64": np.int64}[v["dtype"]]).reshape(v["shape"])
+    return out
+a, b = load(d + "/l1.safetensors"), load(d + "/l2.safetensors")
+assert a["logits"].shape == (37, 10) and list(a["index"]) == list(range(37)) == list(b["index"])
+assert np.abs(a["logits"] - b["logits"]).max() <= 1e-6 * max(1e-3, np.abs(a["logits"]).max())
+p1 = [json.loads(l) for l in open(d + "/p1")]
+q2 = [l.split() for l in open(d + "/q2")]
+assert [int(c) for _, c in q2] == [x["class"] for x in p1] == list(a["logits"].argmax(1))
+print("predict --artifact DP 2 --output: 37 rows of logits equal one process; classes equal predict --checkpoint")
+PY
+else
+  echo "FAIL: predict --artifact --output" >&2; cat "$tmp/err" >&2; fail=1
+fi
 exit $fail

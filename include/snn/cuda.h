@@ -247,7 +247,8 @@ typedef struct snn_cuda_model_opts {
     /* Data parallelism (NULL: one replica). The step calls these inside its CUDA graph, on the
      * step's stream: BatchNorm buffers broadcast from replica 0 before the forward
      * (SpikingJelly's multi-step DDP rule), the FP32 gradient buffer averaged in buckets
-     * that start during the backward (FP16: the scaled gradients, so every replica sees the same overflow), and with
+     * that start during the backward (the loss gradient is scaled by 1/size and the buckets
+     * summed, as torch's DDP divides before its all-reduce; exact for power-of-two sizes) (FP16: the scaled gradients, so every replica sees the same overflow), and with
      * FP8 delayed scaling this step's amax of every scaled tensor MAX-reduced before the scale
      * update (amax histories and scales stay identical on every replica). The table must
      * outlive the device model; src/dist/ddp_cuda.c builds one over an NCCL communicator. */
@@ -258,6 +259,7 @@ typedef struct snn_cuda_model_opts {
  * into a CUDA graph. op: 0 sum, 1 max, 2 average. Types: SNN_F32 only here. */
 typedef struct snn_cuda_collectives {
     void *ctx;
+    int size;             /* replicas (the step scales dL/dy by 1/size and sums) */
     snn_status (*allreduce)(void *ctx, void *buf, size_t count, int op, void *stream);
     snn_status (*broadcast)(void *ctx, void *buf, size_t count, int root, void *stream);
 } snn_cuda_collectives;

@@ -68,6 +68,9 @@ typedef struct snn_lm_sampling {
     float top_p;
     uint64_t seed;
     int eos;              /* -1: none; a finished row keeps emitting eos */
+    int64_t first_row;    /* global index of prompt row 0: row b draws from its own stream
+                             (seed, first_row + b), so rows split over processes draw the
+                             same tokens as in one call */
 } snn_lm_sampling;
 
 /* Cached generation from prompts [B][P] (ids): prefill once, then one decode step per new

@@ -42,27 +42,13 @@
 #include "error.h"
 #include "lm.h"
 #include "lm_config.h"
+#include "comm.h"
 #include "model.h"
 #include "tokens.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* ---- the communicator (the distributed layer's handle), the part a program needs ----
- * snn_comm_init_world: MPI_COMM_WORLD when started by an MPI launcher in an MPI build,
- * else the one-process communicator; freeing the world finalises MPI. agree_code: every
- * rank passes its exit code (0 = fine) and message; returns the first failing rank's code
- * on every rank, that rank in *rank_out and its message in msg_out. abort: ask the launcher
- * to end every process with `code` (returns on one process: the caller exits). */
-typedef struct snn_comm snn_comm;
-snn_status snn_comm_init_world(snn_comm **out);
-snn_status snn_comm_self(snn_comm **out);
-void snn_comm_free(snn_comm *c);
-int snn_comm_rank(const snn_comm *c);
-int snn_comm_size(const snn_comm *c);
-int snn_comm_agree_code(snn_comm *c, int mine, const char *msg, int *rank_out, char *msg_out, size_t cap);
-void snn_comm_abort(snn_comm *c, int code);
 
 /* ---- evaluation (one process) ---- */
 typedef struct snn_lm_eval_scratch snn_lm_eval_scratch;

@@ -216,6 +216,19 @@ snn_status snn_comm_send(snn_comm *c, const void *buf, size_t count, snn_comm_dt
     return c->ops->send(c, buf, count, t, dst, tag);
 }
 
+snn_status snn_comm_sendrecv(snn_comm *c, const void *sbuf, size_t scount, int dst, int stag, void *rbuf,
+                             size_t rcount, int src, int rtag, snn_comm_dtype t) {
+    SNN_TRY(check_buf(c, sbuf, scount, t, "send-receive"));
+    SNN_TRY(check_buf(c, rbuf, rcount, t, "send-receive"));
+    if (dst < 0 || dst >= c->size || src < 0 || src >= c->size)
+        return snn_error(SNN_E_INVALID, "send-receive: rank %d or %d outside a group of %d", dst, src, c->size);
+    if (stag < 0 || stag > 32767 || rtag < 0 || rtag > 32767)
+        return snn_error(SNN_E_INVALID, "send-receive: tag %d or %d outside [0, 32767]", stag, rtag);
+    if (!c->ops->sendrecv)
+        return snn_error(SNN_E_UNSUPPORTED, "the %s communicator has no point-to-point exchange", c->ops->name);
+    return c->ops->sendrecv(c, sbuf, scount, dst, stag, rbuf, rcount, src, rtag, t);
+}
+
 snn_status snn_comm_recv(snn_comm *c, void *buf, size_t count, snn_comm_dtype t, int src, int tag) {
     SNN_TRY(check_buf(c, buf, count, t, "receive"));
     if (src < 0 || src >= c->size) return snn_error(SNN_E_INVALID, "receive: rank %d outside a group of %d", src, c->size);

@@ -17,6 +17,9 @@ typedef struct snn_comm_ops {
     snn_status (*send)(snn_comm *c, const void *buf, size_t count, snn_comm_dtype t, int dst, int tag);
     snn_status (*recv)(snn_comm *c, void *buf, size_t count, snn_comm_dtype t, int src, int tag);
     snn_status (*barrier)(snn_comm *c);
+    /* optional (NULL: unsupported): one send and one receive posted together */
+    snn_status (*sendrecv)(snn_comm *c, const void *sbuf, size_t scount, int dst, int stag, void *rbuf,
+                           size_t rcount, int src, int rtag, snn_comm_dtype t);
     snn_status (*split)(snn_comm *c, int color, int key, snn_comm **out);
     void (*abort)(snn_comm *c, int code);
     /* device buffers on a stream (NULL where the transport has none) */

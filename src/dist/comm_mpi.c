@@ -118,6 +118,18 @@ static snn_status m_recv(snn_comm *c, void *buf, size_t n, snn_comm_dtype t, int
     return SNN_OK;
 }
 
+static snn_status m_sendrecv(snn_comm *c, const void *sbuf, size_t sn, int dst, int stag, void *rbuf, size_t rn,
+                             int src, int rtag, snn_comm_dtype t) {
+    MPI_Status s;
+    MPI_TRY(MPI_Sendrecv(sbuf, (int)sn, mpi_type(t), dst, stag, rbuf, (int)rn, mpi_type(t), src, rtag, comm_of(c), &s),
+            "send-receive");
+    int got = 0;
+    MPI_Get_count(&s, mpi_type(t), &got);
+    if ((size_t)got != rn)
+        return snn_error(SNN_E_FORMAT, "send-receive from rank %d: expected %zu elements, got %d", src, rn, got);
+    return SNN_OK;
+}
+
 static snn_status m_barrier(snn_comm *c) {
     MPI_TRY(MPI_Barrier(comm_of(c)), "barrier");
     return SNN_OK;
@@ -143,7 +155,7 @@ static snn_status m_split(snn_comm *c, int color, int key, snn_comm **out);
 static const snn_comm_ops mpi_ops = {
     .name = "mpi", .backend = SNN_COMM_BACKEND_MPI, .allreduce = m_allreduce, .iallreduce = m_iallreduce,
     .wait = m_wait, .broadcast = m_broadcast, .allgather = m_allgather, .send = m_send, .recv = m_recv,
-    .barrier = m_barrier, .split = m_split, .abort = m_abort, .destroy = m_destroy,
+    .sendrecv = m_sendrecv, .barrier = m_barrier, .split = m_split, .abort = m_abort, .destroy = m_destroy,
 };
 
 static snn_status wrap(MPI_Comm comm, int local_rank, snn_comm **out) {

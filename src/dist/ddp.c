@@ -4,6 +4,8 @@
 
 #include "core/error_internal.h"
 #include "dist/ddp.h"
+#include "nn/layers.h"
+#include "nn/model_internal.h"
 #include "precision/runtime.h"
 
 struct snn_ddp {
@@ -102,3 +104,27 @@ snn_status snn_ddp_broadcast_buffers(snn_ddp *d) {
 }
 
 int snn_ddp_buckets(const snn_ddp *d) { return d ? d->last_buckets : 0; }
+
+/* ---- SyncBatchNorm ---- */
+
+static snn_status bn_sum(void *ctx, double *buf, size_t n) {
+    return snn_comm_allreduce((snn_comm *)ctx, buf, n, SNN_COMM_F64, SNN_COMM_SUM);
+}
+
+typedef struct {
+    snn_comm *dp;
+    int count;
+} sync_walk;
+
+static void set_sync(snn_module *mod, void *ctx) {
+    sync_walk *w = ctx;
+    w->count += snn_batchnorm_set_sync(mod, w->dp ? bn_sum : NULL, w->dp);
+}
+
+snn_status snn_ddp_sync_batchnorm(snn_comm *dp, snn_model *m, int *n_bn) {
+    if (!m) return snn_error(SNN_E_INVALID, "snn_ddp_sync_batchnorm: NULL model");
+    sync_walk w = {.dp = dp && snn_comm_size(dp) > 1 ? dp : NULL, .count = 0};
+    snn_module_walk(m->root, set_sync, &w);
+    if (n_bn) *n_bn = w.count;
+    return SNN_OK;
+}

@@ -36,6 +36,14 @@ snn_status snn_ddp_broadcast_buffers(snn_ddp *d);
 /* Buckets of the last step (0 before the first). */
 int snn_ddp_buckets(const snn_ddp *d);
 
+/* SyncBatchNorm (torch's convert_sync_batchnorm; SpikingJelly's vision DDP does not use it):
+ * every BatchNorm of m normalises with the statistics of the whole DP batch and sums its
+ * backward projections over dp, so DDP with batch b per rank equals one process with batch
+ * DP * b for BatchNorm models too. Per forward 2 all-reduces of C + 1 and C doubles, per
+ * backward one of 2C. dp NULL or of size 1: turned off. *n_bn: BatchNorms converted. Every
+ * rank must run the same forwards (the reductions are collective). */
+snn_status snn_ddp_sync_batchnorm(snn_comm *dp, snn_model *m, int *n_bn);
+
 /* On the GPU the same rules run inside the captured step (snn_cuda_model_opts.dp): this
  * table over dp (an NCCL communicator; the one-process one for a single replica) is what
  * the step calls. dp must outlive the device model. */

@@ -13,6 +13,6 @@ static snn_status coll_broadcast(void *ctx, void *buf, size_t count, int root, v
 }
 
 snn_cuda_collectives snn_ddp_cuda_collectives(snn_comm *dp) {
-    snn_cuda_collectives c = {.ctx = dp, .allreduce = coll_allreduce, .broadcast = coll_broadcast};
+    snn_cuda_collectives c = {.ctx = dp, .size = snn_comm_size(dp), .allreduce = coll_allreduce, .broadcast = coll_broadcast};
     return c;
 }

@@ -109,6 +109,7 @@ snn_status snn_gpt_generate(snn_model *m, const int32_t *prompt, int B, int P, i
         return snn_error(SNN_E_INVALID, "generate: temperature must be finite and >= 0");
     if (!(s->top_p > 0.0f && s->top_p <= 1.0f))
         return snn_error(SNN_E_INVALID, "generate: top_p must be in (0, 1] (got %g)", (double)s->top_p);
+    if (s->first_row < 0) return snn_error(SNN_E_INVALID, "generate: first_row must be >= 0");
     if (s->top_k < -1 || s->top_k == 0)
         return snn_error(SNN_E_INVALID, "generate: top_k must be -1 or positive (got %d)", s->top_k);
     for (long i = 0; i < (long)B * P; i++)
@@ -120,6 +121,7 @@ snn_status snn_gpt_generate(snn_model *m, const int32_t *prompt, int B, int P, i
     snn_model *pre = NULL, *dec = NULL;
     float *kv = NULL, *x = NULL, *z = NULL;
     cand *c = NULL;
+    snn_rng *rng = NULL;
     snn_status st;
     o.seq = P;
     if ((st = snn_gpt_create(&o, 0, &pre)) != SNN_OK) goto done;
@@ -156,7 +158,12 @@ snn_status snn_gpt_generate(snn_model *m, const int32_t *prompt, int B, int P, i
     for (int b = 0; b < B; b++) memcpy(out + (size_t)b * cap, prompt + (size_t)b * P, (size_t)P * sizeof(int32_t));
     for (int t = 0; t < T; t++)
         for (long i = 0; i < (long)B * P; i++) x[(size_t)t * B * P + i] = (float)prompt[i];
-    snn_rng rng = snn_rng_make(s->seed, 0x9e11);
+    rng = malloc(sizeof(snn_rng) * (size_t)B);
+    if (!rng) {
+        st = snn_error(SNN_E_NOMEM, "out of memory for %d sampling streams", B);
+        goto done;
+    }
+    for (int b = 0; b < B; b++) rng[b] = snn_rng_make(s->seed, 0x9e11 + (uint64_t)(s->first_row + b));
     const float *y;
     if ((st = set_offset(&gp, 0)) != SNN_OK || (st = snn_model_forward(pre, x, 0, &y)) != SNN_OK) goto done;
     reduce_last(y, T, B, P, P - 1, V, o.reduce_sum, z);
@@ -165,7 +172,7 @@ snn_status snn_gpt_generate(snn_model *m, const int32_t *prompt, int B, int P, i
         for (int b = 0; b < B; b++) {
             int prev = out[(size_t)b * cap + P + step - 1];
             int finished = step > 0 && s->eos >= 0 && prev == s->eos;
-            int tok = finished ? s->eos : pick(z + (size_t)b * V, V, s, &rng, c);
+            int tok = finished ? s->eos : pick(z + (size_t)b * V, V, s, &rng[b], c);
             out[(size_t)b * cap + P + step] = tok;
             all_done &= s->eos >= 0 && tok == s->eos;
         }
@@ -181,6 +188,7 @@ snn_status snn_gpt_generate(snn_model *m, const int32_t *prompt, int B, int P, i
         reduce_last(y, T, B, 1, 0, V, o.reduce_sum, z);
     }
 done:
+    free(rng);
     snn_model_free(pre);
     snn_model_free(dec);
     free(kv);

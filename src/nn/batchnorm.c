@@ -28,8 +28,11 @@ typedef struct {
     float eps, momentum;
     int C, S;              /* channels, positions per channel (1, L or H*W) */
     double *mean, *invstd; /* [C] statistics the last forward normalised with (arena) */
-    double *acc0, *acc1;   /* [C] per-channel sums (arena scratch) */
+    double *acc0, *acc1;   /* per-channel sums (arena scratch): acc0 [2C + 1], acc1 [C] */
     int fwd_training;      /* mode of the last forward */
+    double fwd_count;      /* values per channel the last training forward normalised over */
+    snn_status (*sync)(void *ctx, double *buf, size_t n); /* SyncBatchNorm: sum over the group */
+    void *sync_ctx;
     int have_forward;
 } bn_impl;
 
@@ -84,7 +87,7 @@ static void bn_reserve(snn_module *m, snn_arena *a, int T, int N) {
     bn_impl *b = m->impl;
     b->mean = snn_arena_take(a, (size_t)b->C * sizeof(double));
     b->invstd = snn_arena_take(a, (size_t)b->C * sizeof(double));
-    b->acc0 = snn_arena_take(a, (size_t)b->C * sizeof(double));
+    b->acc0 = snn_arena_take(a, (2 * (size_t)b->C + 1) * sizeof(double));
     b->acc1 = snn_arena_take(a, (size_t)b->C * sizeof(double));
     b->have_forward = 0;
 }
@@ -97,12 +100,18 @@ static void channel_block(int C, int *c0, int *c1) {
     *c1 = *c0 + q + (tid < r ? 1 : 0);
 }
 
+/* Synchronised statistics (SyncBatchNorm): the per-channel sums are summed over the group
+ * before they are used, so every replica normalises with the statistics of the whole
+ * distributed batch and its backward subtracts the whole batch's projections. */
+static snn_status bn_sync(bn_impl *b, double *buf, size_t n) {
+    return b->sync ? b->sync(b->sync_ctx, buf, n) : SNN_OK;
+}
+
 static snn_status bn_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
     bn_impl *b = m->impl;
     const size_t B = snn_rows(r), C = (size_t)b->C, S = (size_t)b->S;
-    const size_t cnt = B * S; /* values per channel */
     const int training = r->training;
-    if (training && cnt < 2)
+    if (training && B * S < 2 && !b->sync)
         return snn_error(SNN_E_INVALID,
                          "BatchNorm %s needs more than one value per channel in training "
                          "(T*N = %zu, spatial size %zu); use a larger batch or eval mode",
@@ -114,13 +123,15 @@ static snn_status bn_forward(snn_module *m, const snn_run *r, const float *x, fl
     const double mom = b->momentum, eps = b->eps;
     double *mean = b->mean, *invstd = b->invstd;
     double *acc0 = b->acc0, *acc1 = b->acc1;
+    const int par = B * C * S >= BN_PAR_MIN;
+    double cnt = (double)(B * S); /* values per channel (of the whole group when synchronised) */
 
-#pragma omp parallel if (B * C * S >= BN_PAR_MIN)
-    {
-        int c0, c1;
-        channel_block((int)C, &c0, &c1);
-        if (training) {
-            for (int c = c0; c < c1; c++) acc0[c] = acc1[c] = 0.0;
+    if (training) {
+#pragma omp parallel if (par)
+        {
+            int c0, c1;
+            channel_block((int)C, &c0, &c1);
+            for (int c = c0; c < c1; c++) acc0[c] = 0.0;
             for (size_t i = 0; i < B; i++)
                 for (int c = c0; c < c1; c++) {
                     const float *p = x + (i * C + (size_t)c) * S;
@@ -128,7 +139,23 @@ static snn_status bn_forward(snn_module *m, const snn_run *r, const float *x, fl
                     for (size_t k = 0; k < S; k++) s += p[k];
                     acc0[c] += s;
                 }
-            for (int c = c0; c < c1; c++) acc0[c] /= (double)cnt;
+        }
+        if (b->sync) {
+            acc0[C] = cnt;
+            SNN_TRY(bn_sync(b, acc0, C + 1));
+            cnt = acc0[C];
+            if (cnt < 2)
+                return snn_error(SNN_E_INVALID, "BatchNorm %s needs more than one value per channel in "
+                                 "training (%g over the synchronised group)", m->name, cnt);
+        }
+#pragma omp parallel if (par)
+        {
+            int c0, c1;
+            channel_block((int)C, &c0, &c1);
+            for (int c = c0; c < c1; c++) {
+                acc0[c] /= cnt;
+                acc1[c] = 0.0;
+            }
             /* second pass around the mean: no cancellation as in E[x^2] - E[x]^2 */
             for (size_t i = 0; i < B; i++)
                 for (int c = c0; c < c1; c++) {
@@ -141,9 +168,17 @@ static snn_status bn_forward(snn_module *m, const snn_run *r, const float *x, fl
                     }
                     acc1[c] += s;
                 }
+        }
+        SNN_TRY(bn_sync(b, acc1, C));
+    }
+#pragma omp parallel if (par)
+    {
+        int c0, c1;
+        channel_block((int)C, &c0, &c1);
+        if (training) {
             for (int c = c0; c < c1; c++) {
-                double var = acc1[c] / (double)cnt;
-                double unbiased = acc1[c] / (double)(cnt - 1);
+                double var = acc1[c] / cnt;
+                double unbiased = acc1[c] / (cnt - 1.0);
                 mean[c] = acc0[c];
                 invstd[c] = 1.0 / sqrt(var + eps);
                 rmean[c] = (float)((1.0 - mom) * rmean[c] + mom * acc0[c]);
@@ -163,6 +198,7 @@ static snn_status bn_forward(snn_module *m, const snn_run *r, const float *x, fl
             }
     }
     b->fwd_training = training;
+    b->fwd_count = cnt;
     b->have_forward = 1;
     return SNN_OK;
 }
@@ -174,14 +210,15 @@ static snn_status bn_backward(snn_module *m, const snn_run *r, const float *x, c
     if (!b->have_forward)
         return snn_error(SNN_E_STATE, "BatchNorm %s: backward called before forward", m->name);
     const size_t B = snn_rows(r), C = (size_t)b->C, S = (size_t)b->S;
-    const double cnt = (double)(B * S);
+    const double cnt = b->fwd_count;
     const int training = b->fwd_training;
     const float *w = m->params[P_WEIGHT].data;
     float *dw = m->params[P_WEIGHT].grad, *db = m->params[P_BIAS].grad;
     const double *mean = b->mean, *invstd = b->invstd;
     double *acc0 = b->acc0, *acc1 = b->acc1;
+    const int par = B * C * S >= BN_PAR_MIN;
 
-#pragma omp parallel if (B * C * S >= BN_PAR_MIN)
+#pragma omp parallel if (par)
     {
         int c0, c1;
         channel_block((int)C, &c0, &c1);
@@ -200,27 +237,37 @@ static snn_status bn_backward(snn_module *m, const snn_run *r, const float *x, c
                 acc0[c] += s0;
                 acc1[c] += s1;
             }
+        /* this replica's share: the data-parallel gradient average adds the others' */
         for (int c = c0; c < c1; c++) {
             db[c] += (float)acc0[c];
             dw[c] += (float)acc1[c];
         }
-        if (dx) {
-            for (size_t i = 0; i < B; i++)
-                for (int c = c0; c < c1; c++) {
-                    const size_t o = (i * C + (size_t)c) * S;
-                    const double mu = mean[c], is = invstd[c], k_ = w[c] * is;
-                    if (training) {
-                        /* dx = w/std * (dy - mean(dy) - x_hat * mean(dy * x_hat)) */
-                        const double a = acc0[c] / cnt, bb = acc1[c] / cnt;
-                        for (size_t k = 0; k < S; k++) {
-                            double xh = (x[o + k] - mu) * is;
-                            dx[o + k] = (float)(k_ * (dy[o + k] - a - xh * bb));
-                        }
-                    } else {
-                        for (size_t k = 0; k < S; k++) dx[o + k] = (float)(k_ * dy[o + k]);
+    }
+    if (!dx) return SNN_OK;
+    if (training && b->sync) {
+        for (size_t c = 0; c < C; c++) acc0[C + c] = acc1[c]; /* one message: [sum dy | sum dy x_hat] */
+        SNN_TRY(bn_sync(b, acc0, 2 * C));
+        for (size_t c = 0; c < C; c++) acc1[c] = acc0[C + c];
+    }
+#pragma omp parallel if (par)
+    {
+        int c0, c1;
+        channel_block((int)C, &c0, &c1);
+        for (size_t i = 0; i < B; i++)
+            for (int c = c0; c < c1; c++) {
+                const size_t o = (i * C + (size_t)c) * S;
+                const double mu = mean[c], is = invstd[c], k_ = w[c] * is;
+                if (training) {
+                    /* dx = w/std * (dy - mean(dy) - x_hat * mean(dy * x_hat)) */
+                    const double a = acc0[c] / cnt, bb = acc1[c] / cnt;
+                    for (size_t k = 0; k < S; k++) {
+                        double xh = (x[o + k] - mu) * is;
+                        dx[o + k] = (float)(k_ * (dy[o + k] - a - xh * bb));
                     }
+                } else {
+                    for (size_t k = 0; k < S; k++) dx[o + k] = (float)(k_ * dy[o + k]);
                 }
-        }
+            }
     }
     return SNN_OK;
 }
@@ -241,6 +288,14 @@ static const snn_module_ops bn_ops = {
     .forward = bn_forward,
     .backward = bn_backward,
 };
+
+int snn_batchnorm_set_sync(snn_module *m, snn_status (*sum)(void *ctx, double *buf, size_t n), void *ctx) {
+    if (!m || snn_module_own_ops(m) != &bn_ops) return 0;
+    bn_impl *b = m->impl;
+    b->sync = sum;
+    b->sync_ctx = ctx;
+    return 1;
+}
 
 snn_module *snn_batchnorm_new(int features, float eps, float momentum) {
     snn_module *m = snn_module_new(&bn_ops, sizeof(bn_impl));

@@ -18,6 +18,10 @@ snn_module *snn_flatten_new(void);
 snn_module *snn_conv1d_new(int in_ch, int out_ch, int kernel, int stride, int padding, int bias);
 snn_module *snn_conv2d_new(int in_ch, int out_ch, int kernel, int stride, int padding, int bias);
 snn_module *snn_batchnorm_new(int features, float eps, float momentum); /* 1d ([C] or [C,L]) and 2d ([C,H,W]) */
+/* SyncBatchNorm: when m is a BatchNorm, its training statistics and backward projections are
+ * summed with `sum` (over a data-parallel group; NULL turns it off) before they are used.
+ * Returns 1 for a BatchNorm, 0 (nothing changed) for any other module. */
+int snn_batchnorm_set_sync(snn_module *m, snn_status (*sum)(void *ctx, double *buf, size_t n), void *ctx);
 snn_module *snn_layernorm_new(int features, float eps);                 /* over the last dim */
 snn_module *snn_maxpool2d_new(int kernel, int stride, int padding);
 snn_module *snn_avgpool2d_new(int kernel, int stride, int padding);

@@ -102,7 +102,7 @@ static void run_case(const ddp_case *k, snn_comm *nccl, snn_comm *self) {
         pc.amax_history_len = 16;
     }
     counting cn = {.inner = snn_ddp_cuda_collectives(nccl)};
-    snn_cuda_collectives shim = {.ctx = &cn, .allreduce = cnt_allreduce, .broadcast = cnt_broadcast};
+    snn_cuda_collectives shim = {.ctx = &cn, .size = cn.inner.size, .allreduce = cnt_allreduce, .broadcast = cnt_broadcast};
     snn_cuda_collectives selfc = snn_ddp_cuda_collectives(self);
     const snn_cuda_collectives *dps[3] = {NULL, &shim, &selfc};
     snn_optim_opts oo = snn_optim_defaults(k->adamw ? SNN_OPTIM_ADAMW : SNN_OPTIM_SGD);

@@ -152,15 +152,18 @@ int cmd_eval_dist(int argc, char **argv) {
 }
 
 /* snn predict --artifact F --input images.idx: "<index> <class>" per image (--json: one
- * object per image with index, class, score = the winning mean-over-T output), in order.
- * The DP rank 0 pipeline runs every batch (its last stage's TP rank 0 prints); other DP
- * replicas have nothing to do, so the order needs no gathering. */
+ * object per image with index, class, score = the winning mean-over-T output), in order;
+ * --output FILE also writes the logits (mean over T) as safetensors: "index" I64 [N] and
+ * "logits" F32 [N, C], rows in sample order. DP replica d predicts the contiguous slice
+ * [d*ceil(N/DP), ...) of the images; its output rank (last pipeline stage, TP rank 0) sends
+ * the slice's logits to world rank 0, which merges, prints and writes. */
 int cmd_predict_dist(int argc, char **argv) {
     snn_status st = snn_comm_init_world(&g_world);
     if (st != SNN_OK) die_status(st, "starting the distributed job");
     args_die_hook = fail_hook;
     const char *artifact = NULL, *input = NULL;
     int json = 0, batch = 256, tp = 1, pp = 1, micro = 1;
+    const char *output = NULL;
     opt t[] = {
         {"--artifact", OPT_STRING, &artifact, "artifact (snn export-artifact, or a TP/PP run's model)", NULL, 0},
         {"--input", OPT_STRING, &input, "IDX image file (.gz or raw) (required)", NULL, 0},
@@ -169,6 +172,7 @@ int cmd_predict_dist(int argc, char **argv) {
         opt_num("--pipeline-parallel-size", OPT_INT, &pp, "pipeline stages (1)", NULL, 1, 4),
         opt_num("--pipeline-microbatches", OPT_INT, &micro, "microbatches per batch (1)", NULL, 1, 1 << 20),
         {"--json", OPT_FLAG, &json, "one JSON object per image instead of plain lines", NULL, 0},
+        {"--output", OPT_STRING, &output, "also write index + logits (mean over T) as safetensors", NULL, 0},
     };
     int n = (int)(sizeof t / sizeof t[0]);
     if (args_wants_help(argc, argv, 2)) {
@@ -207,25 +211,58 @@ int cmd_predict_dist(int argc, char **argv) {
     if (!xb || !xt || !y || !idx) die_status(snn_error(SNN_E_NOMEM, "out of memory"), NULL);
     agree_point();
     args_die_hook = NULL;
-    int printer = mesh.dp == 0 && sg->last && sg->tp_rank == 0;
-    for (int start = 0; mesh.dp == 0 && st == SNN_OK && start < total; start += batch) {
-        int valid = total - start < batch ? total - start : batch;
+    const int DP = mesh.dp_size, per = (total + DP - 1) / DP;
+    const int lo = mesh.dp * per < total ? mesh.dp * per : total, hi = lo + per < total ? lo + per : total;
+    const int outputs = sg->last && sg->tp_rank == 0, root = snn_comm_rank(g_world) == 0;
+    float *lg = malloc(sizeof(float) * (size_t)C * (size_t)(per > 0 ? per : 1));
+    float *all = root ? malloc(sizeof(float) * (size_t)C * (size_t)total) : NULL;
+    if (!lg || (root && !all)) die_status(snn_error(SNN_E_NOMEM, "out of memory for %d x %d logits", total, C), NULL);
+    for (int start = lo; st == SNN_OK && start < hi; start += batch) {
+        int valid = hi - start < batch ? hi - start : batch;
         for (int i = 0; i < batch; i++) idx[i] = (uint32_t)(start + (i < valid ? i : 0));
         st = snn_dataset_batch(ds, idx, batch, xb, NULL);
         if (st == SNN_OK) st = snn_encode(SNN_ENCODING_DIRECT, xb, batch, F, T, 0, (uint64_t)start, xt);
         if (st == SNN_OK) st = snn_vision_pipeline_forward(sg, xt, sg->last ? y : NULL);
-        for (int i = 0; st == SNN_OK && printer && i < valid; i++) {
-            int best = 0;
-            double bv = -1e300;
+        for (int i = 0; st == SNN_OK && outputs && i < valid; i++)
             for (int c = 0; c < C; c++) {
-                double s = 0;
-                for (int tt = 0; tt < T; tt++) s += y[((size_t)tt * batch + i) * C + c];
-                if (s > bv) bv = s, best = c;
+                double v = 0;
+                for (int tt = 0; tt < T; tt++) v += y[((size_t)tt * batch + i) * C + c];
+                lg[(size_t)(start - lo + i) * C + c] = (float)(v / T);
             }
-            if (json) printf("{\"index\":%d,\"class\":%d,\"score\":%.17g}\n", start + i, best, bv / T);
-            else printf("%d %d\n", start + i, best);
-        }
     }
+    /* merge on world rank 0: replica d's output rank sends its slice */
+    for (int d = 0; st == SNN_OK && d < DP; d++) {
+        int src = snn_mesh_rank_of(&mesh, d, mesh.pp_size - 1, 0);
+        int dlo = d * per < total ? d * per : total, dn = (dlo + per < total ? dlo + per : total) - dlo;
+        if (dn <= 0) continue;
+        size_t cnt = (size_t)dn * C;
+        if (root && src == 0) memcpy(all + (size_t)dlo * C, lg, cnt * sizeof(float));
+        else if (root) st = snn_comm_recv(g_world, all + (size_t)dlo * C, cnt, SNN_COMM_F32, src, 71);
+        else if (snn_comm_rank(g_world) == src) st = snn_comm_send(g_world, lg, cnt, SNN_COMM_F32, 0, 71);
+    }
+    for (int i = 0; st == SNN_OK && root && i < total; i++) {
+        int best = 0;
+        const float *r = all + (size_t)i * C;
+        for (int c = 1; c < C; c++)
+            if (r[c] > r[best]) best = c;
+        if (json) printf("{\"index\":%d,\"class\":%d,\"score\":%.9g}\n", i, best, (double)r[best]);
+        else printf("%d %d\n", i, best);
+    }
+    if (st == SNN_OK && root && output) {
+        int64_t *ix = malloc(sizeof(int64_t) * (size_t)total);
+        snn_ckpt_writer *w = NULL;
+        st = ix ? snn_ckpt_writer_begin(&w) : snn_error(SNN_E_NOMEM, "out of memory");
+        for (int i = 0; ix && i < total; i++) ix[i] = i;
+        int64_t s1[1] = {total}, s2[2] = {total, C};
+        if (st == SNN_OK) st = snn_ckpt_writer_add_tensor(w, "index", SNN_CKPT_I64, 1, s1, ix);
+        if (st == SNN_OK) st = snn_ckpt_writer_add_tensor(w, "logits", SNN_CKPT_F32, 2, s2, all);
+        if (st == SNN_OK) st = snn_ckpt_writer_add_metadata(w, "snn_predictions", "logits are the mean over time steps");
+        if (st == SNN_OK) st = snn_ckpt_writer_commit(w, output);
+        snn_ckpt_writer_free(w);
+        free(ix);
+    }
+    free(lg);
+    free(all);
     if (st != SNN_OK) {
         fprintf(stderr, "snn: error: rank %d: %s\n", snn_comm_rank(g_world), snn_last_error());
         { snn_comm_abort(g_world, 1); exit(1); }

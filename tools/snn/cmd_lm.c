@@ -9,6 +9,7 @@
 
 #include "cmds.h"
 #include "common.h"
+#include "dist_cli.h"
 #include "lm_tool.h"
 #include "snn/dtype.h"
 #include "snn/tokenizer.h"
@@ -119,9 +120,16 @@ static int lm_eval(int argc, char **argv) {
     };
     int n = (int)(sizeof t / sizeof t[0]), first = 3;
     if (args_wants_help(argc, argv, 3)) {
-        args_help("snn lm eval CHECKPOINT [options]", "Per-token loss and perplexity of a checkpoint.", t, n);
+        args_help("[mpirun -np N] snn lm eval CHECKPOINT [options]",
+                  "Per-token loss and perplexity of a checkpoint (data parallel under mpirun: each rank\n"
+                  "evaluates a contiguous slice of the samples, the sums are reduced).", t, n);
         return 0;
     }
+    snn_comm *world = NULL;
+    snn_status wst = snn_comm_init_world(&world);
+    if (wst != SNN_OK) die_status(wst, "starting the communicator");
+    dist_cli_begin(world);
+    const int DP = snn_comm_size(world), rank = snn_comm_rank(world);
     const char *pos = positional(argc, argv, &first);
     args_parse("lm eval", t, n, argc, argv, first);
     if (pos && ckpt) die_usage("lm eval: give the checkpoint once");
@@ -148,15 +156,29 @@ static int lm_eval(int argc, char **argv) {
     if (!lm_eval_buffers(&b, T, micro, S)) die_status(SNN_E_NOMEM, "allocating the evaluation buffers");
     int64_t count = snn_token_dataset_rows(ds);
     if (max_samples && max_samples < count) count = max_samples;
-    double ls, cn;
-    if (warmup > 0 && (st = lm_evaluate(L.m, &L.o, ds, micro, 0, (int64_t)warmup * micro, &b, &ls, &cn)) != SNN_OK)
+    /* data parallel: rank r takes the contiguous slice [r*per, (r+1)*per) */
+    const int64_t per = (count + DP - 1) / DP;
+    const int64_t lo = (int64_t)rank * per < count ? (int64_t)rank * per : count;
+    const int64_t mine = lo + per < count ? per : count - lo;
+    dist_cli_setup_point();
+    dist_cli_running();
+    double ls = 0, cn = 0;
+    if (warmup > 0 && (st = lm_evaluate(L.m, &L.o, ds, micro, lo, (int64_t)warmup * micro, &b, &ls, &cn)) != SNN_OK)
         die_status(st, "evaluating");
     double t0 = now_seconds();
-    if ((st = lm_evaluate(L.m, &L.o, ds, micro, 0, count, &b, &ls, &cn)) != SNN_OK) die_status(st, "evaluating");
+    ls = cn = 0;
+    if (mine > 0 && (st = lm_evaluate(L.m, &L.o, ds, micro, lo, mine, &b, &ls, &cn)) != SNN_OK)
+        die_status(st, "evaluating");
     double secs = now_seconds() - t0;
+    double sums[2] = {ls, cn}, mx[2] = {secs, (double)lm_peak_rss()}, tot_rss = mx[1];
+    if ((st = snn_comm_allreduce(world, sums, 2, SNN_COMM_F64, SNN_COMM_SUM)) != SNN_OK ||
+        (st = snn_comm_allreduce(world, mx, 2, SNN_COMM_F64, SNN_COMM_MAX)) != SNN_OK ||
+        (st = snn_comm_allreduce(world, &tot_rss, 1, SNN_COMM_F64, SNN_COMM_SUM)) != SNN_OK)
+        die_status(st, "reducing the evaluation");
+    ls = sums[0], cn = sums[1], secs = mx[0];
     if (!(cn > 0)) die_usage("lm eval: no tokens to evaluate");
     double loss = ls / cn, ppl = exp(loss);
-    if (dump) {
+    if (dump && rank == 0) {
         int rows = dump_rows < count ? dump_rows : (int)count;
         if ((st = snn_model_plan(L.m, T, rows)) != SNN_OK) die_status(st, "planning the model");
         int64_t *idx = malloc((size_t)rows * sizeof *idx);
@@ -185,16 +207,20 @@ static int lm_eval(int argc, char **argv) {
         snn_ckpt_writer_free(w);
         free(idx), free(ids), free(lab), free(x), free(z);
     }
-    printf("{\"lm_loss\":%.9g,\"perplexity\":%.9g,\"valid_tokens\":%.0f,\"evaluation_seconds\":%.6g,"
-           "\"semantic_tokens_per_second\":%.6g,\"neural_steps_per_second\":%.6g,\"peak_memory_bytes\":%lld,"
-           "\"micro_batch_size\":%d,\"pipeline_microbatches\":1,\"local_batch_size\":%d,\"data_parallel_size\":1,"
-           "\"tensor_parallel_size\":1,\"pipeline_parallel_size\":1,\"context_parallel_size\":1,\"split\":\"%s\","
-           "\"checkpoint_step\":%ld}\n",
-           loss, isfinite(ppl) ? ppl : INFINITY, cn, secs, cn / secs, cn * T / secs, lm_peak_rss(), micro, micro, split,
-           L.step);
+    if (rank == 0)
+        printf("{\"lm_loss\":%.9g,\"perplexity\":%.9g,\"valid_tokens\":%.0f,\"evaluation_seconds\":%.6g,"
+               "\"semantic_tokens_per_second\":%.6g,\"neural_steps_per_second\":%.6g,\"peak_memory_bytes\":%.0f,"
+               "\"total_peak_memory_bytes\":%.0f,\"micro_batch_size\":%d,\"pipeline_microbatches\":1,"
+               "\"local_batch_size\":%d,\"data_parallel_size\":%d,\"tensor_parallel_size\":1,"
+               "\"pipeline_parallel_size\":1,\"context_parallel_size\":1,\"split\":\"%s\",\"checkpoint_step\":%ld}\n",
+               loss, isfinite(ppl) ? ppl : INFINITY, cn, secs, cn / secs, cn * T / secs, mx[1], tot_rss, micro, micro,
+               DP, split, L.step);
     lm_eval_buffers_free(&b);
     snn_token_dataset_free(ds);
     lm_loaded_free(&L);
+    fflush(stdout);
+    if (snn_comm_agree(world, SNN_OK) != SNN_OK) dist_cli_exit(1, -1, NULL);
+    snn_comm_free(world);
     return 0;
 }
 

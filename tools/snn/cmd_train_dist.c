@@ -17,6 +17,7 @@
 #include "cmds.h"
 #include "common.h"
 #include "dist/comm.h"
+#include "dist/ddp.h"
 #include "dist/sampler.h"
 #include "dist/vision_ckpt.h"
 #include "dist/vision_stage.h"
@@ -163,6 +164,7 @@ int cmd_train_dist(int argc, char **argv) {
     data_flags df = {.dataset = NULL, .data_dir = NULL, .synthetic_train = 2048, .synthetic_test = 512};
     precision_flags pf = {0};
     int epochs = 0, batch = 0, warmup = 0, quiet = 0, tp = 1, pp = 1, micro = 1, timing_warmup = 0, bucket_mb = 25;
+    int sync_bn = 0;
     long max_steps = -1;
     float lr = 0, wd = -1, momentum = 0.9f, clip = 0;
     const char *optimizer = "adam", *out = "runs/latest", *encoding = "direct", *loss = NULL, *schedule = "cosine";
@@ -194,6 +196,8 @@ int cmd_train_dist(int argc, char **argv) {
     t[n++] = (opt){"--encoding", OPT_STRING, &encoding, "direct | poisson (default direct)", NULL, 0};
     t[n++] = (opt){"--seed", OPT_U64, &seed, "random seed, the same on every rank (default 42)", NULL, 0};
     t[n++] = opt_num("--bucket-cap-mb", OPT_INT, &bucket_mb, "DDP gradient bucket size in MiB (25)", NULL, 1, 4096);
+    t[n++] = (opt){"--sync-batchnorm", OPT_FLAG, &sync_bn,
+                   "BatchNorm statistics over the whole data-parallel batch (torch's SyncBatchNorm; CPU)", NULL, 0};
     t[n++] = (opt){"--checkpoint-dir", OPT_STRING, &ckpt_dir, "write step checkpoints (step_XXXXXXXX/) here", NULL, 0};
     t[n++] = opt_num("--checkpoint-interval", OPT_LONG, &ckpt_interval, "steps between checkpoints (0: only the last)", NULL, 0, 1e15);
     t[n++] = (opt){"--resume", OPT_STRING, &resume, "continue from a step directory of the same run", NULL, 0};
@@ -242,6 +246,9 @@ int cmd_train_dist(int argc, char **argv) {
     if (on_gpu && parallel)
         die_usage("--device cuda trains data parallel only: --tensor-parallel-size and --pipeline-parallel-size "
                   "must be 1 (got %d and %d)", tp, pp);
+    if (sync_bn && (on_gpu || parallel))
+        die_usage("--sync-batchnorm is built for CPU data parallelism (--device cpu, tensor and pipeline "
+                  "parallel size 1)");
     if (on_gpu && (ckpt_dir || resume))
         die_usage("--checkpoint-dir and --resume are CPU-only in distributed training (--device cuda writes the "
                   "final model.safetensors, which snn train --resume continues on one GPU)");
@@ -281,6 +288,9 @@ int cmd_train_dist(int argc, char **argv) {
     else if (okind == SNN_OPTIM_SGD) oo.lr = 0.1f;
     if (okind == SNN_OPTIM_SGD) oo.momentum = momentum;
     if (wd >= 0) oo.weight_decay = wd;
+    int n_bn = 0;
+    if (sync_bn && (st = snn_ddp_sync_batchnorm(mesh.dp_comm, m, &n_bn)) != SNN_OK) die_status(st, "--sync-batchnorm");
+    if (sync_bn && !n_bn) die_usage("--sync-batchnorm: model %s has no BatchNorm", mf.model);
     snn_optimizer *opt = NULL;
     st = snn_optimizer_create_for_model(&oo, m, &opt);
     if (st != SNN_OK) die_status(st, "creating the optimizer");

@@ -643,15 +643,17 @@ snn_status snn_gm_enqueue_step(snn_cuda_model *g, int x_has_time) {
     SNN_TRY(count_forward(g));
     const float *y = g->root->y;
     SNN_CU_TRY(cudaMemsetAsync(g->correct, 0, sizeof(int), sm));
+    /* data parallel: every replica's gradient carries 1/size; the buckets then sum */
+    const float dscale = dp && dp->size > 1 ? 1.0f / (float)dp->size : 1.0f;
     if (g->o.loss == SNN_CUDA_LOSS_CE) {
         SNN_TRY(snn_cuda_ce_mean_t(c, g->T, g->N, (int)g->classes, y, NULL, g->labels, g->loss,
-                                   g->ce_work, SNN_F32, g->dout, 1.0f));
+                                   g->ce_work, SNN_F32, g->dout, dscale));
         gm_correct_kernel<<<(g->N + 127) / 128, 128, 0, sm>>>(y, g->labels, g->T, g->N,
                                                               (int)g->classes, g->correct);
         SNN_CU_LAUNCHED("accuracy");
     } else {
         SNN_TRY(snn_cuda_mse_rate(c, g->T, g->N, (int)g->classes, y, g->labels, g->loss, g->dout,
-                                  1.0f, g->correct));
+                                  dscale, g->correct));
     }
     gm_accumulate_kernel<<<1, 1, 0, sm>>>(g->loss, g->correct, g->acc);
     SNN_CU_LAUNCHED("accumulate");

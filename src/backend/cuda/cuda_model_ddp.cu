@@ -4,7 +4,7 @@
  * The gradient buffer follows the module tree in order (one slice per tensor), and the
  * backward visits the leaves in the reverse order, so when a leaf with parameters finishes,
  * every gradient from its slice to the end of the buffer is final. Once that tail holds a
- * bucket's worth (SNN_CUDA_DDP_BUCKET_BYTES, torch's 25 MiB default) it is averaged on a
+ * bucket's worth (SNN_CUDA_DDP_BUCKET_BYTES, torch's 25 MiB default) it is summed on a
  * second stream, forked from the step's stream by an event and joined back before anything
  * reads a gradient (overflow check, norm, optimizer); the last bucket covers what remains.
  * Forks and joins are events, so the whole pattern is captured into the step's graph with
@@ -30,13 +30,14 @@ void snn_gm_ddp_free(snn_cuda_model *g) {
     if (g->ddp_stream) cudaStreamDestroy(g->ddp_stream);
 }
 
-/* average grads[lo, hi) on the side stream, after everything enqueued so far */
+/* sum grads[lo, hi) over the replicas on the side stream, after everything enqueued so far
+ * (the loss gradient carried 1/size, so the sum is the average) */
 static snn_status bucket(snn_cuda_model *g, size_t lo, size_t hi) {
     cudaStream_t sm = snn_cuda_stream_of(g->c);
     SNN_CU_TRY(cudaEventRecord(g->ddp_fork, sm));
     SNN_CU_TRY(cudaStreamWaitEvent(g->ddp_stream, g->ddp_fork, 0));
     g->ddp_buckets++;
-    return g->o.dp->allreduce(g->o.dp->ctx, g->grads + lo, hi - lo, SNN_CUDA_COLL_AVG, g->ddp_stream);
+    return g->o.dp->allreduce(g->o.dp->ctx, g->grads + lo, hi - lo, SNN_CUDA_COLL_SUM, g->ddp_stream);
 }
 
 snn_status snn_gm_ddp_begin(snn_cuda_model *g) {
