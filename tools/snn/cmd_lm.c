@@ -262,7 +262,7 @@ static int lm_generate(int argc, char **argv) {
         {"--tokenizer", OPT_STRING, &tok_path, "tokenizer.json (default: the training data's)", NULL, 0},
         {"--max-new-tokens", OPT_INT, &max_new, "tokens to generate (default 32)", NULL, 0},
         {"--eos", OPT_LONG, &eos, "EOS id (default: the tokenizer's, else none; -1 = none)", "--eos-token-id", 0},
-        {"--temperature", OPT_FLOAT, &temperature, "0 = greedy (default)", NULL, 0},
+        opt_num("--temperature", OPT_FLOAT, &temperature, "0 = greedy (default)", NULL, 0, 1e6),
         {"--top-k", OPT_INT, &top_k, "-1 = off (default)", NULL, 0},
         {"--top-p", OPT_FLOAT, &top_p, "nucleus mass in (0, 1] (default 1)", NULL, 0},
         {"--seed", OPT_U64, &seed, "sampling seed (default 1234)", NULL, 0},
@@ -272,10 +272,16 @@ static int lm_generate(int argc, char **argv) {
     };
     int n = (int)(sizeof t / sizeof t[0]), first = 3;
     if (args_wants_help(argc, argv, 3)) {
-        args_help("snn lm generate CHECKPOINT (--prompt TEXT | --prompt-ids IDS) [options]",
-                  "Cached generation: prefill, then one decode step per token.", t, n);
+        args_help("[mpirun -np N] snn lm generate CHECKPOINT (--prompt TEXT | --prompt-ids IDS) [options]",
+                  "Cached generation: prefill, then one decode step per token (data parallel under mpirun:\n"
+                  "each rank decodes a contiguous slice of the prompt rows; rank 0 prints them in order).", t, n);
         return 0;
     }
+    snn_comm *world = NULL;
+    snn_status wst = snn_comm_init_world(&world);
+    if (wst != SNN_OK) die_status(wst, "starting the communicator");
+    dist_cli_begin(world);
+    const int DP = snn_comm_size(world), rank = snn_comm_rank(world);
     const char *pos = positional(argc, argv, &first);
     args_parse("lm generate", t, n, argc, argv, first);
     if (pos) ckpt = pos;
@@ -338,14 +344,32 @@ static int lm_generate(int argc, char **argv) {
     if ((long)P + max_new > L.o.context)
         die_usage("lm generate: prompt (%d tokens) + max_new_tokens (%d) exceed the context of %d", P, max_new, L.o.context);
     if (round_bf16) lm_round_params_bf16(L.m);
-    int32_t *out = malloc((size_t)B * (P + max_new) * sizeof *out);
+    const size_t rowlen = (size_t)(P + max_new);
+    int32_t *out = malloc((size_t)B * rowlen * sizeof *out);
     if (!out) die_status(SNN_E_NOMEM, "allocating");
-    snn_lm_sampling s = {.temperature = temperature, .top_k = top_k, .top_p = top_p, .seed = seed, .eos = (int)eos};
+    /* data parallel: rank r decodes the rows [r*per, (r+1)*per), each from its own sampling
+     * stream (first_row), so the tokens do not depend on the number of ranks */
+    const int per = (B + DP - 1) / DP, lo = rank * per < B ? rank * per : B, mine = lo + per < B ? per : B - lo;
+    snn_lm_sampling s = {.temperature = temperature, .top_k = top_k, .top_p = top_p, .seed = seed, .eos = (int)eos,
+                         .first_row = lo};
+    dist_cli_setup_point();
+    dist_cli_running();
     double t0 = now_seconds();
-    snn_status st = snn_gpt_generate(L.m, pr, B, P, max_new, &s, out);
+    snn_status st = mine > 0 ? snn_gpt_generate(L.m, pr + (size_t)lo * P, mine, P, max_new, &s, out + (size_t)lo * rowlen)
+                             : SNN_OK;
     double secs = now_seconds() - t0;
     if (st != SNN_OK) die_status(st == SNN_E_INVALID ? SNN_E_INVALID : st, "generating");
-    for (int b = 0; b < B; b++) {
+    for (int d = 1; d < DP; d++) { /* rank 0 gathers the slices */
+        int dlo = d * per < B ? d * per : B, dn = dlo + per < B ? per : B - dlo;
+        if (dn <= 0) continue;
+        size_t cnt = (size_t)dn * rowlen;
+        if (rank == 0) st = snn_comm_recv(world, out + (size_t)dlo * rowlen, cnt, SNN_COMM_I32, d, 72);
+        else if (rank == d) st = snn_comm_send(world, out + (size_t)lo * rowlen, cnt, SNN_COMM_I32, 0, 72);
+        if (st != SNN_OK) die_status(st, "gathering the generated rows");
+    }
+    if ((st = snn_comm_allreduce(world, &secs, 1, SNN_COMM_F64, SNN_COMM_MAX)) != SNN_OK)
+        die_status(st, "reducing the timing");
+    for (int b = 0; rank == 0 && b < B; b++) {
         const int32_t *row = out + (size_t)b * (P + max_new);
         printf("{\"row\":%d,\"prompt_tokens\":%d,\"tokens\":[", b, P);
         for (int i = 0; i < P + max_new; i++) printf("%s%d", i ? "," : "", row[i]);
@@ -367,9 +391,10 @@ static int lm_generate(int argc, char **argv) {
         }
         printf("}\n");
     }
-    fprintf(stderr, "snn lm generate: %d x %d new tokens in %.3f s (%.1f tokens/s, prefill included)\n", B, max_new,
-            secs, B * max_new / secs);
-    if (out_path) {
+    if (rank == 0)
+        fprintf(stderr, "snn lm generate: %d x %d new tokens in %.3f s (%.1f tokens/s, prefill included, %d rank%s)\n",
+                B, max_new, secs, B * max_new / secs, DP, DP > 1 ? "s" : "");
+    if (out_path && rank == 0) {
         snn_ckpt_writer *w;
         int64_t sh[2] = {B, P + max_new};
         st = snn_ckpt_writer_begin(&w);
@@ -382,6 +407,9 @@ static int lm_generate(int argc, char **argv) {
     free(pr);
     snn_tokenizer_free(tok);
     lm_loaded_free(&L);
+    fflush(stdout);
+    if (snn_comm_agree(world, SNN_OK) != SNN_OK) dist_cli_exit(1, -1, NULL);
+    snn_comm_free(world);
     return 0;
 }
 
