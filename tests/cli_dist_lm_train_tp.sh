@@ -256,7 +256,8 @@ expect_refusal "fp16 with TP 2" 2 "fp32 or bf16 only (transformer.fp16 1" $gpt -
   --micro-batch-size 8 --output "$tmp/bad5"
 expect_refusal "sequence parallel without TP" 1 "sequence_parallel needs tensor_model_parallel_size > 1" $gpt \
   --tensor-parallel-size 1 --sequence-parallel --output "$tmp/bad6"
-expect_refusal "context parallel 2" 2 "context_parallel_size must be 1" $gpt --context-parallel-size 2 --output "$tmp/bad7"
+expect_refusal "context parallel 2 with TP 2" 4 "context_parallel_size 2 with tensor_model_parallel_size 2 and pipeline_model_parallel_size 1: this trainer runs context parallel with TP = PP = 1 only" \
+  $gpt --context-parallel-size 2 --tensor-parallel-size 2 --output "$tmp/bad7"
 
 [ $fail = 0 ] && echo "cli_dist_lm_train_tp: ok"
 exit $fail

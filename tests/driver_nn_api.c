@@ -1,5 +1,5 @@
 /* Helper for tests/oracle_nn_api.py: a model built through the public API only,
- *   Linear(16, 32) -> LayerNorm(32) -> LIF(tau 2, Sigmoid) -> Residual(Linear(32, 32), GELU)
+ *   Linear(16, 32) -> LayerNorm(32) -> LIF(tau 2, Sigmoid) -> Residual(Linear(32, 32), GELU, RMSNorm(32))
  *   -> PLIF(tau 3, soft reset, detach_reset, no decay_input, ATan 2.5, threshold 0.7)
  *   -> Linear(32, 5)
  * and one training step of loss = mean(y^2).
@@ -38,6 +38,7 @@ static snn_status build(snn_model **out) {
     if (st == SNN_OK) st = snn_sequential_create(&inner);
     if (st == SNN_OK) st = add(inner, snn_linear_create(32, 32, 1, &m), &m);
     if (st == SNN_OK) st = add(inner, snn_gelu_create(&m), &m);
+    if (st == SNN_OK) st = add(inner, snn_rmsnorm_create(32, 1e-5f, &m), &m);
     if (st == SNN_OK) st = add(root, snn_residual_create(inner, &res), &res);
     snn_neuron_opts plif = snn_neuron_defaults(SNN_NEURON_PLIF);
     plif.tau = 3.0f;

@@ -8,7 +8,8 @@
  * holds its stage of the model and a step is the stage's 1F1B pipeline over the same
  * microbatches, its gradient reductions and global-norm clip and a plain AdamW on the
  * local shard (fp32 / bf16 only; docs/lm.md "Tensor and pipeline parallel from the CLI").
- * Context parallel must be 1. Per optimizer step (data parallel):
+ * Context parallel (TP = PP = 1 only) shares each sequence over CP ranks. Per optimizer
+ * step (data parallel):
  *   - num_microbatches = global / (micro * DP) microbatches of `micro` semantic samples on
  *     every rank, the token ids tiled T times along the batch;
  *   - sampler: the train_steps * global sample indices are shuffled once with the seed
@@ -95,7 +96,7 @@ typedef struct snn_lm_step_metrics {
 } snn_lm_step_metrics;
 
 /* Collective over comm. cfg must be complete (sequence_length and vocab_size resolved;
- * snn_lm_training_config_validate passes) with CP = 1; the topology rules of
+ * snn_lm_training_config_validate passes) (CP > 1 only with TP = PP = 1); the topology rules of
  * snn_lm_training_topology are refused with their message (SNN_E_INVALID). Opens the data,
  * builds the model (seed), prepares the precision, creates the (distributed) optimizer and
  * every buffer, draws the sample order and, with cfg->resume, restores the checkpoint.

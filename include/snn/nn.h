@@ -74,8 +74,9 @@ snn_status snn_conv2d_create(int in_channels, int out_channels, int kernel, int 
 snn_status snn_batchnorm_create(int features, float eps, float momentum, snn_module **out);
 /* LayerNorm over the last dimension (features), with weight and bias. eps >= 0. */
 snn_status snn_layernorm_create(int features, float eps, snn_module **out);
-/* RMSNorm over the last dimension: reserved for snn_rmsnorm_create(features, eps, out)
- * once the RMSNorm module lands in src/nn. */
+/* RMSNorm over the last dimension: y = x / sqrt(mean(x^2) + eps) * weight (no bias, no
+ * mean subtraction; torch.nn.RMSNorm). eps >= 0. */
+snn_status snn_rmsnorm_create(int features, float eps, snn_module **out);
 /* [C, H, W] pooling, floor mode; stride 0 means stride = kernel; 0 <= padding <= kernel/2.
  * AvgPool counts the padding (torch's count_include_pad). */
 snn_status snn_maxpool2d_create(int kernel, int stride, int padding, snn_module **out);

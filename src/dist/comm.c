@@ -346,3 +346,62 @@ void snn_mesh_free(snn_mesh *m) {
     snn_comm_free(m->tp_comm);
     m->dp_comm = m->pp_comm = m->tp_comm = NULL;
 }
+
+/* ---------------- the (dp, pp, cp, tp) mesh ---------------- */
+
+snn_status snn_mesh4_coords(int world, int pp_size, int cp_size, int tp_size, int rank, int *dp, int *pp,
+                            int *cp, int *tp, int *dp_size) {
+    if (world <= 0 || pp_size <= 0 || cp_size <= 0 || tp_size <= 0)
+        return snn_error(SNN_E_INVALID, "mesh sizes must be positive (world_size=%d, pipeline_parallel_size=%d, "
+                         "context_parallel_size=%d, tensor_parallel_size=%d)", world, pp_size, cp_size, tp_size);
+    long long mp = (long long)pp_size * cp_size * tp_size;
+    if (mp > world || world % mp != 0)
+        return snn_error(SNN_E_INVALID, "world_size=%d is not divisible by pipeline_parallel_size * "
+                         "context_parallel_size * tensor_parallel_size = %d * %d * %d", world, pp_size, cp_size,
+                         tp_size);
+    if (rank < 0 || rank >= world) return snn_error(SNN_E_INVALID, "rank %d outside a world of %d", rank, world);
+    if (tp) *tp = rank % tp_size;
+    if (cp) *cp = (rank / tp_size) % cp_size;
+    if (pp) *pp = (rank / (tp_size * cp_size)) % pp_size;
+    if (dp) *dp = rank / (int)mp;
+    if (dp_size) *dp_size = world / (int)mp;
+    return SNN_OK;
+}
+
+int snn_mesh4_rank_of(const snn_mesh4 *m, int dp, int pp, int cp, int tp) {
+    return ((dp * m->pp_size + pp) * m->cp_size + cp) * m->tp_size + tp;
+}
+
+snn_status snn_mesh4_create(snn_comm *world, int pp_size, int cp_size, int tp_size, snn_mesh4 *out) {
+    if (!world || !out) return snn_error(SNN_E_INVALID, "mesh needs a world communicator and an output");
+    memset(out, 0, sizeof *out);
+    SNN_TRY(snn_mesh4_coords(world->size, pp_size, cp_size, tp_size, world->rank, &out->dp, &out->pp, &out->cp,
+                             &out->tp, &out->dp_size));
+    out->world = world;
+    out->pp_size = pp_size;
+    out->cp_size = cp_size;
+    out->tp_size = tp_size;
+    const int P = pp_size, C = cp_size, T = tp_size;
+    const int dp = out->dp, pp = out->pp, cp = out->cp, tp = out->tp;
+    /* color = the coordinates that stay fixed, key = the one that varies */
+    snn_status st = snn_comm_split(world, (dp * P + pp) * C + cp, tp, &out->tp_comm);
+    if (st == SNN_OK) st = snn_comm_split(world, (dp * P + pp) * T + tp, cp, &out->cp_comm);
+    if (st == SNN_OK) st = snn_comm_split(world, (dp * C + cp) * T + tp, pp, &out->pp_comm);
+    if (st == SNN_OK) st = snn_comm_split(world, (pp * C + cp) * T + tp, dp, &out->dp_comm);
+    if (st == SNN_OK) st = snn_comm_split(world, pp * T + tp, dp * C + cp, &out->dpcp_comm);
+    if (st != SNN_OK) {
+        snn_mesh4_free(out);
+        return st;
+    }
+    return SNN_OK;
+}
+
+void snn_mesh4_free(snn_mesh4 *m) {
+    if (!m) return;
+    snn_comm_free(m->dp_comm);
+    snn_comm_free(m->pp_comm);
+    snn_comm_free(m->cp_comm);
+    snn_comm_free(m->tp_comm);
+    snn_comm_free(m->dpcp_comm);
+    m->dp_comm = m->pp_comm = m->cp_comm = m->tp_comm = m->dpcp_comm = NULL;
+}

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "core/error_internal.h"
+#include "dist/lm_cp.h"
 #include "lm/lm_train_internal.h"
 #include "snn/rng.h"
 
@@ -164,24 +165,39 @@ static snn_status setup(snn_lm_trainer *t) {
     snn_lm_training_config *c = &t->cfg;
     SNN_TRY(snn_lm_training_config_validate(c));
     const snn_lm_transformer_config *tr = &c->model.transformer;
-    if (tr->context_parallel_size != 1)
-        return snn_error(SNN_E_INVALID, "context_parallel_size must be 1 for this trainer (got CP %d)",
-                         tr->context_parallel_size);
     if (c->use_snn_memopt) return snn_error(SNN_E_INVALID, "use_snn_memopt is not implemented by this trainer");
     int dp;
     int64_t K;
     SNN_TRY(snn_lm_training_topology(c, snn_comm_size(t->comm), &dp, &K));
     t->staged = tr->tensor_model_parallel_size * tr->pipeline_model_parallel_size > 1;
+    t->cp = tr->context_parallel_size;
     if (t->staged) {
-        t->dp = dp;
+        if (t->cp != 1)
+            return snn_error(SNN_E_INVALID,
+                             "context_parallel_size %d with tensor_model_parallel_size %d and pipeline_model_parallel_size "
+                             "%d: this trainer runs context parallel with TP = PP = 1 only",
+                             t->cp, tr->tensor_model_parallel_size, tr->pipeline_model_parallel_size);
         if (tr->fp16 || tr->fp8 != SNN_LM_FP8_NONE)
             return snn_error(SNN_E_INVALID,
                              "with tensor_model_parallel_size %d and pipeline_model_parallel_size %d the trainer runs fp32 "
                              "or bf16 only (transformer.fp16 %d, transformer.fp8 %s)",
                              tr->tensor_model_parallel_size, tr->pipeline_model_parallel_size, tr->fp16,
                              tr->fp8 != SNN_LM_FP8_NONE ? "set" : "None");
+        t->dp_size = dp; /* dp_rank: the mesh's, in lm_stage_setup */
+    } else {
+        t->cp = tr->context_parallel_size;
+        if ((long)dp * t->cp != t->dp)
+            return snn_error(SNN_E_INVALID, "data_parallel_size %d * context_parallel_size %d does not match the communicator's %d",
+                             dp, t->cp, t->dp);
+        t->dp_size = dp;
+        t->dp_rank = t->rank / t->cp; /* tp fastest, then cp (snn_mesh4); TP = PP = 1 */
+        /* the CP group first: a collective every rank reaches (nothing before it can fail on one
+         * rank alone) */
+        if (t->cp > 1) {
+            SNN_TRY(snn_mesh4_create(t->comm, 1, t->cp, 1, &t->mesh));
+            t->have_mesh = 1;
+        }
     }
-    if (dp != t->dp) return snn_error(SNN_E_INVALID, "data_parallel_size %d does not match the communicator's %d", dp, t->dp);
     t->G = (long)c->global_batch_size, t->M = (long)c->micro_batch_size, t->K = (long)K;
     snn_status st = snn_token_dataset_open(c->dataset_kwargs.path, "train", c->model.vocab_size, &t->train);
     if (st != SNN_OK) return snn_error_prefix(SNN_E_INVALID, "opening the training data");
@@ -198,8 +214,12 @@ static snn_status setup(snn_lm_trainer *t) {
     if (st != SNN_OK) return snn_error_prefix(st == SNN_E_UNSUPPORTED ? SNN_E_INVALID : st, "building the model");
     SNN_TRY(snn_lm_recipe_to_json(c, &t->recipe));
     SNN_TRY(snn_lm_training_config_to_json(c, &t->cfg_json));
-    SNN_TRY(snn_gpt_create(&t->o, c->seed, &t->m));
+    if (t->cp > 1) SNN_TRY(snn_lm_cp_build(&t->o, c->seed, t->mesh.cp_comm, &t->m));
+    else SNN_TRY(snn_gpt_create(&t->o, c->seed, &t->m));
     SNN_TRY(precision_of(c, &t->pcfg));
+    if (t->cp > 1 && t->pcfg.mode != SNN_PRECISION_FP32)
+        return snn_error(SNN_E_INVALID, "context_parallel_size %d runs in fp32 on the CPU (got %s)", t->cp,
+                         snn_precision_mode_name(t->pcfg.mode));
     t->fused_step = t->pcfg.mode == SNN_PRECISION_FP16 || t->pcfg.mode == SNN_PRECISION_FP8;
     if (t->fused_step && (t->K != 1 || t->dp != 1))
         return snn_error(SNN_E_INVALID,
@@ -243,6 +263,11 @@ static snn_status setup(snn_lm_trainer *t) {
     t->local.micro = (int)t->M;
     t->micro_fn = lm_micro_local;
     t->micro_ctx = &t->local;
+    if (t->cp > 1) {
+        SNN_TRY(snn_lm_cp_micro_create(t->m, &t->o, t->mesh.cp_comm, (int)t->M, &t->cpm));
+        t->micro_fn = snn_lm_cp_micro_run;
+        t->micro_ctx = t->cpm;
+    }
     draw_order(t, total);
     return SNN_OK;
 }
@@ -272,7 +297,6 @@ snn_status snn_lm_trainer_create(const snn_lm_training_config *cfg, snn_comm *co
     t->dp = snn_comm_size(comm);
     t->last.lm_loss = t->last.grad_norm = NAN;
     t->last.update_successful = 1;
-    t->dprank = t->rank;
     snn_status st = lm_agree(t, setup(t));
     /* collective set-up of the stage after the local set-up agreed */
     if (st == SNN_OK && t->staged) st = lm_agree(t, lm_stage_setup(t, &t->oo));
@@ -286,7 +310,7 @@ snn_status snn_lm_trainer_create(const snn_lm_training_config *cfg, snn_comm *co
     }
     snn_lm_train_info *in = &t->info;
     in->rank = t->rank;
-    in->data_parallel_size = t->dp;
+    in->data_parallel_size = t->dp_size;
     in->num_microbatches = t->K;
     in->spiking = t->o.spiking;
     in->time_steps = t->o.time_steps;
@@ -321,7 +345,9 @@ void snn_lm_trainer_free(snn_lm_trainer *t) {
     snn_token_dataset_free(t->valid);
     snn_dist_optim_free(t->opt);
     snn_precision_free(t->prec);
+    snn_lm_cp_micro_free(t->cpm);
     snn_model_free(t->m);
+    if (t->have_mesh) snn_mesh4_free(&t->mesh); /* after the model: its CP attention holds mesh.cp_comm */
     free(t->recipe);
     free(t->cfg_json);
     free(t);
@@ -336,7 +362,8 @@ long snn_lm_trainer_step_count(const snn_lm_trainer *t) { return t ? t->step : 0
 static snn_status local_phase(snn_lm_trainer *t, double *ls, double *cn) {
     /* the loss mask is all ones in training: the global token count is known up front */
     const float scale = (float)(1.0 / ((double)t->G * (double)t->S));
-    const long base = t->consumed + (long)t->rank * (t->G / t->dp);
+    /* the ranks of one CP group read the same samples: the DP coordinate picks the slice */
+    const long base = t->consumed + (long)t->dp_rank * (t->G / t->dp_size);
     *ls = 0, *cn = 0;
     for (long k = 0; k < t->K; k++) {
         for (long j = 0; j < t->M; j++) t->idx[j] = t->perm[base + k * t->M + j];
@@ -413,9 +440,23 @@ snn_status snn_lm_trainer_validate(snn_lm_trainer *t, double *loss_sum, double *
     snn_status st = SNN_OK;
     double v[2] = {0, 0};
     if (!t->valid) st = snn_error(SNN_E_INVALID, "validate: the run has no validation data (eval_interval 0)");
-    const int64_t count = t->cfg.eval_steps * t->G, per = count / t->dp;
-    if (st == SNN_OK && t->staged) st = lm_stage_validate(t, &v[0], &v[1]);
-    else if (st == SNN_OK) st = snn_lm_evaluate(t->m, &t->o, t->valid, (int)t->M, (int64_t)t->rank * per, per, t->eval, &v[0], &v[1]);
+    const int64_t count = t->cfg.eval_steps * t->G, per = count / t->dp_size;
+    if (st == SNN_OK && t->staged) {
+        st = lm_stage_validate(t, &v[0], &v[1]);
+    } else if (st == SNN_OK && t->cp > 1) {
+        /* the CP model runs through its microbatch (forward only): per is a multiple of M
+         * (global % (micro * DP) == 0); the per-rank sums add up over DP x CP below */
+        const int64_t rows = snn_token_dataset_rows(t->valid), first = (int64_t)t->dp_rank * per;
+        for (int64_t b = 0; b < per && st == SNN_OK; b += t->M) {
+            for (long j = 0; j < t->M; j++) t->idx[j] = (first + b + j) % rows;
+            double l = 0, n = 0;
+            st = snn_token_dataset_batch(t->valid, t->idx, (int)t->M, t->ids, t->labels);
+            if (st == SNN_OK) st = t->micro_fn(t->micro_ctx, t->ids, t->labels, NULL, (int)t->M, 0.0f, 0, &l, &n);
+            v[0] += l;
+            v[1] += n;
+        }
+    } else if (st == SNN_OK)
+        st = snn_lm_evaluate(t->m, &t->o, t->valid, (int)t->M, (int64_t)t->dp_rank * per, per, t->eval, &v[0], &v[1]);
     SNN_TRY(lm_agree(t, st));
     if (!t->staged && t->dp > 1) SNN_TRY(snn_comm_allreduce(t->comm, v, 2, SNN_COMM_F64, SNN_COMM_SUM));
     *loss_sum = v[0];
@@ -447,11 +488,11 @@ snn_status snn_lm_trainer_run(snn_lm_trainer *t, snn_lm_train_callback cb, void 
              "\"micro_batch_size\":%ld,\"global_batch_size\":%ld,\"start_step\":%ld,\"distributed_optimizer\":%d,"
              "\"tensor_parallel_size\":%d,\"pipeline_parallel_size\":%d,\"sequence_parallel\":%d,"
              "\"optimizer_state_bytes_max\":%.0f,\"optimizer_state_bytes_sum\":%.0f,\"optimizer_state_bytes_unsharded\":%zu,"
-             "\"precision\":\"%s\"}",
-             t->o.spiking ? "spikelm" : "gpt", t->info.parameters, t->dp, (long long)t->K, t->M, t->G, t->step, !t->staged,
-             c->model.transformer.tensor_model_parallel_size, c->model.transformer.pipeline_model_parallel_size,
-             c->model.transformer.sequence_parallel, ob[0], ob[1],
-             t->info.optimizer_state_bytes_full, t->info.precision);
+             "\"precision\":\"%s\",\"context_parallel_size\":%d}",
+             t->o.spiking ? "spikelm" : "gpt", t->info.parameters, t->dp_size, (long long)t->K, t->M, t->G, t->step,
+             !t->staged, c->model.transformer.tensor_model_parallel_size, c->model.transformer.pipeline_model_parallel_size,
+             c->model.transformer.sequence_parallel, ob[0], ob[1], t->info.optimizer_state_bytes_full, t->info.precision,
+             t->cp);
     emit(cb, user, SNN_LM_EVENT_START, NULL, line, NAN, NULL);
     double last_vloss = NAN;
     while (t->step < c->train_steps) {
@@ -492,14 +533,14 @@ snn_status snn_lm_trainer_run(snn_lm_trainer *t, snn_lm_train_callback cb, void 
              "{\"optimizer_step\":%ld,\"consumed_samples\":%ld,\"lm_loss\":%.9g,\"grad_norm\":%.9g,\"update_successful\":%d,"
              "\"validation_lm_loss\":%.9g,\"timed_steps\":%ld,\"training_seconds\":%.6g,\"semantic_tokens_per_second\":%.6g,"
              "\"neural_steps_per_second\":%.6g,\"peak_memory_bytes\":%lld,\"total_peak_memory_bytes\":%lld,"
-             "\"tensor_parallel_size\":%d,\"pipeline_parallel_size\":%d,\"context_parallel_size\":1,\"data_parallel_size\":%d,"
+             "\"tensor_parallel_size\":%d,\"pipeline_parallel_size\":%d,\"context_parallel_size\":%d,\"data_parallel_size\":%d,"
              "\"use_snn_memopt\":0,\"selective_recompute\":0,\"parameters\":%zu,\"time_steps\":%d,"
              "\"optimizer_state_bytes_max\":%.0f,\"optimizer_state_bytes_unsharded\":%zu,\"checkpoint\":\"%s\"}",
              t->step, t->consumed, m->lm_loss, m->grad_norm, m->update_successful,
              isfinite(last_vloss) ? last_vloss : -1.0, m->timed_steps, m->training_seconds, m->semantic_tokens_per_second,
              m->neural_steps_per_second, m->peak_memory_bytes, m->total_peak_memory_bytes,
-             c->model.transformer.tensor_model_parallel_size, c->model.transformer.pipeline_model_parallel_size, t->dp,
-             t->info.parameters,
+             c->model.transformer.tensor_model_parallel_size, c->model.transformer.pipeline_model_parallel_size, t->cp,
+             t->dp_size, t->info.parameters,
              t->o.time_steps, ob[0], t->info.optimizer_state_bytes_full, t->last_dir);
     snn_status st = SNN_OK;
     if (t->rank == 0) {

@@ -55,7 +55,7 @@ static snn_status write_dir(snn_lm_trainer *t, snn_optimizer *opt, const char *d
     snprintf(s1, sizeof s1, "%ld", t->step);
     snprintf(s2, sizeof s2, "%ld", t->consumed);
     snprintf(s3, sizeof s3, "%ld", t->sched);
-    snprintf(s4, sizeof s4, "%d", t->dp);
+    snprintf(s4, sizeof s4, "%d", t->staged ? t->dp_size : t->dp);
     snprintf(s5, sizeof s5, "%d", t->cfg.model.transformer.tensor_model_parallel_size);
     snprintf(s6, sizeof s6, "%d", t->cfg.model.transformer.pipeline_model_parallel_size);
     /* the sizes are informative: the tensors are canonical whatever the topology */

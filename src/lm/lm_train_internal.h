@@ -44,14 +44,17 @@ snn_status lm_micro_local(void *ctx, const int32_t *ids, const int32_t *labels, 
 
 struct snn_lm_trainer {
     snn_lm_training_config cfg;
-    snn_comm *comm;           /* the world (TP = PP = CP = 1: also the DP group) */
-    int rank, dp;             /* world rank, data-parallel size */
-    int dprank;               /* this rank's data-parallel coordinate */
+    snn_comm *comm;           /* the world: DP x CP (TP = PP = 1) or the (dp, pp, tp) mesh */
+    int rank, dp;             /* rank in and size of comm */
+    int cp, dp_size, dp_rank; /* context parallel: dp_rank = rank / cp reads the samples */
+    snn_mesh4 mesh;           /* cp > 1: its cp_comm runs the CP attention (src/dist/lm_cp.h) */
+    int have_mesh;
+    struct snn_lm_cp_micro *cpm; /* cp > 1: the microbatch on this rank's tokens */
     /* tensor / pipeline parallel (TP * PP > 1; lm_train_stage.c): the stage replaces the
      * local microbatch and the distributed optimizer; m stays the dense canonical model,
-     * the target of checkpoint gathers and the source of loads */
+     * the target of checkpoint gathers and the source of loads; dp_rank = the mesh's dp */
     int staged;
-    snn_mesh mesh;
+    snn_mesh smesh;
     snn_lm_stage *stage;
     snn_optimizer *sopt;      /* AdamW on the stage's local parameters */
     snn_precision *sprec;     /* the stage model's bf16 preparation */

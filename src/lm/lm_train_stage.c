@@ -26,9 +26,9 @@ snn_status lm_stage_setup(snn_lm_trainer *t, const snn_optim_opts *oo) {
     const snn_lm_transformer_config *tr = &t->cfg.model.transformer;
     const int TP = tr->tensor_model_parallel_size, PP = tr->pipeline_model_parallel_size;
     const int bf16 = t->pcfg.mode == SNN_PRECISION_BF16;
-    SNN_TRY(snn_mesh_create(t->comm, PP, TP, &t->mesh));
-    t->dprank = t->mesh.dp;
-    SNN_TRY(snn_lm_stage_create(&t->o, &t->mesh, tr->sequence_parallel, t->cfg.seed, &t->stage));
+    SNN_TRY(snn_mesh_create(t->comm, PP, TP, &t->smesh));
+    t->dp_rank = t->smesh.dp;
+    SNN_TRY(snn_lm_stage_create(&t->o, &t->smesh, tr->sequence_parallel, t->cfg.seed, &t->stage));
     if (bf16) {
         snn_status st = snn_prepare_model_for_precision(t->stage->model, "cpu", &t->pcfg, &t->sprec);
         if (st != SNN_OK) return snn_error_prefix(st, "preparing the stage's precision");
@@ -48,7 +48,7 @@ void lm_stage_free(snn_lm_trainer *t) {
     snn_optimizer_free(t->sopt);
     snn_precision_free(t->sprec);
     snn_lm_stage_free(t->stage);
-    if (t->mesh.world) snn_mesh_free(&t->mesh);
+    if (t->smesh.world) snn_mesh_free(&t->smesh);
 }
 
 /* Samples [first, first + K M) of the order (perm != NULL) or of the split itself. */
@@ -59,7 +59,7 @@ static snn_status load_batches(snn_lm_trainer *t, const snn_token_dataset *ds, c
 }
 
 snn_status lm_stage_step(snn_lm_trainer *t, float lr, double *loss_sum, double *tokens, float *grad_norm) {
-    const long base = t->consumed + (long)t->dprank * (t->G / t->dp);
+    const long base = t->consumed + (long)t->dp_rank * (t->G / t->dp_size);
     SNN_TRY(lm_agree(t, load_batches(t, t->train, t->perm, base)));
     double loss;
     SNN_TRY(snn_lm_stage_train_step(t->stage, t->sopt, t->kids, t->klabels, lr, (float)t->cfg.optimizer.clip_grad, &loss,
@@ -71,7 +71,7 @@ snn_status lm_stage_step(snn_lm_trainer *t, float lr, double *loss_sum, double *
 
 snn_status lm_stage_validate(snn_lm_trainer *t, double *loss_sum, double *tokens) {
     const long chunk = t->K * t->M;
-    const int64_t per = (int64_t)t->cfg.eval_steps * t->G / t->dp, first = (int64_t)t->dprank * per;
+    const int64_t per = (int64_t)t->cfg.eval_steps * t->G / t->dp_size, first = (int64_t)t->dp_rank * per;
     double v[2] = {0, 0};
     for (int64_t s0 = 0; s0 < per; s0 += chunk) {
         double l, c;
@@ -80,7 +80,7 @@ snn_status lm_stage_validate(snn_lm_trainer *t, double *loss_sum, double *tokens
         v[0] += l;
         v[1] += c;
     }
-    if (t->dp > 1) SNN_TRY(snn_comm_allreduce(t->mesh.dp_comm, v, 2, SNN_COMM_F64, SNN_COMM_SUM));
+    if (t->dp_size > 1) SNN_TRY(snn_comm_allreduce(t->smesh.dp_comm, v, 2, SNN_COMM_F64, SNN_COMM_SUM));
     *loss_sum = v[0];
     *tokens = v[1];
     return SNN_OK;

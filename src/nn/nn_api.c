@@ -13,6 +13,7 @@
 #include "models/spikformer_parts.h"
 #include "neuron/neuron_module.h"
 #include "nn/layers.h"
+#include "nn/lm_layers.h"
 #include "nn/model_internal.h"
 #include "snn/nn.h"
 
@@ -207,6 +208,14 @@ snn_status snn_layernorm_create(int features, float eps, snn_module **out) {
     SNN_TRY(positive(fn, "features", features));
     SNN_TRY(eps_arg(fn, eps));
     return finished(fn, snn_layernorm_new(features, eps), out);
+}
+
+snn_status snn_rmsnorm_create(int features, float eps, snn_module **out) {
+    const char *fn = "snn_rmsnorm_create";
+    SNN_TRY(need_out(fn, out));
+    SNN_TRY(positive(fn, "features", features));
+    SNN_TRY(eps_arg(fn, eps));
+    return finished(fn, snn_rmsnorm_new(features, eps), out);
 }
 
 static snn_status pool_args(const char *fn, int kernel, int stride, int padding) {

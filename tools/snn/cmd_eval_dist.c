@@ -11,35 +11,13 @@
 
 #include "cmds.h"
 #include "common.h"
+#include "dist_cli.h"
 #include "dist/comm.h"
 #include "dist/vision_ckpt.h"
 #include "dist/vision_stage.h"
 #include "snn/train.h"
 
 static snn_comm *g_world;
-
-static void fail_hook(int code, const char *msg) {
-    args_die_hook = NULL;
-    int first = -1;
-    char got[1024];
-    int c = snn_comm_agree_code(g_world, code, msg, &first, got, sizeof got);
-    if (snn_comm_rank(g_world) == 0) fprintf(stderr, "snn: error: %s\n", c ? got : msg);
-    fflush(stdout);
-    fflush(stderr);
-    snn_comm_free(g_world);
-    exit(c ? c : code);
-}
-
-static void agree_point(void) {
-    int first = -1;
-    char got[1024];
-    int c = snn_comm_agree_code(g_world, 0, NULL, &first, got, sizeof got);
-    if (c) {
-        if (snn_comm_rank(g_world) == 0) fprintf(stderr, "snn: error: %s\n", got);
-        snn_comm_free(g_world);
-        exit(c);
-    }
-}
 
 int eval_dist_wanted(int argc, char **argv) {
     for (int i = 2; i < argc; i++)
@@ -50,7 +28,7 @@ int eval_dist_wanted(int argc, char **argv) {
 int cmd_eval_dist(int argc, char **argv) {
     snn_status st = snn_comm_init_world(&g_world);
     if (st != SNN_OK) die_status(st, "starting the distributed job");
-    args_die_hook = fail_hook;
+    dist_cli_begin(g_world);
     const char *artifact = NULL;
     data_flags df = {.synthetic_train = 16, .synthetic_test = 512};
     int json = 0, batch = 256, tp = 1, pp = 1, micro = 1;
@@ -80,11 +58,11 @@ int cmd_eval_dist(int argc, char **argv) {
     snn_mesh mesh;
     st = snn_mesh_create(g_world, pp, tp, &mesh);
     if (st != SNN_OK) die_status(st, "building the (dp, pp, tp) mesh");
-    agree_point();
+    dist_cli_setup_point();
     snn_vision_stage *sg = NULL;
     st = snn_vision_stage_from_artifact(artifact, &mesh, &sg);
     if (st != SNN_OK) die_status(st, "loading the artifact");
-    agree_point();
+    dist_cli_setup_point();
     const int T = sg->cfg.time_steps, C = sg->cfg.num_classes;
     model_flags mf;
     model_flags_defaults(&mf);
@@ -94,7 +72,7 @@ int cmd_eval_dist(int argc, char **argv) {
     snn_dataset *test = NULL;
     st = data_load(&df, &mf, seed, NULL, &test);
     if (st != SNN_OK) die_status(st, "loading the data");
-    agree_point();
+    dist_cli_setup_point();
     size_t F = snn_dataset_features(test);
     int ns = snn_dataset_size(test);
     if (ns < 1) die_usage("the %s test split has no samples to evaluate on", df.dataset);
@@ -110,7 +88,7 @@ int cmd_eval_dist(int argc, char **argv) {
     uint32_t *idx = malloc(sizeof(uint32_t) * (size_t)batch);
     double *mean = malloc(sizeof(double) * (size_t)C);
     if (!xb || !xt || !y || !yb || !idx || !mean) die_status(snn_error(SNN_E_NOMEM, "out of memory"), NULL);
-    agree_point();
+    dist_cli_setup_point();
     args_die_hook = NULL; /* past set-up: a failing rank aborts the job */
     double t0 = now_seconds(), tot[3] = {0, 0, 0}; /* loss sum, correct, samples */
     long correct = 0;
@@ -160,7 +138,7 @@ int cmd_eval_dist(int argc, char **argv) {
 int cmd_predict_dist(int argc, char **argv) {
     snn_status st = snn_comm_init_world(&g_world);
     if (st != SNN_OK) die_status(st, "starting the distributed job");
-    args_die_hook = fail_hook;
+    dist_cli_begin(g_world);
     const char *artifact = NULL, *input = NULL;
     int json = 0, batch = 256, tp = 1, pp = 1, micro = 1;
     const char *output = NULL;
@@ -189,15 +167,15 @@ int cmd_predict_dist(int argc, char **argv) {
     snn_mesh mesh;
     st = snn_mesh_create(g_world, pp, tp, &mesh);
     if (st != SNN_OK) die_status(st, "building the (dp, pp, tp) mesh");
-    agree_point();
+    dist_cli_setup_point();
     snn_vision_stage *sg = NULL;
     st = snn_vision_stage_from_artifact(artifact, &mesh, &sg);
     if (st != SNN_OK) die_status(st, "loading the artifact");
-    agree_point();
+    dist_cli_setup_point();
     snn_dataset *ds = NULL;
     st = snn_dataset_load_idx(input, NULL, &ds);
     if (st != SNN_OK) die_status(st, NULL);
-    agree_point();
+    dist_cli_setup_point();
     const int T = sg->cfg.time_steps, C = sg->cfg.num_classes, total = snn_dataset_size(ds);
     size_t F = snn_dataset_features(ds);
     if (total < 1) die_usage("%s holds no images", input);
@@ -209,7 +187,7 @@ int cmd_predict_dist(int argc, char **argv) {
     float *y = malloc(sizeof(float) * (size_t)C * (size_t)batch * T);
     uint32_t *idx = malloc(sizeof(uint32_t) * (size_t)batch);
     if (!xb || !xt || !y || !idx) die_status(snn_error(SNN_E_NOMEM, "out of memory"), NULL);
-    agree_point();
+    dist_cli_setup_point();
     args_die_hook = NULL;
     const int DP = mesh.dp_size, per = (total + DP - 1) / DP;
     const int lo = mesh.dp * per < total ? mesh.dp * per : total, hi = lo + per < total ? lo + per : total;

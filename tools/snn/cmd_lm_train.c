@@ -47,6 +47,7 @@ static void apply_flags(const train_flags *f, opt *t, int n, snn_lm_training_con
     snn_lm_transformer_config *tr = &c->model.transformer;
     snn_lm_optimizer_config *op = &c->optimizer;
     if (GIVEN("--layers")) tr->num_layers = f->layers;
+    if (GIVEN("--context-parallel-size")) tr->context_parallel_size = f->cp;
     if (GIVEN("--hidden")) tr->hidden_size = f->hidden;
     if (GIVEN("--heads")) tr->num_attention_heads = f->heads;
     if (GIVEN("--query-groups")) tr->num_query_groups = f->groups;
@@ -128,7 +129,6 @@ static void apply_flags(const train_flags *f, opt *t, int n, snn_lm_training_con
     if (GIVEN("--seed")) c->seed = f->seed;
     if (find(t, n, "--tensor-parallel-size")) tr->tensor_model_parallel_size = f->tp;
     if (find(t, n, "--pipeline-parallel-size")) tr->pipeline_model_parallel_size = f->pp;
-    if (find(t, n, "--context-parallel-size")) tr->context_parallel_size = f->cp;
     if (find(t, n, "--sequence-parallel")) tr->sequence_parallel = f->sp;
 #undef GIVEN
 }
@@ -188,10 +188,11 @@ static void plan_topology(const train_flags *f, snn_lm_training_config *c, int w
                 out.model.transformer.sequence_parallel ? " sequence parallel" : "", r.estimate_bytes / 1048576.0,
                 r.budget_bytes / 1048576.0, r.selective_recompute ? "selective" : "none",
                 r.use_snn_memopt ? "true" : "false");
-    if (r.context_parallel_size > 1)
-        die_usage("lm train: the planner chose context_parallel_size %d, which this trainer does not run; give "
-                  "--tensor-parallel-size and --pipeline-parallel-size",
-                  r.context_parallel_size);
+    if (r.context_parallel_size > 1 && r.tensor_parallel_size * r.pipeline_parallel_size > 1)
+        die_usage("lm train: the planner chose context_parallel_size %d with tensor %d x pipeline %d, which this trainer "
+                  "does not run (context parallel runs with TP = PP = 1); give --tensor-parallel-size, "
+                  "--pipeline-parallel-size and --context-parallel-size",
+                  r.context_parallel_size, r.tensor_parallel_size, r.pipeline_parallel_size);
     snn_lm_transformer_config *d = &c->model.transformer;
     const snn_lm_transformer_config *p = &out.model.transformer;
     d->tensor_model_parallel_size = p->tensor_model_parallel_size;
@@ -302,7 +303,7 @@ int cmd_lm_train(int argc, char **argv) {
         {"--seed", OPT_U64, &f.seed, "initialisation and sampler seed (default 1234)", NULL, 0},
         {"--tensor-parallel-size", OPT_INT, &f.tp, "TP (default: the planner's choice, see --objective)", NULL, 0},
         {"--pipeline-parallel-size", OPT_INT, &f.pp, "PP (default: the planner's choice); DP = processes / (TP PP)", NULL, 0},
-        {"--context-parallel-size", OPT_INT, &f.cp, "CP (only 1 is run by this trainer)", NULL, 0},
+        {"--context-parallel-size", OPT_INT, &f.cp, "CP: ranks sharing each sequence (2*CP chunks; TP = PP = 1; default 1)", NULL, 0},
         {"--sequence-parallel", OPT_FLAG, &f.sp, "sequence parallel (TP > 1)", NULL, 0},
         {"--device-memory-gib", OPT_STRING, &f.device_mem, "planner: memory per process (default: this machine's)", NULL, 0},
         {"--objective", OPT_STRING, &f.objective, "planner: throughput (default) | memory", NULL, 0},
@@ -392,13 +393,13 @@ int cmd_lm_train(int argc, char **argv) {
     if (in->rank == 0 && g_plan_note[0]) fputs(g_plan_note, stderr);
     if (in->rank == 0)
         fprintf(stderr,
-                "snn lm train: %s, %zu parameters, T %d, S %d, vocab %d, global %lld (micro %lld x %lld microbatches x DP %d), "
+                "snn lm train: %s, %zu parameters, T %d, S %d, vocab %d, global %lld (micro %lld x %lld microbatches x DP %d, CP %d), "
                 "%lld steps, %s, TP %d, PP %d%s, optimizer state %zu of %zu bytes per rank\n",
                 in->spiking ? "spikelm" : "gpt", in->parameters, in->time_steps, in->seq_len, in->vocab,
                 (long long)c.global_batch_size, (long long)c.micro_batch_size, (long long)in->num_microbatches,
-                in->data_parallel_size, (long long)c.train_steps, in->precision, c.model.transformer.tensor_model_parallel_size,
-                c.model.transformer.pipeline_model_parallel_size, c.model.transformer.sequence_parallel ? " SP" : "",
-                in->optimizer_state_bytes,
+                in->data_parallel_size, c.model.transformer.context_parallel_size, (long long)c.train_steps, in->precision,
+                c.model.transformer.tensor_model_parallel_size, c.model.transformer.pipeline_model_parallel_size,
+                c.model.transformer.sequence_parallel ? " SP" : "", in->optimizer_state_bytes,
                 in->optimizer_state_bytes_full);
     if ((st = snn_lm_trainer_run(tr, on_event, NULL)) != SNN_OK) die_agreed(st, "lm train");
     snn_lm_trainer_free(tr);

@@ -16,6 +16,7 @@
 
 #include "cmds.h"
 #include "common.h"
+#include "dist_cli.h"
 #include "dist/comm.h"
 #include "dist/ddp.h"
 #include "dist/sampler.h"
@@ -28,39 +29,6 @@
 #include "train_cuda.h"
 
 static snn_comm *g_world;
-static int g_setup = 1; /* 1: failures are agreed at the next set-up point; 0: abort */
-
-static _Noreturn void exit_agreed(int code, int first, const char *msg) {
-    if (snn_comm_rank(g_world) == 0) {
-        if (first > 0) fprintf(stderr, "snn: error: rank %d: %s\n", first, msg);
-        else fprintf(stderr, "snn: error: %s\n", msg);
-    }
-    fflush(stdout);
-    fflush(stderr);
-    snn_comm_free(g_world);
-    exit(code);
-}
-
-static void fail_hook(int code, const char *msg) {
-    args_die_hook = NULL;
-    if (g_setup) {
-        int first = -1;
-        char got[1024];
-        int c = snn_comm_agree_code(g_world, code, msg, &first, got, sizeof got);
-        exit_agreed(c ? c : code, first, c ? got : msg);
-    }
-    fprintf(stderr, "snn: error: rank %d: %s\n", snn_comm_rank(g_world), msg);
-    snn_comm_abort(g_world, code);
-    exit(code);
-}
-
-/* Every rank calls this at the same places of the set-up. */
-static void setup_point(void) {
-    int first = -1;
-    char got[1024];
-    int c = snn_comm_agree_code(g_world, 0, NULL, &first, got, sizeof got);
-    if (c) exit_agreed(c, first, got);
-}
 
 static int dist_flag(const char *a) {
     static const char *names[] = {"--data-parallel", "--tensor-parallel-size", "--pipeline-parallel-size",
@@ -156,7 +124,7 @@ int cmd_train_dist(int argc, char **argv) {
     int help = args_wants_help(argc, argv, 2);
     snn_status st = snn_comm_init_world(&g_world);
     if (st != SNN_OK) die_status(st, "starting the distributed job");
-    args_die_hook = fail_hook;
+    dist_cli_begin(g_world);
     int rank = snn_comm_rank(g_world), world = snn_comm_size(g_world);
 
     model_flags mf;
@@ -254,12 +222,12 @@ int cmd_train_dist(int argc, char **argv) {
                   "final model.safetensors, which snn train --resume continues on one GPU)");
     if (parallel && clip > 0)
         die_usage("--clip with --tensor-parallel-size %d --pipeline-parallel-size %d is not built", tp, pp);
-    setup_point();
+    dist_cli_setup_point();
 
     snn_dataset *train = NULL, *test = NULL;
     st = data_load(&df, &mf, seed, &train, &test);
     if (st != SNN_OK) die_status(st, "loading the data");
-    setup_point();
+    dist_cli_setup_point();
     int c, h, w;
     snn_dataset_shape(train, &c, &h, &w);
     int classes = snn_dataset_classes(train);
@@ -278,7 +246,7 @@ int cmd_train_dist(int argc, char **argv) {
         snn_model_free(m);
         m = stage->model;
     }
-    setup_point();
+    dist_cli_setup_point();
     snn_precision *prec = NULL;
     /* on the GPU the device model holds the precision (its step is one CUDA graph) */
     st = on_gpu ? SNN_OK : snn_prepare_model_for_precision(m, "cpu", &pcfg, &prec);
@@ -377,8 +345,8 @@ int cmd_train_dist(int argc, char **argv) {
         if (!ec.metrics) die_usage("cannot write '%s': %s", path, strerror(errno));
     }
     o.ctx = &ec;
-    setup_point();
-    g_setup = 0;
+    dist_cli_setup_point();
+    dist_cli_running();
 
     if (rank == 0 && !quiet)
         fprintf(stderr, "snn: training %s (%zu parameters) on %s, DP %d x PP %d x TP %d (mpi world %d, backend %s): "
@@ -395,7 +363,7 @@ int cmd_train_dist(int argc, char **argv) {
     } else if (need_vcfg) {
         snprintf(step_dir, sizeof step_dir, "%s/step_%08ld", ckpt_path, (long)met.optimizer_step);
     }
-    g_setup = 1; /* rank 0's write is agreed on before anyone reports success */
+    dist_cli_agreeing(); /* rank 0's write is agreed on before anyone reports success */
     if (rank == 0 && parallel) { /* the dense model: merge the shards (an artifact loads as a model) */
         snprintf(path, sizeof path, "%s/model.safetensors", out);
         remove(path);
@@ -434,7 +402,7 @@ int cmd_train_dist(int argc, char **argv) {
         fputs("}\n", stdout);
         fflush(stdout);
     }
-    setup_point();
+    dist_cli_setup_point();
     args_die_hook = NULL;
     gpu_dp_close(gdp);
     snn_optimizer_free(opt);

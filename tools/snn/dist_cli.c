@@ -47,3 +47,5 @@ void dist_cli_setup_point(void) {
 }
 
 void dist_cli_running(void) { g_setup = 0; }
+
+void dist_cli_agreeing(void) { g_setup = 1; }

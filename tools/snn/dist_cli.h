@@ -15,6 +15,9 @@ void dist_cli_begin(snn_comm *world);
 void dist_cli_setup_point(void);
 /* Set-up is over: a failure from here on aborts the job. */
 void dist_cli_running(void);
+/* Back to agreeing (a final phase whose failures every rank can still meet, e.g. rank 0's
+ * last write before the closing agreement). */
+void dist_cli_agreeing(void);
 /* Leave with code; rank 0 prints msg (naming rank `first` when >= 0). */
 _Noreturn void dist_cli_exit(int code, int first, const char *msg);
 
