@@ -8,8 +8,10 @@
 #     canonical AdamW moments, gathered from the shards) within 1e-5 relative (max |a-b| /
 #     max |a| per tensor; the key third of c_attn.bias within 1e-3, see compare); gpt
 #     (fresh data each run) and spikelm TP 2 x PP 2 (fixed data: spike flips, docs/lm.md);
-#   - a TP 2 x PP 2 checkpoint at step 3 resumed at TP 2 x PP 2, at TP 2 and at one process
-#     reaches step 5 equal to the uninterrupted TP 2 x PP 2 run;
+#   - with DP 2 x TP 2 the optimizer state is sharded over DP as well (the distributed
+#     optimizer over each stage's buffer: half the TP 2 run's bytes per rank);
+#   - a TP 2 x PP 2 checkpoint at step 3 resumed at TP 2 x PP 2, at TP 2, at one process and
+#     at DP 2 x TP 2 reaches step 5 equal to the uninterrupted TP 2 x PP 2 run;
 #   - `snn lm export` of a BF16 TP 2 x PP 2 checkpoint against the export of the same model
 #     trained on one process, tensor for tensor: bit for bit after step 1 (learning rate 0
 #     under the warm-up), within 8 BF16 ulps of each tensor's largest value after step 5
@@ -153,17 +155,29 @@ for c in "tp2 2 2 1" "pp2 2 1 2" "tp2pp2 4 2 2" "tp2pp2sp 4 2 2 sp" "dp2tp2 4 2 
     { echo "FAIL: gpt $name reports another topology"; fail=1; }
   compare "$tmp/gpt1/step_0000005" "$tmp/gpt_$name/step_0000005" "gpt $name vs one process" "$tmp/gpt1.log" "$tmp/gpt_$name.log" || fail=1
 done
+# DP 2 x TP 2: the stage's optimizer state is sharded over DP too (half of the TP shard's)
+/usr/bin/python3 - "$tmp/gpt_dp2tp2.log" "$tmp/gpt_tp2.log" <<'PY' || fail=1
+import json, sys
+st = [[json.loads(l) for l in open(p) if l.startswith('{"event":"start"')][0] for p in sys.argv[1:]]
+a, b = st
+ok = (a["distributed_optimizer"] == 1 and b["distributed_optimizer"] == 0 and a["data_parallel_size"] == 2
+      and abs(a["optimizer_state_bytes_sum"] - b["optimizer_state_bytes_sum"]) <= 16
+      and a["optimizer_state_bytes_max"] <= b["optimizer_state_bytes_max"] / 2 + 8)
+print(f"optimizer state per rank: DP 2 x TP 2 {a['optimizer_state_bytes_max']:.0f} bytes, TP 2 {b['optimizer_state_bytes_max']:.0f} bytes")
+if not ok: print("FAIL: DP 2 x TP 2 optimizer state", a, b)
+sys.exit(0 if ok else 1)
+PY
 train spk_tp2pp2 4 $spk --tensor-parallel-size 2 --pipeline-parallel-size 2 &&
   { compare "$tmp/spk1/step_0000005" "$tmp/spk_tp2pp2/step_0000005" "spikelm tp2pp2 vs one process" "$tmp/spk1.log" "$tmp/spk_tp2pp2.log" || fail=1; }
 
 # resume the TP 2 x PP 2 checkpoint of step 3 at TP 2 x PP 2, TP 2 and one process
 if [ -d "$tmp/gpt_tp2pp2/step_0000003" ]; then
-  for c in "r22 4 2 2" "r21 2 2 1" "r11 1 1 1"; do
+  for c in "r22 4 2 2" "r21 2 2 1" "r11 1 1 1" "r21dp2 4 2 1"; do
     set -- $c
     train "gpt_$1" "$2" $gpt --tensor-parallel-size "$3" --pipeline-parallel-size "$4" --resume "$tmp/gpt_tp2pp2/step_0000003" || continue
     first=$(grep -m1 '"lm_loss"' "$tmp/gpt_$1.log")
     case "$first" in *'"optimizer_step":4,"consumed_samples":32,'*) ;; *) echo "FAIL: resume $1 starts with $first"; fail=1 ;; esac
-    compare "$tmp/gpt_tp2pp2/step_0000005" "$tmp/gpt_$1/step_0000005" "gpt tp2pp2 step 3 -> TP $3 x PP $4 step 5" || fail=1
+    compare "$tmp/gpt_tp2pp2/step_0000005" "$tmp/gpt_$1/step_0000005" "gpt tp2pp2 step 3 -> TP $3 x PP $4 (DP $(($2 / ($3 * $4)))) step 5" || fail=1
   done
 fi
 

@@ -137,6 +137,14 @@ snn_status snn_dist_optim_step(snn_dist_optim *d, float lr, float clip, int skip
     return SNN_OK;
 }
 
+snn_status snn_dist_optim_apply(snn_dist_optim *d, float lr, int skip) {
+    if (!d) return snn_error(SNN_E_INVALID, "distributed optimizer is NULL");
+    SNN_TRY(snn_optimizer_step(d->local, lr, skip));
+    if (!skip && d->size > 1)
+        for (int r = 0; r < d->size; r++) SNN_TRY(bcast_chunked(d->dp, d->params + begin_of(d, r), len_of(d, r), r));
+    return SNN_OK;
+}
+
 snn_status snn_dist_optim_gather(snn_dist_optim *d, int root, snn_optimizer *full) {
     if (!d) return snn_error(SNN_E_INVALID, "distributed optimizer is NULL");
     size_t ns = snn_optimizer_num_states(d->local);

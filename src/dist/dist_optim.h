@@ -55,6 +55,11 @@ size_t snn_dist_optim_full_state_bytes(const snn_dist_optim *d);
  * non-finite norm) or skip_in was set. */
 snn_status snn_dist_optim_step(snn_dist_optim *d, float lr, float clip, int skip_in, float *grad_norm, int *skipped);
 
+/* Collective over dp: steps 3-4 only, for a caller that has summed the gradients over dp
+ * and clipped them itself (a tensor / pipeline parallel stage, whose norm spans TP and PP).
+ * skip: leave the parameters and the state unchanged (a non-finite norm). */
+snn_status snn_dist_optim_apply(snn_dist_optim *d, float lr, int skip);
+
 /* Collective over dp: the canonical state. On `root`, full (the caller's optimizer over the
  * whole model, e.g. a temporary one for writing a checkpoint, with the same kind) receives
  * every rank's slice of every state tensor and the step count; full is ignored elsewhere. */

@@ -319,12 +319,18 @@ snn_status snn_lm_trainer_create(const snn_lm_training_config *cfg, snn_comm *co
     in->parameters = snn_model_num_params(t->m);
     in->precision = snn_precision_mode_name(t->pcfg.mode);
     in->start_step = t->step;
-    if (t->staged) { /* AdamW on the local stage: sharded by TP and PP, replicated over DP */
+    if (t->staged && !t->sdopt) { /* AdamW on the local stage: sharded by TP and PP */
         size_t k = snn_optimizer_num_states(t->sopt), n = snn_model_num_params(t->stage->model);
         in->optimizer_state_bytes = k * n * sizeof(float);
         in->optimizer_state_bytes_full = k * in->parameters * sizeof(float);
         in->optimizer_slice_begin = 0;
         in->optimizer_slice_len = n;
+    } else if (t->staged) { /* and over DP: the slice of the stage's buffer */
+        in->optimizer_state_bytes = snn_dist_optim_state_bytes(t->sdopt);
+        in->optimizer_state_bytes_full =
+            snn_optimizer_num_states(snn_dist_optim_local(t->sdopt)) * in->parameters * sizeof(float);
+        in->optimizer_slice_begin = snn_dist_optim_begin(t->sdopt);
+        in->optimizer_slice_len = snn_dist_optim_len(t->sdopt);
     } else {
         in->optimizer_state_bytes = snn_dist_optim_state_bytes(t->opt);
         in->optimizer_state_bytes_full = snn_dist_optim_full_state_bytes(t->opt);
@@ -490,7 +496,7 @@ snn_status snn_lm_trainer_run(snn_lm_trainer *t, snn_lm_train_callback cb, void 
              "\"optimizer_state_bytes_max\":%.0f,\"optimizer_state_bytes_sum\":%.0f,\"optimizer_state_bytes_unsharded\":%zu,"
              "\"precision\":\"%s\",\"context_parallel_size\":%d}",
              t->o.spiking ? "spikelm" : "gpt", t->info.parameters, t->dp_size, (long long)t->K, t->M, t->G, t->step,
-             !t->staged, c->model.transformer.tensor_model_parallel_size, c->model.transformer.pipeline_model_parallel_size,
+             !t->staged || t->sdopt != NULL, c->model.transformer.tensor_model_parallel_size, c->model.transformer.pipeline_model_parallel_size,
              c->model.transformer.sequence_parallel, ob[0], ob[1], t->info.optimizer_state_bytes_full, t->info.precision,
              t->cp);
     emit(cb, user, SNN_LM_EVENT_START, NULL, line, NAN, NULL);

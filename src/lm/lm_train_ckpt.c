@@ -23,7 +23,7 @@
 #include "snn/checkpoint.h"
 
 static snn_optimizer *lm_local_optimizer(snn_lm_trainer *t) {
-    return t->staged ? t->sopt : snn_dist_optim_local(t->opt);
+    return t->staged ? (t->sdopt ? snn_dist_optim_local(t->sdopt) : t->sopt) : snn_dist_optim_local(t->opt);
 }
 
 static double now_s(void) {

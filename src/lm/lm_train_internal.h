@@ -56,7 +56,8 @@ struct snn_lm_trainer {
     int staged;
     snn_mesh smesh;
     snn_lm_stage *stage;
-    snn_optimizer *sopt;      /* AdamW on the stage's local parameters */
+    snn_optimizer *sopt;      /* AdamW on the stage's local parameters (DP 1) */
+    snn_dist_optim *sdopt;    /* DP > 1: the same, its state sharded over the mesh's DP group */
     snn_precision *sprec;     /* the stage model's bf16 preparation */
     int32_t *kids, *klabels;  /* [K micro][S] of one step */
     int64_t *kidx;
