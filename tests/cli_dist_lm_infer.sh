@@ -17,18 +17,7 @@ fail=0
 mpi() { timeout 60 mpirun -q --oversubscribe -x OMP_NUM_THREADS -x OMP_WAIT_POLICY "$@"; }
 seed=${SNN_TEST_SEED:-$(date +%s%N | cut -c1-15)}
 echo "test seed: SNN_TEST_SEED=$seed"
-SNN_TEST_SEED=$seed /usr/bin/python3 - "$tmp/data" <<'PY' || exit 1
-import os, sys
-import numpy as np
-d = sys.argv[1]
-os.makedirs(d)
-rng = np.random.default_rng(int(os.environ["SNN_TEST_SEED"]))
-V, S = 40, 16
-for split, n in (("train", 48), ("valid", 21), ("test", 16)):
-    start = rng.integers(0, V, size=(n, 1))
-    step = rng.integers(1, 4, size=(n, 1))
-    np.save(os.path.join(d, split + ".npy"), ((start + step * np.arange(S + 1)) % V).astype(np.int32))
-PY
+SNN_TEST_SEED=$seed /usr/bin/python3 "$(dirname "$0")/lm_tokens.py" "$tmp/data" --rows 48,21,16 --noise 0 || exit 1
 if ! "$SNN" lm train --model spikelm --time-steps 2 --data "$tmp/data" --layers 2 --hidden 32 --heads 4 \
     --micro-batch-size 2 --global-batch-size 8 --train-steps 6 --log-interval 3 --lr 3e-3 --output "$tmp/run" \
     >"$tmp/train.log" 2>"$tmp/err"; then
