@@ -47,19 +47,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 seed=${SNN_TEST_SEED:-$(date +%s%N | cut -c1-15)}
 echo "test seed: SNN_TEST_SEED=$seed"
-SNN_TEST_SEED=$seed /usr/bin/python3 - "$tmp/data" <<'PY' || exit 1
-import os, sys
-import numpy as np
-d = sys.argv[1]
-os.makedirs(d)
-rng = np.random.default_rng(int(os.environ["SNN_TEST_SEED"]))
-V, S = 40, 16
-for split, n in (("train", 48), ("valid", 16), ("test", 16)):
-    first = rng.integers(0, V, size=(n, 1))
-    stride = rng.integers(1, 4, size=(n, 1))
-    noise = rng.integers(0, V, size=(n, S + 1)) * (rng.random((n, S + 1)) < 0.2)
-    np.save(os.path.join(d, split + ".npy"), ((first + stride * np.arange(S + 1) + noise) % V).astype(np.int32))
-PY
+SNN_TEST_SEED=$seed /usr/bin/python3 "$(dirname "$0")/lm_tokens.py" "$tmp/data" || exit 1
 cat > "$tmp/compare.py" <<'PY'
 # compare RUN_A RUN_B LABEL [FLOOR]: snn lm train output dirs (stdout logs RUN.log beside
 # them). FLOOR: the single process with other microbatches (only the summation order

@@ -6,6 +6,8 @@
 #     reported;
 #   - generate, greedy and sampled (temperature 0.8, top-k 5), 5 prompt rows at DP 2 and DP 3:
 #     the tokens of every row equal one process (each row has its own sampling stream);
+#   - eval with TP 2 (with and without sequence parallel), PP 2 (K 2) and TP 2 x PP 2 on 16
+#     samples equals one process within 1e-6; a sample count the layout cannot split is exit 2;
 #   - a missing checkpoint is exit 2 with one line on every layout.
 set -u
 B=${1:?build dir}
@@ -17,18 +19,7 @@ fail=0
 mpi() { timeout 60 mpirun -q --oversubscribe -x OMP_NUM_THREADS -x OMP_WAIT_POLICY "$@"; }
 seed=${SNN_TEST_SEED:-$(date +%s%N | cut -c1-15)}
 echo "test seed: SNN_TEST_SEED=$seed"
-SNN_TEST_SEED=$seed /usr/bin/python3 - "$tmp/data" <<'PY' || exit 1
-import os, sys
-import numpy as np
-d = sys.argv[1]
-os.makedirs(d)
-rng = np.random.default_rng(int(os.environ["SNN_TEST_SEED"]))
-V, S = 40, 16
-for split, n in (("train", 48), ("valid", 21), ("test", 16)):
-    start = rng.integers(0, V, size=(n, 1))
-    step = rng.integers(1, 4, size=(n, 1))
-    np.save(os.path.join(d, split + ".npy"), ((start + step * np.arange(S + 1)) % V).astype(np.int32))
-PY
+SNN_TEST_SEED=$seed /usr/bin/python3 "$(dirname "$0")/lm_tokens.py" "$tmp/data" --rows 48,21,16 --noise 0 || exit 1
 if ! "$SNN" lm train --model spikelm --time-steps 2 --data "$tmp/data" --layers 2 --hidden 32 --heads 4 \
     --micro-batch-size 2 --global-batch-size 8 --train-steps 6 --log-interval 3 --lr 3e-3 --output "$tmp/run" \
     >"$tmp/train.log" 2>"$tmp/err"; then
@@ -49,6 +40,30 @@ assert abs(a["lm_loss"] - b["lm_loss"]) <= 1e-12 * abs(a["lm_loss"]) + 1e-15, (a
 print("lm eval DP %s: lm_loss %.9g = one process, %d tokens" % (sys.argv[3], b["lm_loss"], b["valid_tokens"]))
 PY
 done
+# tensor / pipeline parallel evaluation of the same checkpoint: 16 samples
+"$SNN" lm eval "$ck" --micro-batch-size 4 --max-samples 16 >"$tmp/e16.json" 2>"$tmp/err" ||
+  { echo "FAIL: eval 16 (1)" >&2; cat "$tmp/err" >&2; fail=1; }
+for layout in "2 --tensor-parallel-size 2" "2 --tensor-parallel-size 2 --sequence-parallel" \
+              "2 --pipeline-parallel-size 2 --pipeline-microbatches 2" \
+              "4 --tensor-parallel-size 2 --pipeline-parallel-size 2 --pipeline-microbatches 2"; do
+  set -- $layout
+  np_=$1; shift
+  if ! mpi -np $np_ "$SNN" lm eval "$ck" --micro-batch-size 4 --max-samples 16 "$@" >"$tmp/ep.json" 2>"$tmp/err"; then
+    echo "FAIL: eval $layout" >&2; cat "$tmp/err" >&2; fail=1; continue
+  fi
+  /usr/bin/python3 - "$tmp/e16.json" "$tmp/ep.json" "$layout" <<'PY' || fail=1
+import json, sys
+a, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert a["valid_tokens"] == b["valid_tokens"] == 16 * 16, (a, b)
+assert abs(a["lm_loss"] - b["lm_loss"]) <= 1e-6 * abs(a["lm_loss"]), (a["lm_loss"], b["lm_loss"])
+print("lm eval -np %s: lm_loss %.9g vs one process %.9g" % (sys.argv[3], b["lm_loss"], a["lm_loss"]))
+PY
+done
+mpi -np 2 "$SNN" lm eval "$ck" --micro-batch-size 4 --tensor-parallel-size 2 >/dev/null 2>"$tmp/err"
+rc=$?
+if [ $rc -ne 2 ] || ! grep -q "^snn: error: .*not a multiple of data_parallel_size" "$tmp/err"; then
+  echo "FAIL: 21 samples at TP 2 x micro 4: rc=$rc" >&2; cat "$tmp/err" >&2; fail=1
+fi
 ids="1,2,3;4,5,6;7,8,9;10,11,12;13,14,15"
 for mode in "--temperature 0" "--temperature 0.8 --top-k 5 --seed 7"; do
   "$SNN" lm generate "$ck" --prompt-ids "$ids" --max-new-tokens 6 $mode >"$tmp/g1" 2>"$tmp/err" ||

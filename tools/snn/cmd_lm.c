@@ -11,6 +11,7 @@
 #include "common.h"
 #include "dist_cli.h"
 #include "lm_tool.h"
+#include "snn/lm_dist.h"
 #include "snn/dtype.h"
 #include "snn/tokenizer.h"
 
@@ -105,7 +106,7 @@ static const char *positional(int argc, char **argv, int *first) {
 /* ---- eval ---- */
 static int lm_eval(int argc, char **argv) {
     const char *ckpt = NULL, *data = NULL, *split = "valid", *dump = NULL;
-    int micro = 0, round_bf16 = 0, dump_rows = 4, warmup = 0;
+    int micro = 0, round_bf16 = 0, dump_rows = 4, warmup = 0, tp = 1, pp = 1, sp = 0, K = 1;
     long max_samples = 0;
     opt t[] = {
         {"--checkpoint", OPT_STRING, &ckpt, "step_XXXXXXX directory of snn lm train (or give it first)", NULL, 0},
@@ -117,6 +118,10 @@ static int lm_eval(int argc, char **argv) {
         {"--round-bf16", OPT_FLAG, &round_bf16, "round the parameters to BF16 first (the values of an export)", NULL, 0},
         {"--dump", OPT_STRING, &dump, "write input_ids and T-reduced logits of the first rows to this safetensors file", NULL, 0},
         {"--dump-rows", OPT_INT, &dump_rows, "rows in --dump (default 4)", NULL, 0},
+        opt_num("--tensor-parallel-size", OPT_INT, &tp, "ranks per tensor-parallel group (1)", NULL, 1, 1 << 16),
+        opt_num("--pipeline-parallel-size", OPT_INT, &pp, "pipeline stages (1)", NULL, 1, 1 << 16),
+        opt_num("--pipeline-microbatches", OPT_INT, &K, "microbatches per pipeline pass (1)", NULL, 1, 1 << 20),
+        {"--sequence-parallel", OPT_FLAG, &sp, "norms and the spiking transition on sequence shards (TP > 1)", NULL, 0},
     };
     int n = (int)(sizeof t / sizeof t[0]), first = 3;
     if (args_wants_help(argc, argv, 3)) {
@@ -160,6 +165,16 @@ static int lm_eval(int argc, char **argv) {
     const int64_t per = (count + DP - 1) / DP;
     const int64_t lo = (int64_t)rank * per < count ? (int64_t)rank * per : count;
     const int64_t mine = lo + per < count ? per : count - lo;
+    if (tp * pp > 1) {
+        if (DP % (tp * pp))
+            die_usage("lm eval: %d ranks are not divisible by tensor_parallel_size %d x pipeline_parallel_size %d", DP,
+                      tp, pp);
+        long long unit = (long long)(DP / (tp * pp)) * micro * K;
+        if (count % unit)
+            die_usage("lm eval: %lld samples are not a multiple of data_parallel_size %d x micro_batch_size %d x "
+                      "pipeline_microbatches %d (tensor/pipeline-parallel evaluation pads nothing: use --max-samples)",
+                      (long long)count, DP / (tp * pp), micro, K);
+    }
     dist_cli_setup_point();
     dist_cli_running();
     double ls = 0, cn = 0;
@@ -167,8 +182,14 @@ static int lm_eval(int argc, char **argv) {
         die_status(st, "evaluating");
     double t0 = now_seconds();
     ls = cn = 0;
-    if (mine > 0 && (st = lm_evaluate(L.m, &L.o, ds, micro, lo, mine, &b, &ls, &cn)) != SNN_OK)
+    const int parallel = tp * pp > 1;
+    if (parallel) { /* the stage layout: the totals are already the world's (counted once below) */
+        if ((st = snn_lm_evaluate_parallel(world, L.m, &L.o, tp, pp, sp, K, ds, micro, 0, count, &ls, &cn)) != SNN_OK)
+            die_status(st, "evaluating");
+        if (rank != 0) ls = cn = 0;
+    } else if (mine > 0 && (st = lm_evaluate(L.m, &L.o, ds, micro, lo, mine, &b, &ls, &cn)) != SNN_OK) {
         die_status(st, "evaluating");
+    }
     double secs = now_seconds() - t0;
     double sums[2] = {ls, cn}, mx[2] = {secs, (double)lm_peak_rss()}, tot_rss = mx[1];
     if ((st = snn_comm_allreduce(world, sums, 2, SNN_COMM_F64, SNN_COMM_SUM)) != SNN_OK ||
@@ -210,11 +231,11 @@ static int lm_eval(int argc, char **argv) {
     if (rank == 0)
         printf("{\"lm_loss\":%.9g,\"perplexity\":%.9g,\"valid_tokens\":%.0f,\"evaluation_seconds\":%.6g,"
                "\"semantic_tokens_per_second\":%.6g,\"neural_steps_per_second\":%.6g,\"peak_memory_bytes\":%.0f,"
-               "\"total_peak_memory_bytes\":%.0f,\"micro_batch_size\":%d,\"pipeline_microbatches\":1,"
-               "\"local_batch_size\":%d,\"data_parallel_size\":%d,\"tensor_parallel_size\":1,"
-               "\"pipeline_parallel_size\":1,\"context_parallel_size\":1,\"split\":\"%s\",\"checkpoint_step\":%ld}\n",
-               loss, isfinite(ppl) ? ppl : INFINITY, cn, secs, cn / secs, cn * T / secs, mx[1], tot_rss, micro, micro,
-               DP, split, L.step);
+               "\"total_peak_memory_bytes\":%.0f,\"micro_batch_size\":%d,\"pipeline_microbatches\":%d,"
+               "\"local_batch_size\":%d,\"data_parallel_size\":%d,\"tensor_parallel_size\":%d,"
+               "\"pipeline_parallel_size\":%d,\"context_parallel_size\":1,\"split\":\"%s\",\"checkpoint_step\":%ld}\n",
+               loss, isfinite(ppl) ? ppl : INFINITY, cn, secs, cn / secs, cn * T / secs, mx[1], tot_rss, micro,
+               K, micro * K, DP / (tp * pp), tp, pp, split, L.step);
     lm_eval_buffers_free(&b);
     snn_token_dataset_free(ds);
     lm_loaded_free(&L);
