@@ -6,8 +6,9 @@
  * world). With tensor and pipeline parallel sizes 1 the world is the data-parallel group
  * and the steps below apply; with TP * PP > 1 the ranks form the (dp, pp, tp) mesh, each
  * holds its stage of the model and a step is the stage's 1F1B pipeline over the same
- * microbatches, its gradient reductions and global-norm clip and a plain AdamW on the
- * local shard (fp32 / bf16 only; docs/lm.md "Tensor and pipeline parallel from the CLI").
+ * microbatches, its gradient reductions and global-norm clip and AdamW on the local shard
+ * (its state sharded further over DP when DP > 1; fp32 / bf16 only; docs/lm.md "Tensor and
+ * pipeline parallel from the CLI").
  * Context parallel (TP = PP = 1 only) shares each sequence over CP ranks. Per optimizer
  * step (data parallel):
  *   - num_microbatches = global / (micro * DP) microbatches of `micro` semantic samples on
