@@ -24,6 +24,7 @@
 #include "backend/backend.h"
 #include "dist/lm_cp.h"
 #include "dist/lm_cp_internal.h"
+#include "nn/lm_layers.h"
 
 typedef struct {
     int offset; /* first member, as the dense modules' (never used here) */
@@ -78,22 +79,7 @@ static void cpattn_reserve(snn_module *m, snn_arena *ar, int T, int N) {
 }
 
 /* Row l of Z [sl][S]: softmax over keys 0..pos[l], zeros after. */
-static void masked_softmax(float *Z, int sl, int S, const int *pos) {
-    for (int i = 0; i < sl; i++) {
-        float *z = Z + (size_t)i * S;
-        int n = pos[i] + 1;
-        float mx = z[0];
-        for (int j = 1; j < n; j++) mx = z[j] > mx ? z[j] : mx;
-        double sum = 0.0;
-        for (int j = 0; j < n; j++) {
-            z[j] = expf(z[j] - mx);
-            sum += z[j];
-        }
-        float inv = (float)(1.0 / sum);
-        for (int j = 0; j < n; j++) z[j] *= inv;
-        for (int j = n; j < S; j++) z[j] = 0.0f;
-    }
-}
+static void masked_softmax(float *Z, int sl, int S, const int *pos) { snn_attn_softmax_rows(Z, sl, S, S, 0, pos); }
 
 static snn_status cpattn_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
     cpattn_impl *a = m->impl;

@@ -58,11 +58,13 @@ static void attn_reserve(snn_module *m, snn_arena *ar, int T, int N) {
     a->have_forward = 0;
 }
 
-/* Row-wise causal softmax of Z [S][ld] in place: row i keeps columns 0..i+off, the rest 0. */
-static void causal_softmax(float *Z, int S, int cols, int off, int ld) {
-    for (int i = 0; i < S; i++) {
+/* Row-wise masked softmax of Z [rows][ld] in place: row i keeps columns 0..last(i) with
+ * last(i) = last[i] (or i + off when last is NULL), the rest of its `cols` become 0. Shared by
+ * the context-parallel attention (src/dist), whose rows sit at arbitrary global positions. */
+void snn_attn_softmax_rows(float *Z, int rows, int cols, int ld, int off, const int *last) {
+    for (int i = 0; i < rows; i++) {
         float *z = Z + (size_t)i * ld;
-        int n = i + off + 1;
+        int n = (last ? last[i] : i + off) + 1;
         float mx = z[0];
         for (int j = 1; j < n; j++) mx = z[j] > mx ? z[j] : mx;
         double sum = 0.0;
@@ -75,6 +77,8 @@ static void causal_softmax(float *Z, int S, int cols, int off, int ld) {
         for (int j = n; j < cols; j++) z[j] = 0.0f;
     }
 }
+
+static void causal_softmax(float *Z, int S, int cols, int off, int ld) { snn_attn_softmax_rows(Z, S, cols, ld, off, NULL); }
 
 static snn_status attn_forward_cached(snn_module *m, const snn_run *r, const float *x, float *y) {
     attn_impl *a = m->impl;

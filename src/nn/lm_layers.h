@@ -31,6 +31,9 @@ snn_status snn_attention_attach_cache(snn_module *m, float *k, float *v, int row
 /* Position offset of the next forward (posemb, rope, attention with a cache). */
 snn_status snn_lm_set_offset(snn_module *m, int offset);
 
+/* The attention core's masked row softmax (attention.c): row i of Z [rows][ld] keeps columns
+ * 0..last[i] (last NULL: 0..i+off), the rest of its cols become 0. */
+void snn_attn_softmax_rows(float *Z, int rows, int cols, int ld, int off, const int *last);
 snn_module *snn_rmsnorm_new(int features, float eps);
 /* [.., 2F] -> [.., F]: y = silu(gate) * up with gate = x[:F], up = x[F:]. */
 snn_module *snn_swiglu_new(int features);
