@@ -8,6 +8,8 @@
 #     the tokens of every row equal one process (each row has its own sampling stream);
 #   - eval with TP 2 (with and without sequence parallel), PP 2 (K 2) and TP 2 x PP 2 on 16
 #     samples equals one process within 1e-6; a sample count the layout cannot split is exit 2;
+#   - generation at TP 2, PP 2, TP 2 x PP 2 and DP 2 x TP 2, greedy and sampled: the same tokens
+#     as one process (the KV cache sharded with the heads and layers);
 #   - a missing checkpoint is exit 2 with one line on every layout.
 set -u
 B=${1:?build dir}
@@ -76,6 +78,23 @@ for mode in "--temperature 0" "--temperature 0.8 --top-k 5 --seed 7"; do
       echo "FAIL: generate DP $np_ ($mode) differs from one process" >&2; diff "$tmp/g1" "$tmp/g$np_" >&2; fail=1
     else
       echo "lm generate DP $np_ ($mode): 5 rows equal one process"
+    fi
+  done
+done
+# generation with TP 2, PP 2 and TP 2 x PP 2 (4 ranks), and DP 2 x TP 2: the same tokens
+for layout in "2 --tensor-parallel-size 2" "2 --pipeline-parallel-size 2" \
+              "4 --tensor-parallel-size 2 --pipeline-parallel-size 2" "4 --tensor-parallel-size 2"; do
+  for mode in "--temperature 0" "--temperature 0.8 --top-k 5 --seed 7"; do
+    set -- $layout
+    np_=$1; shift
+    "$SNN" lm generate "$ck" --prompt-ids "$ids" --max-new-tokens 6 $mode >"$tmp/g1" 2>/dev/null
+    if ! mpi -np $np_ "$SNN" lm generate "$ck" --prompt-ids "$ids" --max-new-tokens 6 $mode "$@" >"$tmp/gp" 2>"$tmp/err"; then
+      echo "FAIL: generate -np $layout $mode" >&2; cat "$tmp/err" >&2; fail=1; continue
+    fi
+    if ! cmp -s "$tmp/g1" "$tmp/gp"; then
+      echo "FAIL: generate -np $layout ($mode) differs from one process" >&2; diff "$tmp/g1" "$tmp/gp" >&2; fail=1
+    else
+      echo "lm generate -np $layout ($mode): 5 rows equal one process"
     fi
   done
 done

@@ -11,14 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "models/gpt_gen.h"
 #include "nn/lm_layers.h"
 #include "nn/model_internal.h"
 #include "snn/lm.h"
 
-typedef struct {
-    snn_module *core[1024], *pos[2048];
-    int n_core, n_pos;
-} gen_mods;
+typedef snn_gen_mods gen_mods;
 
 static void collect(snn_module *m, void *ctx) {
     gen_mods *g = ctx;
@@ -29,10 +27,17 @@ static void collect(snn_module *m, void *ctx) {
         g->pos[g->n_pos++] = m;
 }
 
-static snn_status set_offset(gen_mods *g, int off) {
+void snn_gen_collect(snn_model *m, snn_gen_mods *g) {
+    memset(g, 0, sizeof *g);
+    snn_module_walk(m->root, collect, g);
+}
+
+snn_status snn_gen_set_offset(const snn_gen_mods *g, int off) {
     for (int i = 0; i < g->n_pos; i++) SNN_TRY(snn_lm_set_offset(g->pos[i], off));
     return SNN_OK;
 }
+
+static snn_status set_offset(gen_mods *g, int off) { return snn_gen_set_offset(g, off); }
 
 typedef struct {
     float p;
@@ -45,8 +50,10 @@ static int cand_cmp(const void *a, const void *b) {
     return x->id - y->id;
 }
 
-/* The next token of one row from z[V] (already reduced over T). */
-static int pick(const float *z, int V, const snn_lm_sampling *s, snn_rng *rng, cand *c) {
+size_t snn_gen_scratch_bytes(int V) { return (size_t)(V > 0 ? V : 1) * sizeof(cand); }
+
+int snn_gen_pick(const float *z, int V, const snn_lm_sampling *s, snn_rng *rng, void *scratch) {
+    cand *c = scratch;
     if (s->temperature == 0.0f) {
         int best = 0;
         for (int v = 1; v < V; v++)
@@ -91,6 +98,19 @@ static void reduce_last(const float *logits, int T, int B, int S, int pos, int V
         }
 }
 
+snn_status snn_gen_check_sampling(const snn_lm_sampling *s, int vocab) {
+    if (s->eos < -1 || s->eos >= vocab)
+        return snn_error(SNN_E_INVALID, "generate: eos_token_id %d is not in the vocabulary [0, %d)", s->eos, vocab);
+    if (!(s->temperature >= 0.0f) || !isfinite(s->temperature))
+        return snn_error(SNN_E_INVALID, "generate: temperature must be finite and >= 0");
+    if (!(s->top_p > 0.0f && s->top_p <= 1.0f))
+        return snn_error(SNN_E_INVALID, "generate: top_p must be in (0, 1] (got %g)", (double)s->top_p);
+    if (s->first_row < 0) return snn_error(SNN_E_INVALID, "generate: first_row must be >= 0");
+    if (s->top_k < -1 || s->top_k == 0)
+        return snn_error(SNN_E_INVALID, "generate: top_k must be -1 or positive (got %d)", s->top_k);
+    return SNN_OK;
+}
+
 snn_status snn_gpt_generate(snn_model *m, const int32_t *prompt, int B, int P, int max_new,
                             const snn_lm_sampling *s, int32_t *out) {
     snn_gpt_opts o;
@@ -102,16 +122,7 @@ snn_status snn_gpt_generate(snn_model *m, const int32_t *prompt, int B, int P, i
     if ((long)P + max_new > o.context)
         return snn_error(SNN_E_INVALID, "generate: prompt (%d) + max_new_tokens (%d) exceed the context %d", P,
                          max_new, o.context);
-    if (s->eos < -1 || s->eos >= o.vocab)
-        return snn_error(SNN_E_INVALID, "generate: eos_token_id %d is not in the vocabulary [0, %d)", s->eos,
-                         o.vocab);
-    if (!(s->temperature >= 0.0f) || !isfinite(s->temperature))
-        return snn_error(SNN_E_INVALID, "generate: temperature must be finite and >= 0");
-    if (!(s->top_p > 0.0f && s->top_p <= 1.0f))
-        return snn_error(SNN_E_INVALID, "generate: top_p must be in (0, 1] (got %g)", (double)s->top_p);
-    if (s->first_row < 0) return snn_error(SNN_E_INVALID, "generate: first_row must be >= 0");
-    if (s->top_k < -1 || s->top_k == 0)
-        return snn_error(SNN_E_INVALID, "generate: top_k must be -1 or positive (got %d)", s->top_k);
+    SNN_TRY(snn_gen_check_sampling(s, o.vocab));
     for (long i = 0; i < (long)B * P; i++)
         if (prompt[i] < 0 || prompt[i] >= o.vocab)
             return snn_error(SNN_E_INVALID, "generate: prompt token %d is not in [0, %d)", prompt[i], o.vocab);
@@ -172,7 +183,7 @@ snn_status snn_gpt_generate(snn_model *m, const int32_t *prompt, int B, int P, i
         for (int b = 0; b < B; b++) {
             int prev = out[(size_t)b * cap + P + step - 1];
             int finished = step > 0 && s->eos >= 0 && prev == s->eos;
-            int tok = finished ? s->eos : pick(z + (size_t)b * V, V, s, &rng[b], c);
+            int tok = finished ? s->eos : snn_gen_pick(z + (size_t)b * V, V, s, &rng[b], c);
             out[(size_t)b * cap + P + step] = tok;
             all_done &= s->eos >= 0 && tok == s->eos;
         }

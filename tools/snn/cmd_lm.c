@@ -272,7 +272,7 @@ static int32_t *parse_ids(const char *s, int *n) {
 
 static int lm_generate(int argc, char **argv) {
     const char *ckpt = NULL, *prompt = NULL, *prompt_ids = NULL, *tok_path = NULL, *out_path = NULL;
-    int max_new = 32, top_k = -1, round_bf16 = 0, batch = 1;
+    int max_new = 32, top_k = -1, round_bf16 = 0, batch = 1, tp = 1, pp = 1;
     long eos = -2;
     float temperature = 0.0f, top_p = 1.0f;
     uint64_t seed = 1234;
@@ -290,6 +290,8 @@ static int lm_generate(int argc, char **argv) {
         {"--batch", OPT_INT, &batch, "copies of a text prompt to decode together (default 1)", NULL, 0},
         {"--round-bf16", OPT_FLAG, &round_bf16, "round the parameters to BF16 first (the values of an export)", NULL, 0},
         {"--out", OPT_STRING, &out_path, "also write the tokens [B, P+new] (I32) to this safetensors file", NULL, 0},
+        opt_num("--tensor-parallel-size", OPT_INT, &tp, "ranks per tensor-parallel group (1)", NULL, 1, 1 << 16),
+        opt_num("--pipeline-parallel-size", OPT_INT, &pp, "pipeline stages (1)", NULL, 1, 1 << 16),
     };
     int n = (int)(sizeof t / sizeof t[0]), first = 3;
     if (args_wants_help(argc, argv, 3)) {
@@ -373,14 +375,23 @@ static int lm_generate(int argc, char **argv) {
     const int per = (B + DP - 1) / DP, lo = rank * per < B ? rank * per : B, mine = lo + per < B ? per : B - lo;
     snn_lm_sampling s = {.temperature = temperature, .top_k = top_k, .top_p = top_p, .seed = seed, .eos = (int)eos,
                          .first_row = lo};
+    if (tp * pp > 1 && DP % (tp * pp))
+        die_usage("lm generate: %d ranks are not divisible by tensor_parallel_size %d x pipeline_parallel_size %d",
+                  DP, tp, pp);
     dist_cli_setup_point();
     dist_cli_running();
     double t0 = now_seconds();
-    snn_status st = mine > 0 ? snn_gpt_generate(L.m, pr + (size_t)lo * P, mine, P, max_new, &s, out + (size_t)lo * rowlen)
-                             : SNN_OK;
+    snn_status st;
+    if (tp * pp > 1) { /* model parallel: the library slices the rows over DP and gathers them */
+        s.first_row = 0;
+        st = snn_lm_generate_parallel(world, L.m, &L.o, tp, pp, pr, B, P, max_new, &s, out);
+    } else {
+        st = mine > 0 ? snn_gpt_generate(L.m, pr + (size_t)lo * P, mine, P, max_new, &s, out + (size_t)lo * rowlen)
+                      : SNN_OK;
+    }
     double secs = now_seconds() - t0;
     if (st != SNN_OK) die_status(st == SNN_E_INVALID ? SNN_E_INVALID : st, "generating");
-    for (int d = 1; d < DP; d++) { /* rank 0 gathers the slices */
+    for (int d = 1; tp * pp == 1 && d < DP; d++) { /* rank 0 gathers the slices */
         int dlo = d * per < B ? d * per : B, dn = dlo + per < B ? per : B - dlo;
         if (dn <= 0) continue;
         size_t cnt = (size_t)dn * rowlen;
