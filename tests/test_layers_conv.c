@@ -149,18 +149,30 @@ static void fd_check(fixture *f, const char *what, float *v, size_t n, const flo
             snn_test_fill_uniform(&u, 1, 0.0f, 1.0f, &g_state);
             idx[j] = (size_t)(u * (float)n) % n;
         }
-        size_t i = idx[j];
-        float save = v[i];
-        v[i] = save + (float)eps;
-        float hp = v[i] - save;
-        double Lp = fix_loss(f);
-        v[i] = save - (float)eps;
-        float hm = v[i] - save;
-        double Lm = fix_loss(f);
-        v[i] = save;
-        fd[j] = (Lp - Lm) / ((double)hp - (double)hm);
     }
-    double worst = compare(an, fd, idx, k, n);
+    /* Central differences at eps; a coordinate that misses is measured again at eps / 4 and
+     * keeps the better of the two (a kink of GELU or a float32 rounding of the loss within
+     * eps can spoil one step size, a wrong gradient fails both). */
+    double worst = 0.0;
+    for (int pass = 0; pass < 2; pass++) {
+        const double h = pass ? eps / 4 : eps;
+        for (size_t j = 0; j < k; j++) {
+            if (pass && compare(an, fd + j, idx + j, 1, n) <= 1.0) continue;
+            size_t i = idx[j];
+            float save = v[i];
+            v[i] = save + (float)h;
+            float hp = v[i] - save;
+            double Lp = fix_loss(f);
+            v[i] = save - (float)h;
+            float hm = v[i] - save;
+            double Lm = fix_loss(f);
+            v[i] = save;
+            double d = (Lp - Lm) / ((double)hp - (double)hm);
+            if (!pass || compare(an, &d, idx + j, 1, n) < compare(an, fd + j, idx + j, 1, n)) fd[j] = d;
+        }
+        worst = compare(an, fd, idx, k, n);
+        if (worst <= 1.0) break;
+    }
     CHECK_MSG(worst <= 1.0, "%s: %s gradient off (worst ratio %.3g over %zu coordinates)", f->m->ops->kind,
               what, worst, k);
     /* The checker must reject a wrong gradient: shift one checked entry by 5% of the scale. */
