@@ -130,10 +130,7 @@ static int lm_eval(int argc, char **argv) {
                   "evaluates a contiguous slice of the samples, the sums are reduced).", t, n);
         return 0;
     }
-    snn_comm *world = NULL;
-    snn_status wst = snn_comm_init_world(&world);
-    if (wst != SNN_OK) die_status(wst, "starting the communicator");
-    dist_cli_begin(world);
+    snn_comm *world = dist_cli_start();
     const int DP = snn_comm_size(world), rank = snn_comm_rank(world);
     const char *pos = positional(argc, argv, &first);
     args_parse("lm eval", t, n, argc, argv, first);
@@ -300,10 +297,7 @@ static int lm_generate(int argc, char **argv) {
                   "each rank decodes a contiguous slice of the prompt rows; rank 0 prints them in order).", t, n);
         return 0;
     }
-    snn_comm *world = NULL;
-    snn_status wst = snn_comm_init_world(&world);
-    if (wst != SNN_OK) die_status(wst, "starting the communicator");
-    dist_cli_begin(world);
+    snn_comm *world = dist_cli_start();
     const int DP = snn_comm_size(world), rank = snn_comm_rank(world);
     const char *pos = positional(argc, argv, &first);
     args_parse("lm generate", t, n, argc, argv, first);

@@ -24,7 +24,6 @@
 #include <cjson/cJSON.h>
 
 #include "common.h"
-#include "core/error_internal.h"
 #include "lm_tool.h"
 #include "snn/dtype.h"
 
@@ -284,19 +283,23 @@ int cmd_lm_export(int argc, char **argv) {
     char *cfg_s = gpt ? gpt2_config(o, -1) : spikelm_config(L.m, o);
     const char *names[] = {"model.safetensors.index.json", "config.json", "snn_lm_export.json"};
     const char *texts[] = {index_s, cfg_s, man_s};
-    for (int i = 0; i < 3 && st == SNN_OK; i++) {
+    char why[8400];
+    int failed = 0;
+    for (int i = 0; i < 3 && st == SNN_OK && !failed; i++) {
         snprintf(files[nfiles++], 64, "%s", names[i]);
         snprintf(path, sizeof path, "%s/%s", tmp, names[i]);
-        if (!texts[i] || write_text(path, texts[i])) st = snn_error(SNN_E_IO, "cannot write %s", path);
+        if (!texts[i] || write_text(path, texts[i])) failed = snprintf(why, sizeof why, "cannot write %s", path);
     }
-    if (st == SNN_OK && tok) {
+    if (st == SNN_OK && !failed && tok) {
         snprintf(files[nfiles++], 64, "tokenizer.json");
         snprintf(path, sizeof path, "%s/tokenizer.json", tmp);
-        if (copy_file(tok, path)) st = snn_error(SNN_E_IO, "cannot copy the tokenizer %s", tok);
+        if (copy_file(tok, path)) failed = snprintf(why, sizeof why, "cannot copy the tokenizer %s", tok);
     }
-    if (st == SNN_OK && rename(tmp, out)) st = snn_error(SNN_E_IO, "cannot rename %s to %s: %s", tmp, out, strerror(errno));
-    if (st != SNN_OK) {
+    if (st == SNN_OK && !failed && rename(tmp, out))
+        failed = snprintf(why, sizeof why, "cannot rename %s to %s: %s", tmp, out, strerror(errno));
+    if (st != SNN_OK || failed) {
         rm_tree_files(tmp, files, nfiles);
+        if (failed) die_usage("exporting: %s", why);
         die_status(st, "exporting");
     }
     printf("{\"output\":\"%s\",\"shards\":%d,\"total_size\":%lld,\"parameter_count\":%lld,\"recipe_sha256\":\"%s\","

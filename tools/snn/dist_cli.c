@@ -39,6 +39,14 @@ void dist_cli_begin(snn_comm *world) {
     args_die_hook = fail_hook;
 }
 
+snn_comm *dist_cli_start(void) {
+    snn_comm *w = NULL;
+    snn_status st = snn_comm_init_world(&w);
+    if (st != SNN_OK) die_status(st, "starting the communicator");
+    dist_cli_begin(w);
+    return w;
+}
+
 void dist_cli_setup_point(void) {
     int first = -1;
     char got[1024];

@@ -11,6 +11,8 @@
 /* Start: world is the job's communicator (owned from here: freed on exit). Installs the
  * die_usage / die_status hook. */
 void dist_cli_begin(snn_comm *world);
+/* snn_comm_init_world + dist_cli_begin: the world of a command (exits on failure). */
+snn_comm *dist_cli_start(void);
 /* Every rank calls this at the same places of the set-up. */
 void dist_cli_setup_point(void);
 /* Set-up is over: a failure from here on aborts the job. */
