@@ -1,9 +1,9 @@
 #!/bin/bash
 # Data-parallel language-model evaluation and generation (`mpirun -np N snn lm eval|generate`)
 # against one process, on a small spikelm trained here on fresh token data:
-#   - eval at DP 2 and DP 3 (uneven slices): lm_loss and valid_tokens equal one process
-#     (1e-12 relative: the same per-sample sums, added in another order), data_parallel_size
-#     reported;
+#   - eval at DP 2 and DP 3 (uneven slices): valid_tokens equal one process and lm_loss within
+#     1e-6 relative (other batch compositions round the float32 GEMMs differently),
+#     data_parallel_size reported;
 #   - generate, greedy and sampled (temperature 0.8, top-k 5), 5 prompt rows at DP 2 and DP 3:
 #     the tokens of every row equal one process (each row has its own sampling stream);
 #   - eval with TP 2 (with and without sequence parallel), PP 2 (K 2) and TP 2 x PP 2 on 16
@@ -38,7 +38,9 @@ import json, sys
 a, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 assert b["data_parallel_size"] == int(sys.argv[3]) and a["data_parallel_size"] == 1, (a, b)
 assert a["valid_tokens"] == b["valid_tokens"] == 21 * 16, (a["valid_tokens"], b["valid_tokens"])
-assert abs(a["lm_loss"] - b["lm_loss"]) <= 1e-12 * abs(a["lm_loss"]) + 1e-15, (a["lm_loss"], b["lm_loss"])
+# a rank's batches hold other samples than one process's (its slice starts elsewhere), and the
+# float32 GEMMs of a different batch round differently: 1e-6, the bound of the TP/PP checks
+assert abs(a["lm_loss"] - b["lm_loss"]) <= 1e-6 * abs(a["lm_loss"]), (a["lm_loss"], b["lm_loss"])
 print("lm eval DP %s: lm_loss %.9g = one process, %d tokens" % (sys.argv[3], b["lm_loss"], b["valid_tokens"]))
 PY
 done
