@@ -1,17 +1,159 @@
-/* The operation table: what a device must provide. The CPU table is the reference;
- * a CUDA table implements the same entries. Pointers are device pointers of that backend. */
+/* The operation table: what a device must provide so that modules written once run on it.
+ *
+ * A module's forward and backward touch their data only through these entries (r->be in
+ * src/nn/module.h). Pointers are memory of the table's device: host memory for the CPU
+ * table, device memory for the CUDA one. The CPU table (src/backend/cpu/) is the reference;
+ * the CUDA table (src/backend/cuda/cuda_backend.cu) implements the same entries and is
+ * tested entry by entry against it on random inputs (tests/cuda/test_cuda_backend.c).
+ *
+ * Conventions:
+ *   - every entry returns snn_status and sets the message on failure (snn_last_error);
+ *   - work is enqueued in order on the table's one stream; entries that return a value to
+ *     the host (sumsq, nonfinite, the neuron gk, download) wait for it;
+ *   - activations are FP32 arrays; a 16-bit or FP8 mode keeps values that are exactly
+ *     representable in the narrower type in them (see snn_gemm.ab_type), so the CPU table
+ *     computes exactly what a device computing in the narrow type does, up to summation order.
+ *
+ * An entry may be NULL where a backend does not provide it yet; a module kind that needs it
+ * declares so (snn_module_ops.devices) and is refused when its model is placed on that
+ * device, with the module's name. */
 #ifndef SNN_BACKEND_H
 #define SNN_BACKEND_H
 
 #include <stddef.h>
+#include <stdint.h>
 
-typedef struct snn_backend {
-    const char *name;
-    /* C[M,N] = alpha * op(A) op(B) + beta * C, row-major, FP32 (BLAS on the CPU). */
-    void (*gemm_f32)(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
-                     int lda, const float *B, int ldb, float beta, float *C, int ldc);
-} snn_backend;
+#include "snn/dtype.h"
+#include "snn/error.h"
+#include "snn/neuron.h"
+
+typedef enum snn_device_type { SNN_DEVICE_CPU = 0, SNN_DEVICE_CUDA = 1 } snn_device_type;
+
+/* Bits of snn_module_ops.devices: the devices a module kind runs on. */
+#define SNN_DEVMASK(d) (1u << (unsigned)(d))
+#define SNN_DEVMASK_ALL (SNN_DEVMASK(SNN_DEVICE_CPU) | SNN_DEVMASK(SNN_DEVICE_CUDA))
+
+/* C[M,N] = alpha · op(A)[M,K] · op(B)[K,N] (+ bias) + beta · C, row-major, FP32 storage.
+ *   ab_type  SNN_F32: FP32 products (no TF32). SNN_F16 / SNN_BF16: every value of A and B is
+ *            representable in that type (the caller rounded it); the backend may multiply in
+ *            that type with FP32 accumulation, which gives the same products.
+ *   bias     epilogue (may be NULL): bias[j] joins every row of the product before beta·C.
+ *   c_round  epilogue: SNN_F32 none; SNN_F16 / SNN_BF16: C is rounded (RNE, overflow to inf)
+ *            to that type after everything else. */
+typedef struct snn_gemm {
+    int trans_a, trans_b;
+    int M, N, K;
+    float alpha, beta;
+    const float *A, *B;
+    int lda, ldb;
+    float *C;
+    int ldc;
+    snn_dtype ab_type;
+    const float *bias;
+    snn_dtype c_round;
+} snn_gemm;
+
+/* One SGD / Adam / AdamW update of n FP32 values with the rules of src/optim/optimizer.c
+ * (torch.optim, operation for operation). The scalars are the step's, computed on the host
+ * in double and rounded once; a backend does exactly these rounded FP32 operations per
+ * element (FMA where written), so every backend gives the same bits.
+ *   SGD:  d = l2 && decay ? fma(w, wd, g) : g
+ *         momentum 0:  w = fma(d, nlr, w)
+ *         else         b = first ? d : fma(d, keep, b·mom); d = nesterov ? fma(b, mom, d) : b;
+ *                      w = fma(d, nlr, w)
+ *   Adam: g' = l2 && decay ? fma(w, wd, g) : g;  w' = decoupled && decay ? w·shrink : w
+ *         m = fma(g', fc1, m·fb1);  v = fma(fc2·g', g', v·fb2)
+ *         w = w' + neg_step·m / (sqrt(v) / bc2_sqrt + eps) */
+typedef struct snn_optim_update {
+    int adam;                      /* 0: SGD, 1: Adam or AdamW */
+    float wd;
+    int l2;                        /* L2 term in the gradient (SGD, Adam) */
+    float nlr, mom, keep;          /* SGD: -lr, momentum, 1 - dampening */
+    int nesterov, first;           /* SGD: Nesterov; first step (buffer = d) */
+    float fb1, fc1, fb2, fc2, neg_step, bc2_sqrt, eps, shrink; /* Adam */
+    int decoupled;                 /* AdamW's decay */
+} snn_optim_update;
+
+typedef struct snn_backend snn_backend;
+
+struct snn_backend {
+    const char *name;            /* "cpu", "cuda" */
+    snn_device_type device;
+    void *ctx;                   /* the device context (snn_cuda * for CUDA), NULL on the CPU */
+
+    /* ---- memory and streams ---- */
+    /* Zeroed allocation of `bytes` (at least 256-byte aligned). */
+    snn_status (*alloc)(const snn_backend *be, size_t bytes, void **out);
+    void (*free)(const snn_backend *be, void *p);
+    snn_status (*upload)(const snn_backend *be, void *dst, const void *host_src, size_t bytes);
+    snn_status (*download)(const snn_backend *be, void *host_dst, const void *src, size_t bytes);
+    snn_status (*copy)(const snn_backend *be, void *dst, const void *src, size_t bytes);
+    snn_status (*fill)(const snn_backend *be, float *x, float value, size_t n);
+    snn_status (*synchronize)(const snn_backend *be);
+
+    /* ---- GEMM ---- */
+    snn_status (*gemm)(const snn_backend *be, const snn_gemm *g);
+    /* The FP32 product alone (modules not yet on the descriptor; CPU only). No context:
+     * NULL on backends whose memory is not the host's. */
+    void (*gemm_f32)(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+                     const float *B, int ldb, float beta, float *C, int ldc);
+
+    /* ---- elementwise ---- */
+    /* dst[i] = round_to(t, src[i]) (RNE, overflow to inf); t F32 copies. dst may be src. */
+    snn_status (*round)(const snn_backend *be, snn_dtype t, float *dst, const float *src, size_t n);
+    /* dst[i] = s · src[i] (one FP32 multiply). dst may be src. */
+    snn_status (*scale)(const snn_backend *be, float *dst, const float *src, float s, size_t n);
+    /* y = x Φ(x) (exact GELU, erf form); dx = dy (Φ(x) + x φ(x)). */
+    snn_status (*gelu_forward)(const snn_backend *be, const float *x, float *y, size_t n);
+    snn_status (*gelu_backward)(const snn_backend *be, const float *x, const float *dy, float *dx, size_t n);
+
+    /* ---- reductions ---- */
+    /* out[j] += Σ_i x[i][j] over rows i in increasing order (FP32 adds, as a bias gradient). */
+    snn_status (*colsum_add)(const snn_backend *be, const float *x, int rows, int cols, float *out);
+    /* *out = Σ x[i]² in double (host value). */
+    snn_status (*sumsq)(const snn_backend *be, const float *x, size_t n, double *out);
+    /* *found = 1 if any x[i] is NaN or infinite (host value). */
+    snn_status (*nonfinite)(const snn_backend *be, const float *x, size_t n, int *found);
+
+    /* ---- neurons (the kernels of include/snn/neuron.h on [T][n] arrays) ---- */
+    /* Plain FP32: spikes y, h_seq (may be NULL in inference), v_last [n] written; every
+     * neuron starts from its reset value. */
+    snn_status (*neuron_forward)(const snn_backend *be, const snn_neuron_opts *o, float k, int T, size_t n,
+                                 const float *x, float *y, float *h_seq, float *v_last);
+    /* dx [T][n] written; *gk (host, may be NULL) receives PLIF's dL/dk. */
+    snn_status (*neuron_backward)(const snn_backend *be, const snn_neuron_opts *o, float k, int T, size_t n,
+                                  const float *h_seq, const float *dy, float *dx, double *gk);
+    /* Mixed precision (storage S, forward F, backward B; snn_neuron_forward_mp's rules). */
+    snn_status (*neuron_forward_mp)(const snn_backend *be, const snn_neuron_opts *o, float k, int T, size_t n,
+                                    snn_dtype S, snn_dtype F, const float *x, float *y, float *h_seq,
+                                    float *v_last);
+    snn_status (*neuron_backward_mp)(const snn_backend *be, const snn_neuron_opts *o, float k, int T, size_t n,
+                                     snn_dtype S, snn_dtype F, snn_dtype B, const float *h_seq, const float *dy,
+                                     float *dx, double *gk);
+
+    /* ---- norms ---- */
+    /* RMSNorm over V vectors of F: y = x / sqrt(mean(x²) + eps) · w; rstd [V] (double) saved.
+     * Sums in double. */
+    snn_status (*rmsnorm_forward)(const snn_backend *be, size_t V, int F, float eps, const float *x,
+                                  const float *w, float *y, double *rstd);
+    /* dx (may be NULL) written; dw += Σ_v dy · x̂ (vectors in increasing order, double). */
+    snn_status (*rmsnorm_backward)(const snn_backend *be, size_t V, int F, const float *x, const float *w,
+                                   const double *rstd, const float *dy, float *dx, float *dw);
+
+    /* ---- optimizers ---- */
+    /* One update of w [n] with gradient g. s0: SGD's momentum buffer or Adam's m; s1: Adam's
+     * v (NULL otherwise). decay_mask [n] (1 = decay applies; may be NULL = everywhere).
+     * *nonfinite (host) = 1 if any updated weight is NaN or infinite. */
+    snn_status (*optim_update)(const snn_backend *be, const snn_optim_update *u, size_t n, float *w,
+                               const float *g, float *s0, float *s1, const uint8_t *decay_mask,
+                               int *nonfinite);
+};
 
 const snn_backend *snn_backend_cpu(void);
+
+/* The CUDA table on GPU `device` with its own context and stream (built with SNN_HAVE_CUDA;
+ * otherwise these refuse with SNN_E_UNSUPPORTED). Destroy frees the context. */
+snn_status snn_backend_cuda_create(int device, snn_backend **out);
+void snn_backend_cuda_destroy(snn_backend *be);
 
 #endif
