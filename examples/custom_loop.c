@@ -9,9 +9,10 @@
  * runs --steps AdamW steps of loss = mean(y^2) on one fixed random batch. Prints one JSON
  * line per step ({"step": s, "loss": l}) and, at the end, the preparation report
  * (snn_precision_describe: config, policy, capability and conversion reports) as one line.
+ * The order is the guide's: device (snn_model_to) -> prepare -> optimizer. On --device cuda the
+ * same modules run on the GPU (the library's CUDA op table); the loop does not change.
  * Only the public headers are used. Exit status 2 with one "custom_loop: error: ..." line on
- * bad arguments or a refused configuration (e.g. --device cuda, which this version of the
- * library does not prepare models for yet). */
+ * bad arguments or a refused configuration (e.g. --device cuda on a build without CUDA). */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -150,7 +151,12 @@ int main(int argc, char **argv) {
     snn_optimizer *opt = NULL;
     float *x = NULL, *dy = NULL;
     rc = 2;
-    /* 1. device and 2. precision: prepare converts the GEMM modules in place */
+    /* 1. device: parameters move there, the modules stay the same */
+    if (snn_model_to(m, o.device) != SNN_OK) {
+        fail("device", snn_last_error());
+        goto done;
+    }
+    /* 2. precision: prepare converts the GEMM modules in place */
     if (snn_prepare_model_for_precision(m, o.device, &cfg, &p) != SNN_OK) {
         fail("prepare", snn_last_error());
         goto done;
