@@ -26,6 +26,7 @@
 #include "snn/dtype.h"
 #include "snn/error.h"
 #include "snn/neuron.h"
+#include "snn/precision.h"
 
 typedef enum snn_device_type { SNN_DEVICE_CPU = 0, SNN_DEVICE_CUDA = 1 } snn_device_type;
 
@@ -75,6 +76,27 @@ typedef struct snn_optim_update {
     int decoupled;                 /* AdamW's decay */
 } snn_optim_update;
 
+/* FP8 quantise-dequantise of one GEMM operand (the rules of snn_fp8_prepare_operand,
+ * src/precision/fp8.h): x [rows][cols] row-major FP32 -> out [rows][cols] FP32 holding
+ * decode(sat_rne(x · s)) · (1/s), what an FP8 GEMM multiplies. The scales:
+ *   per-tensor (recipe delayed or current, block_rows = block_cols = 0):
+ *     delayed: s = scale, 1/s = scale_inv as given (the operand's state, kept by the caller);
+ *     current: s from this tensor's amax (TE's rule, pow2 as the recipe says);
+ *   blocks (recipe block or mxfp8): one scale per block_rows x block_cols block from its own
+ *     amax (block: TE's rule, overflow to the high-precision max; mxfp8: E8M0 powers of two).
+ * *amax (host) receives max|x| (per tensor) or the largest block amax. */
+typedef struct snn_fp8_qdq {
+    snn_fp8_recipe recipe;         /* never AUTO */
+    snn_dtype fp8;                 /* SNN_F8E4M3 or SNN_F8E5M2 */
+    int rows, cols;
+    int block_rows, block_cols;    /* 0, 0 per tensor */
+    int pow2;                      /* scales rounded down to powers of two (current, block) */
+    snn_dtype hp_dtype;            /* block: a scale that overflows becomes this type's max */
+    float scale, scale_inv;        /* delayed */
+    const float *x;
+    float *out;
+} snn_fp8_qdq;
+
 typedef struct snn_backend snn_backend;
 
 struct snn_backend {
@@ -115,6 +137,9 @@ struct snn_backend {
     snn_status (*sumsq)(const snn_backend *be, const float *x, size_t n, double *out);
     /* *found = 1 if any x[i] is NaN or infinite (host value). */
     snn_status (*nonfinite)(const snn_backend *be, const float *x, size_t n, int *found);
+
+    /* ---- FP8 ---- */
+    snn_status (*fp8_qdq)(const snn_backend *be, const snn_fp8_qdq *q, float *amax);
 
     /* ---- neurons (the kernels of include/snn/neuron.h on [T][n] arrays) ---- */
     /* Plain FP32: spikes y, h_seq (may be NULL in inference), v_last [n] written; every

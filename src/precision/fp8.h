@@ -146,6 +146,10 @@ snn_status snn_fp8_prepare_operand(snn_fp8_tensor_state *st, snn_fp8_role role,
                                    const snn_fp8_recipe_params *p, snn_fp8_usage usage,
                                    const float *x, int rows, int cols, float *out_qdq,
                                    uint8_t *out_codes, float *out_scale_inv);
+/* The block recipes' quantise-dequantise over an explicit layout L (the op table's fp8_qdq on
+ * the CPU): returns the largest block amax. */
+float snn_fp8_quantize_blocks(const snn_fp8_recipe_params *p, snn_dtype t, const snn_fp8_scale_layout *L,
+                              const float *x, int rows, int cols, float *qdq);
 /* The same, ROWWISE, dequantised values only: the operand of "qdq -> FP32 GEMM". */
 snn_status snn_fp8_qdq_gemm_operand(snn_fp8_tensor_state *st, snn_fp8_role role,
                                     const snn_fp8_recipe_params *p, const float *x, int rows,

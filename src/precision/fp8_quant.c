@@ -138,6 +138,11 @@ static float quantize_blocks(const snn_fp8_recipe_params *p, snn_dtype t,
     return gmax;
 }
 
+float snn_fp8_quantize_blocks(const snn_fp8_recipe_params *p, snn_dtype t, const snn_fp8_scale_layout *L,
+                              const float *x, int rows, int cols, float *qdq) {
+    return quantize_blocks(p, t, L, x, rows, cols, qdq, NULL, NULL);
+}
+
 snn_status snn_fp8_prepare_operand(snn_fp8_tensor_state *st, snn_fp8_role role,
                                    const snn_fp8_recipe_params *p, snn_fp8_usage usage,
                                    const float *x, int rows, int cols, float *out_qdq,

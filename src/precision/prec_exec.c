@@ -117,11 +117,36 @@ static int fp8_rows(const snn_module *m, const snn_run *r, int *L) {
     return (int)(snn_rows(r) * (snn_shape_numel(m->in) / (size_t)pm->in));
 }
 
+/* One FP8 operand through the op table (fp8_qdq) with the operand's recipe state kept here
+ * on the host: delayed scaling quantises with the state's scale and records the amax into
+ * amax_history[0], as snn_fp8_prepare_operand does. */
+static snn_status qdq(const snn_module *m, snn_fp8_tensor_state *st, snn_fp8_role role, snn_fp8_usage usage,
+                      const float *x, int rows, int cols, float *out) {
+    snn_prec_module *pm = (snn_prec_module *)m->prec;
+    const snn_fp8_recipe_params *rp = &pm->p->fp8;
+    snn_fp8_qdq q = {.recipe = rp->recipe, .fp8 = snn_fp8_role_dtype(rp, role), .rows = rows, .cols = cols,
+                     .pow2 = rp->pow2_scales, .hp_dtype = rp->hp_dtype, .scale = st->scale,
+                     .scale_inv = st->scale_inv, .x = x, .out = out};
+    if (rp->recipe == SNN_FP8_RECIPE_BLOCK || rp->recipe == SNN_FP8_RECIPE_MXFP8) {
+        snn_fp8_scale_layout L;
+        SNN_TRY(snn_fp8_scale_layout_of(rp, role, usage, rows, cols, &L));
+        q.block_rows = L.block_rows;
+        q.block_cols = L.block_cols;
+    } else if (rp->recipe == SNN_FP8_RECIPE_DELAYED && (!st->amax_history || st->history_len < 1)) {
+        return snn_error(SNN_E_STATE, "FP8 delayed scaling needs the operand's state");
+    }
+    float amax = 0.0f;
+    SNN_TRY(m->be->fp8_qdq(m->be, &q, &amax));
+    if (rp->recipe == SNN_FP8_RECIPE_DELAYED) st->amax_history[0] = fmaxf(st->amax_history[0], amax);
+    st->last_amax = amax;
+    return SNN_OK;
+}
+
 static snn_status fp8_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
     snn_prec_module *pm = pm_of(m);
     snn_precision *p = pm->p;
     int L, rows = fp8_rows(m, r, &L), K = pm->in, No = pm->out;
-    size_t sx = (size_t)rows * K, sy = (size_t)rows * No;
+    size_t sx = (size_t)rows * K;
     float *xt = p->scratch, *xq = xt + sx, *wq = xq + sx, *yt = wq + (size_t)No * K;
     const float *X = x;
     if (pm->kind == SNN_PM_FP8_CONV1D) {
@@ -130,24 +155,24 @@ static snn_status fp8_forward(snn_module *m, const snn_run *r, const float *x, f
     }
     /* Spikes are E4M3 with unit scale as they are: no amax pass, no quantisation. */
     if (pm->spike_input && p->spike_fp8) xq = (float *)X;
-    else SNN_TRY(snn_fp8_prepare_operand(&pm->sx, SNN_FP8_ROLE_INPUT, &p->fp8, SNN_FP8_ROWWISE, X, rows, K, xq, NULL, NULL));
-    SNN_TRY(snn_fp8_prepare_operand(&pm->sw, SNN_FP8_ROLE_WEIGHT, &p->fp8, SNN_FP8_ROWWISE, m->params[0].data, No, K,
-                                    wq, NULL, NULL));
+    else SNN_TRY(qdq(m, &pm->sx, SNN_FP8_ROLE_INPUT, SNN_FP8_ROWWISE, X, rows, K, xq));
+    SNN_TRY(qdq(m, &pm->sw, SNN_FP8_ROLE_WEIGHT, SNN_FP8_ROWWISE, m->params[0].data, No, K, wq));
     float *Y = pm->kind == SNN_PM_FP8_CONV1D ? yt : y;
-    const float *bias = m->n_params > 1 ? m->params[1].data : NULL;
-    if (bias)
-        for (int i = 0; i < rows; i++) memcpy(Y + (size_t)i * No, bias, sizeof(float) * (size_t)No);
-    r->be->gemm_f32(0, 1, rows, No, K, 1.0f, xq, K, wq, K, bias ? 1.0f : 0.0f, Y, No);
-    /* The FP8 GEMM writes its output in the BF16 base precision. */
-    SNN_TRY(round_buf(m, p->half, Y, Y, sy));
+    /* The FP8 GEMM writes its output in the BF16 base precision (the epilogue's rounding). */
+    snn_gemm g = {.trans_a = 0, .trans_b = 1, .M = rows, .N = No, .K = K, .alpha = 1.0f, .beta = 0.0f, .A = xq,
+                  .lda = K, .B = wq, .ldb = K, .C = Y, .ldc = No, .ab_type = SNN_F32,
+                  .bias = m->n_params > 1 ? m->params[1].data : NULL, .c_round = p->half};
+    SNN_TRY(m->be->gemm(m->be, &g));
     if (pm->kind == SNN_PM_FP8_CONV1D) from_token_major(yt, y, snn_rows(r), No, L);
     return SNN_OK;
 }
 
 static snn_status fp8_backward(snn_module *m, const snn_run *r, const float *x, const float *y,
                                const float *dy, float *dx) {
+    (void)y;
     snn_prec_module *pm = pm_of(m);
     snn_precision *p = pm->p;
+    const snn_backend *be = m->be;
     int L, rows = fp8_rows(m, r, &L), K = pm->in, No = pm->out;
     size_t sx = (size_t)rows * K, sy = (size_t)rows * No, sw = (size_t)No * K;
     float *xt = p->scratch, *xc = xt + sx, *dyt = xc + sx, *dyq = dyt + sy, *wc = dyq + sy, *dxt = wc + sw;
@@ -160,30 +185,29 @@ static snn_status fp8_backward(snn_module *m, const snn_run *r, const float *x, 
     }
     const float *W = m->params[0].data;
     /* bias gradient from the unquantised dY, in FP32 */
-    if (m->n_params > 1) {
-        float *db = m->params[1].grad;
-        for (int i = 0; i < rows; i++)
-            for (int j = 0; j < No; j++) db[j] += DY[(size_t)i * No + j];
-    }
+    if (m->n_params > 1) SNN_TRY(be->colsum_add(be, DY, rows, No, m->params[1].grad));
     if (dx) {
         /* dgrad: dX = dY W, dY reduced along Nout (row-wise), W along its rows (column-wise) */
-        SNN_TRY(snn_fp8_prepare_operand(&pm->sdy, SNN_FP8_ROLE_GRAD, &p->fp8, SNN_FP8_ROWWISE, DY, rows, No, dyq, NULL, NULL));
-        SNN_TRY(snn_fp8_prepare_operand(&pm->sw, SNN_FP8_ROLE_WEIGHT, &p->fp8, SNN_FP8_COLWISE, W, No, K, wc, NULL, NULL));
+        SNN_TRY(qdq(m, &pm->sdy, SNN_FP8_ROLE_GRAD, SNN_FP8_ROWWISE, DY, rows, No, dyq));
+        SNN_TRY(qdq(m, &pm->sw, SNN_FP8_ROLE_WEIGHT, SNN_FP8_COLWISE, W, No, K, wc));
         float *DX = pm->kind == SNN_PM_FP8_CONV1D ? dxt : dx;
-        r->be->gemm_f32(0, 0, rows, K, No, 1.0f, dyq, No, wc, K, 0.0f, DX, K);
-        SNN_TRY(round_buf(m, p->half, DX, DX, sx));
+        snn_gemm g = {.trans_a = 0, .trans_b = 0, .M = rows, .N = K, .K = No, .alpha = 1.0f, .beta = 0.0f, .A = dyq,
+                      .lda = No, .B = wc, .ldb = K, .C = DX, .ldc = K, .ab_type = SNN_F32, .c_round = p->half};
+        SNN_TRY(be->gemm(be, &g));
         if (pm->kind == SNN_PM_FP8_CONV1D) from_token_major(dxt, dx, snn_rows(r), K, L);
     }
     /* wgrad: dW += dY^T X, both reduced along the rows (column-wise) */
-    SNN_TRY(snn_fp8_prepare_operand(&pm->sdy, SNN_FP8_ROLE_GRAD, &p->fp8, SNN_FP8_COLWISE, DY, rows, No, dyq, NULL, NULL));
+    SNN_TRY(qdq(m, &pm->sdy, SNN_FP8_ROLE_GRAD, SNN_FP8_COLWISE, DY, rows, No, dyq));
     if (pm->spike_input && p->spike_fp8) xc = (float *)X;
-    else SNN_TRY(snn_fp8_prepare_operand(&pm->sx, SNN_FP8_ROLE_INPUT, &p->fp8, SNN_FP8_COLWISE, X, rows, K, xc, NULL, NULL));
-    r->be->gemm_f32(1, 0, No, K, rows, 1.0f, dyq, No, xc, K, 1.0f, m->params[0].grad, K);
-    return SNN_OK;
+    else SNN_TRY(qdq(m, &pm->sx, SNN_FP8_ROLE_INPUT, SNN_FP8_COLWISE, X, rows, K, xc));
+    snn_gemm g = {.trans_a = 1, .trans_b = 0, .M = No, .N = K, .K = rows, .alpha = 1.0f, .beta = 1.0f, .A = dyq,
+                  .lda = No, .B = xc, .ldb = K, .C = m->params[0].grad, .ldc = K, .ab_type = SNN_F32,
+                  .c_round = SNN_F32};
+    return be->gemm(be, &g);
 }
 
 const snn_module_ops snn_prec_fp8_ops = {
-    .kind = "Fp8Gemm", .setup = g16_setup, .init = g16_init, .reserve = g16_reserve,
+    .kind = "Fp8Gemm", .devices = SNN_DEVMASK_ALL, .setup = g16_setup, .init = g16_init, .reserve = g16_reserve,
     .forward = fp8_forward, .backward = fp8_backward, .reset = g16_reset, .destroy = g16_destroy,
 };
 

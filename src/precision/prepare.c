@@ -244,9 +244,8 @@ static snn_status check_device(const snn_model *m, const char *device, const snn
                          "\"%s\") (the order is device -> prepare -> optimizer)", device, device);
     if (!want_cuda && on_cuda)
         return snn_error(SNN_E_STATE, "device 'cpu': the model was placed on %s; prepare it for that device", on);
-    if (on_cuda && cfg->mode == SNN_PRECISION_FP8)
-        return snn_error(SNN_E_UNSUPPORTED, "precision 'fp8' on %s: the FP8 GEMM modules run on the CPU only in this "
-                         "version of snn (fp32, fp16 and bf16 run on the GPU)", on);
+    if (cfg->mode == SNN_PRECISION_FP8 && !snn_model_backend(m)->fp8_qdq)
+        return snn_error(SNN_E_UNSUPPORTED, "precision 'fp8' on %s: this backend has no FP8 quantisation entry", on);
     snprintf(norm, cap, "%s", device);
     return SNN_OK;
 }

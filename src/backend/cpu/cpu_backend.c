@@ -63,6 +63,7 @@ static const snn_backend cpu_backend = {
     .colsum_add = snn_cpu_colsum_add,
     .sumsq = snn_cpu_sumsq,
     .nonfinite = snn_cpu_nonfinite,
+    .fp8_qdq = snn_cpu_fp8_qdq,
     .neuron_forward = snn_cpu_neuron_forward,
     .neuron_backward = snn_cpu_neuron_backward,
     .neuron_forward_mp = snn_cpu_neuron_forward_mp,

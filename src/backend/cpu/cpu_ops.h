@@ -14,6 +14,7 @@ snn_status snn_cpu_gelu_backward(const snn_backend *be, const float *x, const fl
 snn_status snn_cpu_colsum_add(const snn_backend *be, const float *x, int rows, int cols, float *out);
 snn_status snn_cpu_sumsq(const snn_backend *be, const float *x, size_t n, double *out);
 snn_status snn_cpu_nonfinite(const snn_backend *be, const float *x, size_t n, int *found);
+snn_status snn_cpu_fp8_qdq(const snn_backend *be, const snn_fp8_qdq *q, float *amax);
 snn_status snn_cpu_neuron_forward(const snn_backend *be, const snn_neuron_opts *o, float k, int T, size_t n,
                                   const float *x, float *y, float *h_seq, float *v_last);
 snn_status snn_cpu_neuron_backward(const snn_backend *be, const snn_neuron_opts *o, float k, int T, size_t n,
