@@ -7,18 +7,26 @@
  * Builds Sequential(Linear(in, hidden), GELU, Linear(hidden, out)), prepares it for the
  * precision (device -> prepare -> optimizer: the optimizer is created after prepare), and
  * runs --steps AdamW steps of loss = mean(y^2) on one fixed random batch. Prints one JSON
- * line per step ({"step": s, "loss": l}) and, at the end, the preparation report
+ * line per step ({"step": s, "loss": l, "ms": wall time of the step}) and, at the end, the preparation report
  * (snn_precision_describe: config, policy, capability and conversion reports) as one line.
+ * The order is the guide's: device (snn_model_to) -> prepare -> optimizer. On --device cuda the
+ * same modules run on the GPU (the library's CUDA op table); the loop does not change.
  * Only the public headers are used. Exit status 2 with one "custom_loop: error: ..." line on
- * bad arguments or a refused configuration (e.g. --device cuda, which this version of the
- * library does not prepare models for yet). */
+ * bad arguments or a refused configuration (e.g. --device cuda on a build without CUDA). */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <snn/snn.h>
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
 
 static int fail(const char *what, const char *msg) {
     fprintf(stderr, "custom_loop: error: %s%s%s\n", what, msg ? ": " : "", msg ? msg : "");
@@ -150,7 +158,12 @@ int main(int argc, char **argv) {
     snn_optimizer *opt = NULL;
     float *x = NULL, *dy = NULL;
     rc = 2;
-    /* 1. device and 2. precision: prepare converts the GEMM modules in place */
+    /* 1. device: parameters move there, the modules stay the same */
+    if (snn_model_to(m, o.device) != SNN_OK) {
+        fail("device", snn_last_error());
+        goto done;
+    }
+    /* 2. precision: prepare converts the GEMM modules in place */
     if (snn_prepare_model_for_precision(m, o.device, &cfg, &p) != SNN_OK) {
         fail("prepare", snn_last_error());
         goto done;
@@ -176,6 +189,7 @@ int main(int argc, char **argv) {
     snn_rng rng = snn_rng_make((uint64_t)o.seed, 7);
     for (size_t i = 0; i < nx; i++) x[i] = 2.0f * snn_rng_next_uniform(&rng) - 1.0f;
     for (long s = 0; s < o.steps; s++) {
+        double t0 = now_ms();
         const float *y;
         if (snn_model_forward(m, x, 1, &y) != SNN_OK) {
             fail("forward", snn_last_error());
@@ -192,7 +206,8 @@ int main(int argc, char **argv) {
             fail("step", snn_last_error());
             goto done;
         }
-        printf("{\"step\": %ld, \"loss\": %.9g}\n", s + 1, loss);
+        /* ms: wall time of the step as the caller sees it (forward, host loss, backward, update) */
+        printf("{\"step\": %ld, \"loss\": %.9g, \"ms\": %.3f}\n", s + 1, loss, now_ms() - t0);
         fflush(stdout);
     }
     print_one_line(snn_precision_describe(p));

@@ -4,8 +4,9 @@
 #  - one JSON line per step, and the loss falls (last < 0.5 * first over 8 steps);
 #  - the last line is the preparation report: fp8 converts both Linear layers (the GELU is
 #    skipped), the other modes convert nothing to FP8;
-#  - --device cuda (not yet prepared by the library) and bad options exit 2 with one
-#    "custom_loop: error: ..." line.
+#  - --device cuda where there is no GPU (a build without CUDA, or a machine without one) and
+#    bad options exit 2 with one "custom_loop: error: ..." line. (tests/cuda/test_cuda_engine.c
+#    and scripts/gpu-check run it on a GPU.)
 set -u
 B=${1:?build dir}
 EX="$B/examples/custom_loop"
@@ -63,7 +64,10 @@ expect_error() { # WHAT NEEDLE ARGS...
     echo "FAIL: $what: rc=$rc, expected exit 2 with '$needle'; stderr: $(cat "$tmp/e")" >&2; fail=1
   fi
 }
-expect_error "cuda device" "device 'cuda'" --device cuda
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+  expect_error "cuda device without a GPU" "cuda" --device cuda
+fi
+expect_error "unknown device" "unknown device 'tpu'" --device tpu
 expect_error "zero batch" "--batch expects an integer" --batch 0
 expect_error "trailing garbage" "--hidden expects an integer" --hidden 12x
 expect_error "recipe without fp8" "--fp8-recipe needs --precision fp8" --precision bf16 --fp8-recipe block

@@ -248,8 +248,8 @@ static void test_modes(uint64_t seed) {
         snn_model_free(m);
     }
 
-    /* item 8 (our difference): devices this build cannot train on are refused with a
-     * message, nothing is prepared; fp8 on the CPU runs */
+    /* item 8: the device named must be the model's (snn_model_to places it first: device ->
+     * prepare -> optimizer); unknown devices are refused; nothing is prepared */
     const char *devs[] = {"cuda", "cuda:0", "cuda:1", "tpu", "cpux"};
     for (int i = 0; i < 5; i++) {
         m = snn_mlp(seed);
@@ -257,11 +257,22 @@ static void test_modes(uint64_t seed) {
         p = (snn_precision *)0x1;
         snn_status st = snn_prepare_model_for_precision(m, devs[i], &c, &p);
         int cuda = i < 3;
-        CHECK_MSG(st == (cuda ? SNN_E_UNSUPPORTED : SNN_E_INVALID) && p == NULL && snn_model_precision(m) == NULL &&
-                      contains(snn_last_error(), devs[i]) && contains(snn_last_error(), "cpu"),
+        CHECK_MSG(st == (cuda ? SNN_E_STATE : SNN_E_INVALID) && p == NULL && snn_model_precision(m) == NULL &&
+                      contains(snn_last_error(), devs[i]) &&
+                      contains(snn_last_error(), cuda ? "snn_model_to" : "cpu"),
                   "device %s: status %d, '%s'", devs[i], st, snn_last_error());
         snn_model_free(m);
     }
+#ifndef SNN_HAVE_CUDA
+    /* a build without CUDA says so when a model is placed there, and the model stays usable */
+    m = snn_mlp(seed);
+    CHECK(snn_model_to(m, "cuda") == SNN_E_UNSUPPORTED && contains(snn_last_error(), "without CUDA"));
+    CHECK(!strcmp(snn_model_device(m), "cpu"));
+    CHECK(snn_model_to(m, "cuda:64") == SNN_E_INVALID && snn_model_to(m, "cuda:x") == SNN_E_INVALID &&
+          snn_model_to(m, NULL) == SNN_E_INVALID && snn_model_to(NULL, "cpu") == SNN_E_INVALID);
+    CHECK(snn_model_to(m, "cpu") == SNN_OK);
+    snn_model_free(m);
+#endif
     /* (on a model without neurons, so that no spike flips at the threshold: the
      * reference's MLP gate, rel. L2 <= 0.10) */
     m = build(seq(3, snn_linear_new(16, 32, 1), snn_gelu_new(), snn_linear_new(32, 8, 1)), snn_shape1(16), seed);

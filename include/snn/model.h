@@ -65,10 +65,23 @@ size_t snn_model_input_numel(const snn_model *m);   /* per sample */
 size_t snn_model_output_numel(const snn_model *m);  /* per sample and step: classes */
 int snn_model_time_steps(const snn_model *m);      /* T of the last plan (0 before) */
 size_t snn_model_num_params(const snn_model *m);   /* trainable scalars */
+/* The host copy of the flat arrays. On a model placed on a device they are refreshed from
+ * the device (a copy) on every call and are read-only views: writes do not reach the device. */
 float *snn_model_params(snn_model *m);
 float *snn_model_grads(snn_model *m);
 size_t snn_model_num_buffers(const snn_model *m);
 float *snn_model_buffers(snn_model *m);
+
+/* Place the model on a device: "cpu" (the default), "cuda" or "cuda:N". Parameters and
+ * buffers are copied there, gradients start at zero, and the next snn_model_plan sizes the
+ * activations on the device. The order is device -> snn_prepare_model_for_precision ->
+ * optimizer: a prepared model or one with an optimizer is refused. Every module kind of the
+ * tree must run on the device (refused with the module's name otherwise). Inputs and dL/dy
+ * stay host arrays (copied in); snn_model_forward returns a host copy of the output.
+ * A snn built without CUDA refuses "cuda" with SNN_E_UNSUPPORTED. */
+snn_status snn_model_to(snn_model *m, const char *device);
+/* "cpu" or the device's backend name ("cuda"); NULL for a NULL model. */
+const char *snn_model_device(const snn_model *m);
 size_t snn_model_arena_bytes(const snn_model *m);
 /* Forward passes so far (keys per-batch randomness such as dropout masks); saved in
  * training checkpoints so that a resume draws the same numbers. */

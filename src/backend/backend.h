@@ -37,7 +37,8 @@ typedef enum snn_device_type { SNN_DEVICE_CPU = 0, SNN_DEVICE_CUDA = 1 } snn_dev
  *   ab_type  SNN_F32: FP32 products (no TF32). SNN_F16 / SNN_BF16: every value of A and B is
  *            representable in that type (the caller rounded it); the backend may multiply in
  *            that type with FP32 accumulation, which gives the same products.
- *   bias     epilogue (may be NULL): bias[j] joins every row of the product before beta·C.
+ *   bias     (may be NULL): C = alpha · op(A) op(B) + (beta · C + bias[j]) for every row: the
+ *            bias joins the accumulator before the products (what a Linear layer does).
  *   c_round  epilogue: SNN_F32 none; SNN_F16 / SNN_BF16: C is rounded (RNE, overflow to inf)
  *            to that type after everything else. */
 typedef struct snn_gemm {

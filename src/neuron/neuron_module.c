@@ -2,6 +2,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "neuron/neuron_module.h"
 
 typedef struct {
@@ -42,10 +43,10 @@ static void neuron_init(snn_module *m, snn_rng *rng) {
 static void neuron_reset(snn_module *m) {
     neuron_impl *p = m->impl;
     p->have_h = 0;
-    if (!p->ready) return;
-    float v0 = neuron_v_init(&p->o);
-    size_t n = (size_t)p->N * p->numel;
-    for (size_t i = 0; i < n; i++) p->v[i] = v0;
+    if (!p->ready || !m->be) return;
+    /* the kernels start every forward from the reset value themselves; this keeps the
+     * readable membrane (snn_neuron_module_v) consistent between batches */
+    (void)m->be->fill(m->be, p->v, neuron_v_init(&p->o), (size_t)p->N * p->numel);
 }
 
 static void neuron_reserve(snn_module *m, snn_arena *a, int T, int N) {
@@ -59,13 +60,35 @@ static void neuron_reserve(snn_module *m, snn_arena *a, int T, int N) {
     neuron_reset(m);
 }
 
+/* PLIF's w as a host value (one copy from a device). */
+static float plif_w(snn_module *m) {
+    if (!m->be || m->be->device == SNN_DEVICE_CPU) return m->params[0].data[0];
+    float h = 0.0f;
+    if (m->be->download(m->be, &h, m->params[0].data, sizeof h) != SNN_OK) return NAN;
+    return h;
+}
+
 float snn_neuron_module_decay(snn_module *m) {
     neuron_impl *p = m->impl;
     switch (p->o.kind) {
     case SNN_NEURON_LIF: return snn_neuron_lif_k(p->o.tau);
-    case SNN_NEURON_PLIF: return m->params[0].data ? snn_plif_k(m->params[0].data[0]) : snn_neuron_lif_k(p->o.tau);
+    case SNN_NEURON_PLIF: return m->params[0].data ? snn_plif_k(plif_w(m)) : snn_neuron_lif_k(p->o.tau);
     default: return 0.0f;
     }
+}
+
+snn_status snn_neuron_module_add_plif_grad(snn_module *m, double gk) {
+    /* dL/dw = dL/dk k (1 - k): sigmoid'(w) in double from w itself */
+    double kd = 1.0 / (1.0 + exp(-(double)plif_w(m)));
+    float d = (float)(gk * kd * (1.0 - kd));
+    if (m->be->device == SNN_DEVICE_CPU) {
+        m->params[0].grad[0] += d;
+        return SNN_OK;
+    }
+    float g = 0.0f;
+    SNN_TRY(m->be->download(m->be, &g, m->params[0].grad, sizeof g));
+    g += d;
+    return m->be->upload(m->be, m->params[0].grad, &g, sizeof g);
 }
 
 static snn_status neuron_check_run(snn_module *m, const snn_run *r) {
@@ -85,7 +108,7 @@ static snn_status neuron_forward(snn_module *m, const snn_run *r, const float *x
     size_t n = (size_t)r->N * p->numel;
     float k = snn_neuron_module_decay(m);
     /* h_seq is only needed by backward, so inference skips writing it. */
-    snn_neuron_forward(&p->o, k, r->T, n, x, NULL, y, r->training ? p->h_seq : NULL, NULL, p->v);
+    SNN_TRY(m->be->neuron_forward(m->be, &p->o, k, r->T, n, x, y, r->training ? p->h_seq : NULL, p->v));
     p->have_h = r->training != 0;
     return SNN_OK;
 }
@@ -104,18 +127,15 @@ static snn_status neuron_backward(snn_module *m, const snn_run *r, const float *
     int plif = p->o.kind == SNN_NEURON_PLIF;
     double gk = 0.0;
     /* Only spikes leave the layer: no gradient on the membrane sequence or final state. */
-    snn_neuron_backward(&p->o, k, r->T, n, p->h_seq, NULL, dy, NULL, NULL, dx, NULL, plif ? &gk : NULL);
-    if (plif) {
-        /* dk/dw = sigmoid'(w) = k (1 - k), in double from w itself. */
-        double kd = 1.0 / (1.0 + exp(-(double)m->params[0].data[0]));
-        m->params[0].grad[0] += (float)(gk * kd * (1.0 - kd));
-    }
+    SNN_TRY(m->be->neuron_backward(m->be, &p->o, k, r->T, n, p->h_seq, dy, dx, plif ? &gk : NULL));
+    if (plif) SNN_TRY(snn_neuron_module_add_plif_grad(m, gk));
     return SNN_OK;
 }
 
 #define NEURON_OPS(NAME, KIND)                                                                   \
     static const snn_module_ops NAME = {                                                         \
         .kind = KIND,                                                                            \
+        .devices = SNN_DEVMASK_ALL,                                                              \
         .setup = neuron_setup,                                                                   \
         .init = neuron_init,                                                                     \
         .reserve = neuron_reserve,                                                               \

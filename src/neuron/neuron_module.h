@@ -20,6 +20,9 @@ int snn_module_is_neuron(const snn_module *m);
 snn_neuron_opts *snn_neuron_module_opts(snn_module *m);
 /* The decay k the kernels get: 1/tau (LIF), sigmoid(w) (PLIF), 0 (IF, no leak). */
 float snn_neuron_module_decay(snn_module *m);
+/* PLIF: add dL/dw = gk k (1 - k) for the kernels' dL/dk = gk into w's gradient (on the
+ * module's device). */
+snn_status snn_neuron_module_add_plif_grad(snn_module *m, double gk);
 /* Membrane after the last forward [N * numel] (NULL before reserve). */
 const float *snn_neuron_module_v(const snn_module *m);
 /* Pre-reset membrane saved by the last training forward [T][N * numel] (NULL if none).

@@ -1,8 +1,7 @@
 /* Flatten: any per-sample shape -> [numel] (PyTorch's start_dim=1 applied per step).
  * The data layout does not change; the copy keeps the module contract (y is its own
  * buffer, x stays intact). */
-#include <string.h>
-
+#include "backend/backend.h"
 #include "nn/layers_conv.h"
 
 static snn_status flatten_setup(snn_module *m, snn_shape in) {
@@ -17,20 +16,19 @@ static snn_status flatten_setup(snn_module *m, snn_shape in) {
 }
 
 static snn_status flatten_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
-    memcpy(y, x, sizeof(float) * snn_rows(r) * snn_shape_numel(m->out));
-    return SNN_OK;
+    return m->be->copy(m->be, y, x, sizeof(float) * snn_rows(r) * snn_shape_numel(m->out));
 }
 
 static snn_status flatten_backward(snn_module *m, const snn_run *r, const float *x, const float *y,
                                    const float *dy, float *dx) {
     (void)x;
     (void)y;
-    if (dx) memcpy(dx, dy, sizeof(float) * snn_rows(r) * snn_shape_numel(m->out));
-    return SNN_OK;
+    return dx ? m->be->copy(m->be, dx, dy, sizeof(float) * snn_rows(r) * snn_shape_numel(m->out)) : SNN_OK;
 }
 
 static const snn_module_ops flatten_ops = {
     .kind = "Flatten",
+    .devices = SNN_DEVMASK_ALL,
     .setup = flatten_setup,
     .forward = flatten_forward,
     .backward = flatten_backward,

@@ -1,7 +1,6 @@
 /* Linear: y = x W^T + b over the B rows (and any leading per-sample dims: a [L, in]
  * sample is L rows). W is [out, in] like PyTorch. */
 #include <math.h>
-#include <string.h>
 
 #include "backend/backend.h"
 #include "nn/layers.h"
@@ -31,37 +30,35 @@ static void linear_init(snn_module *m, snn_rng *rng) {
     if (l->bias) snn_init_uniform(m->params[1].data, m->params[1].numel, bound, rng);
 }
 
+/* The GEMM operand type a precision wrapper asked for (snn_run.gemm_type; F32 otherwise). */
+static snn_dtype ab_type(const snn_run *r) { return r->gemm_type ? (snn_dtype)r->gemm_type : SNN_F32; }
+
 static snn_status linear_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
     linear_impl *l = m->impl;
     int rows = (int)(snn_rows(r) * (snn_shape_numel(m->in) / (size_t)l->in));
-    const float *W = m->params[0].data;
-    if (l->bias) {
-        const float *b = m->params[1].data;
-        for (int i = 0; i < rows; i++) memcpy(y + (size_t)i * l->out, b, sizeof(float) * (size_t)l->out);
-    }
-    r->be->gemm_f32(0, 1, rows, l->out, l->in, 1.0f, x, l->in, W, l->in, l->bias ? 1.0f : 0.0f, y,
-                    l->out);
-    return SNN_OK;
+    snn_gemm g = {.trans_a = 0, .trans_b = 1, .M = rows, .N = l->out, .K = l->in, .alpha = 1.0f, .beta = 0.0f,
+                  .A = x, .lda = l->in, .B = m->params[0].data, .ldb = l->in, .C = y, .ldc = l->out,
+                  .ab_type = ab_type(r), .bias = l->bias ? m->params[1].data : NULL, .c_round = SNN_F32};
+    return m->be->gemm(m->be, &g);
 }
 
 static snn_status linear_backward(snn_module *m, const snn_run *r, const float *x, const float *y,
                                   const float *dy, float *dx) {
     (void)y;
     linear_impl *l = m->impl;
+    const snn_backend *be = m->be;
     int rows = (int)(snn_rows(r) * (snn_shape_numel(m->in) / (size_t)l->in));
-    const float *W = m->params[0].data;
     /* dW += dy^T x ; db += sum_rows dy ; dx = dy W */
-    r->be->gemm_f32(1, 0, l->out, l->in, rows, 1.0f, dy, l->out, x, l->in, 1.0f, m->params[0].grad,
-                    l->in);
-    if (l->bias) {
-        float *db = m->params[1].grad;
-        for (int i = 0; i < rows; i++) {
-            const float *g = dy + (size_t)i * l->out;
-            for (int j = 0; j < l->out; j++) db[j] += g[j];
-        }
-    }
-    if (dx) r->be->gemm_f32(0, 0, rows, l->in, l->out, 1.0f, dy, l->out, W, l->in, 0.0f, dx, l->in);
-    return SNN_OK;
+    snn_gemm gw = {.trans_a = 1, .trans_b = 0, .M = l->out, .N = l->in, .K = rows, .alpha = 1.0f, .beta = 1.0f,
+                   .A = dy, .lda = l->out, .B = x, .ldb = l->in, .C = m->params[0].grad, .ldc = l->in,
+                   .ab_type = ab_type(r), .c_round = SNN_F32};
+    SNN_TRY(be->gemm(be, &gw));
+    if (l->bias) SNN_TRY(be->colsum_add(be, dy, rows, l->out, m->params[1].grad));
+    if (!dx) return SNN_OK;
+    snn_gemm gd = {.trans_a = 0, .trans_b = 0, .M = rows, .N = l->in, .K = l->out, .alpha = 1.0f, .beta = 0.0f,
+                   .A = dy, .lda = l->out, .B = m->params[0].data, .ldb = l->in, .C = dx, .ldc = l->in,
+                   .ab_type = ab_type(r), .c_round = SNN_F32};
+    return be->gemm(be, &gd);
 }
 
 static void linear_describe(const snn_module *m, snn_module_desc *d) {
@@ -74,6 +71,7 @@ static void linear_describe(const snn_module *m, snn_module_desc *d) {
 static const snn_module_ops linear_ops = {
     .describe = linear_describe,
     .kind = "Linear",
+    .devices = SNN_DEVMASK_ALL,
     .setup = linear_setup,
     .init = linear_init,
     .forward = linear_forward,

@@ -33,8 +33,8 @@ static void count_or_assign(snn_module *mod, void *ctx) {
             e->param = p;
             p->offset = p->kind == SNN_PARAM_WEIGHT ? w->n_params : w->n_buffers;
         } else if (w->assign == 2) {
-            p->data = (p->kind == SNN_PARAM_WEIGHT ? w->m->params : w->m->buffers) + p->offset;
-            p->grad = p->kind == SNN_PARAM_WEIGHT ? w->m->grads + p->offset : NULL;
+            p->data = (p->kind == SNN_PARAM_WEIGHT ? w->m->param_store : w->m->buffer_store) + p->offset;
+            p->grad = p->kind == SNN_PARAM_WEIGHT ? w->m->grad_store + p->offset : NULL;
         } else {
             /* Recount with overflow checks: kernels index a tensor with int. */
             uint64_t n = 1;
@@ -50,6 +50,8 @@ static void count_or_assign(snn_module *mod, void *ctx) {
         w->n_tensors++;
     }
 }
+
+static void set_backend(snn_module *mod, void *ctx) { mod->be = ctx; }
 
 /* The tree belongs to the model from here on: the public construction API refuses to change it. */
 static void seal(snn_module *mod, void *ctx) {
@@ -122,20 +124,65 @@ snn_status snn_model_build(snn_module *root, const char *kind, const char *confi
                          w.n_buffers,
                          (unsigned long long)(((uint64_t)2 * w.n_params + w.n_buffers) * sizeof(float) >> 20));
     }
+    m->param_store = m->params;
+    m->grad_store = m->grads;
+    m->buffer_store = m->buffers;
     param_walk w2 = {m, 0, 0, 0, 2, 0, NULL};
     snn_module_walk(root, count_or_assign, &w2);
     snn_rng rng = snn_rng_make(seed, 0x1417);
     if (root->ops->init) root->ops->init(root, &rng);
     m->run.be = snn_backend_cpu();
+    snn_module_walk(root, set_backend, (void *)m->run.be);
     m->run.seed = seed;
     *out = m;
     return SNN_OK;
 }
 
+/* Device memory and the device's backend (nothing on the CPU). */
+static void model_free_arena(snn_model *m) {
+    if (m->owned_be && m->arena.base && !m->arena.measuring) {
+        m->owned_be->free(m->owned_be, m->arena.base);
+        memset(&m->arena, 0, sizeof m->arena);
+    } else {
+        snn_arena_free(&m->arena);
+    }
+}
+
+static void model_free_device(snn_model *m) {
+    snn_backend *be = m->owned_be;
+    if (!be) return;
+    model_free_arena(m);
+    be->free(be, m->param_store);
+    be->free(be, m->grad_store);
+    be->free(be, m->buffer_store);
+    free(m->out_host);
+    m->out_host = NULL;
+    m->param_store = m->params;
+    m->grad_store = m->grads;
+    m->buffer_store = m->buffers;
+    m->run.be = snn_backend_cpu();
+    m->owned_be = NULL;
+    snn_backend_cuda_destroy(be);
+}
+
+void snn_model_bind_storage(snn_model *m) {
+    param_walk w = {m, 0, 0, 0, 2, 0, NULL};
+    snn_module_walk(m->root, count_or_assign, &w);
+    snn_module_walk(m->root, set_backend, (void *)m->run.be);
+    model_free_arena(m);
+    m->T = m->N = 0;
+    m->run.T = m->run.N = 0;
+    m->last_x = NULL;
+    m->out = m->x_store = m->dy_store = NULL;
+}
+
+void snn_model_release_device(snn_model *m) { model_free_device(m); }
+
 void snn_model_free(snn_model *m) {
     if (!m) return;
     if (m->precision) ((snn_precision *)m->precision)->model = NULL; /* the caller frees it */
     snn_module_free(m->root);
+    model_free_device(m);
     snn_arena_free(&m->arena);
     free(m->params);
     free(m->grads);
@@ -153,13 +200,39 @@ snn_status snn_model_plan(snn_model *m, int T, int N) {
     if (T <= 0 || N <= 0)
         return snn_error(SNN_E_INVALID, "time steps and batch size must be positive (got T=%d, N=%d)", T, N);
     if (m->T == T && m->N == N && m->arena.base) return SNN_OK;
-    snn_arena_free(&m->arena);
+    model_free_arena(m);
     size_t B = (size_t)T * (size_t)N;
+    const int dev = m->owned_be != NULL;
+    size_t n_out = B * snn_shape_numel(m->root->out), n_in = B * snn_shape_numel(m->in_shape);
     snn_arena_begin_measure(&m->arena);
-    snn_arena_floats(&m->arena, B * snn_shape_numel(m->root->out));
+    snn_arena_floats(&m->arena, n_out);
+    if (dev) {
+        snn_arena_floats(&m->arena, n_in);
+        snn_arena_floats(&m->arena, n_out);
+    }
     if (m->root->ops->reserve) m->root->ops->reserve(m->root, &m->arena, T, N);
-    SNN_TRY(snn_arena_allocate(&m->arena, m->arena.used));
-    m->out = snn_arena_floats(&m->arena, B * snn_shape_numel(m->root->out));
+    size_t bytes = m->arena.used;
+    if (dev) {
+        /* device activations: one allocation of the measured size, as on the CPU */
+        void *base = NULL;
+        SNN_TRY(m->owned_be->alloc(m->owned_be, bytes ? bytes : SNN_ARENA_ALIGN, &base));
+        memset(&m->arena, 0, sizeof m->arena);
+        m->arena.base = base;
+        m->arena.size = bytes ? bytes : SNN_ARENA_ALIGN;
+        float *oh = realloc(m->out_host, (n_out ? n_out : 1) * sizeof(float));
+        if (!oh) {
+            model_free_arena(m);
+            return snn_error(SNN_E_NOMEM, "out of memory for the host copy of the output");
+        }
+        m->out_host = oh;
+    } else {
+        SNN_TRY(snn_arena_allocate(&m->arena, bytes));
+    }
+    m->out = snn_arena_floats(&m->arena, n_out);
+    if (dev) {
+        m->x_store = snn_arena_floats(&m->arena, n_in);
+        m->dy_store = snn_arena_floats(&m->arena, n_out);
+    }
     if (m->root->ops->reserve) m->root->ops->reserve(m->root, &m->arena, T, N);
     m->T = T;
     m->N = N;
@@ -179,21 +252,59 @@ snn_status snn_model_forward(snn_model *m, const float *x, int training, const f
     snn_model_reset(m);
     m->run.training = training;
     m->run.step = m->step++;
+    const snn_backend *be = m->run.be;
+    size_t n_in = (size_t)m->T * m->N * snn_shape_numel(m->in_shape);
+    size_t n_out = (size_t)m->T * m->N * snn_shape_numel(m->root->out);
+    if (m->owned_be) {
+        /* the caller's input is host memory: stage it on the device */
+        SNN_TRY(be->upload(be, m->x_store, x, n_in * sizeof(float)));
+        x = m->x_store;
+    }
     m->last_x = x;
     SNN_TRY(m->root->ops->forward(m->root, &m->run, x, m->out));
-    *y = m->out;
+    if (m->owned_be) {
+        SNN_TRY(be->download(be, m->out_host, m->out, n_out * sizeof(float)));
+        *y = m->out_host;
+    } else {
+        *y = m->out;
+    }
+    return SNN_OK;
+}
+
+snn_status snn_model_backward_stored(snn_model *m, const float *dy_store) {
+    if (!m || !dy_store) return snn_error(SNN_E_INVALID, "snn_model_backward: NULL model or dy");
+    if (!m->last_x) return snn_error(SNN_E_STATE, "backward called before forward");
+    if (!m->run.training) return snn_error(SNN_E_STATE, "backward needs a forward in training mode");
+    return m->root->ops->backward(m->root, &m->run, m->last_x, m->out, dy_store, NULL);
+}
+
+snn_status snn_model_stage_dy(snn_model *m, const float *dy, const float **out) {
+    *out = dy;
+    if (!m->owned_be) return SNN_OK;
+    if (!m->dy_store) return snn_error(SNN_E_STATE, "snn_model_plan must be called before backward");
+    size_t n_out = (size_t)m->T * m->N * snn_shape_numel(m->root->out);
+    SNN_TRY(m->run.be->upload(m->run.be, m->dy_store, dy, n_out * sizeof(float)));
+    *out = m->dy_store;
     return SNN_OK;
 }
 
 snn_status snn_model_backward(snn_model *m, const float *dy) {
     if (!m || !dy) return snn_error(SNN_E_INVALID, "snn_model_backward: NULL model or dy");
-    if (!m->last_x) return snn_error(SNN_E_STATE, "backward called before forward");
-    if (!m->run.training) return snn_error(SNN_E_STATE, "backward needs a forward in training mode");
-    return m->root->ops->backward(m->root, &m->run, m->last_x, m->out, dy, NULL);
+    const float *d;
+    SNN_TRY(snn_model_stage_dy(m, dy, &d));
+    return snn_model_backward_stored(m, d);
 }
 
 void snn_model_zero_grad(snn_model *m) {
-    if (m) memset(m->grads, 0, m->n_params * sizeof(float));
+    if (!m) return;
+    if (m->owned_be) (void)m->run.be->fill(m->run.be, m->grad_store, 0.0f, m->n_params);
+    else memset(m->grads, 0, m->n_params * sizeof(float));
+}
+
+/* The host copy of a device model's storage, refreshed (a download) on every call. */
+static float *host_view(const snn_model *m, float *host, const float *store, size_t n) {
+    if (m->owned_be && n && m->run.be->download(m->run.be, host, store, n * sizeof(float)) != SNN_OK) return NULL;
+    return host;
 }
 
 /* Getters answer 0 / NULL for a NULL model (the library never crashes on a NULL handle). */
@@ -201,10 +312,10 @@ size_t snn_model_input_numel(const snn_model *m) { return m ? snn_shape_numel(m-
 size_t snn_model_output_numel(const snn_model *m) { return m ? snn_shape_numel(m->root->out) : 0; }
 int snn_model_time_steps(const snn_model *m) { return m ? m->T : 0; }
 size_t snn_model_num_params(const snn_model *m) { return m ? m->n_params : 0; }
-float *snn_model_params(snn_model *m) { return m ? m->params : NULL; }
-float *snn_model_grads(snn_model *m) { return m ? m->grads : NULL; }
+float *snn_model_params(snn_model *m) { return m ? host_view(m, m->params, m->param_store, m->n_params) : NULL; }
+float *snn_model_grads(snn_model *m) { return m ? host_view(m, m->grads, m->grad_store, m->n_params) : NULL; }
 size_t snn_model_num_buffers(const snn_model *m) { return m ? m->n_buffers : 0; }
-float *snn_model_buffers(snn_model *m) { return m ? m->buffers : NULL; }
+float *snn_model_buffers(snn_model *m) { return m ? host_view(m, m->buffers, m->buffer_store, m->n_buffers) : NULL; }
 size_t snn_model_arena_bytes(const snn_model *m) { return m ? m->arena.size : 0; }
 size_t snn_model_num_tensors(const snn_model *m) { return m ? m->n_tensors : 0; }
 
@@ -217,8 +328,10 @@ snn_status snn_model_tensor(const snn_model *m, size_t i, snn_tensor_info *info)
     info->rank = e->param->shape.rank;
     for (int k = 0; k < info->rank; k++) info->shape[k] = e->param->shape.d[k];
     info->numel = e->param->numel;
-    info->data = e->param->data;
-    info->grad = e->param->grad;
+    /* host pointers: the model's host copy (refreshed by snn_model_params on a device) */
+    int w = e->param->kind == SNN_PARAM_WEIGHT;
+    info->data = (w ? m->params : m->buffers) + e->param->offset;
+    info->grad = w ? m->grads + e->param->offset : NULL;
     info->is_buffer = e->param->kind == SNN_PARAM_BUFFER;
     info->decay = e->param->decay;
     return SNN_OK;

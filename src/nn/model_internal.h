@@ -15,8 +15,14 @@ struct snn_model {
     char *config_json;
     snn_shape in_shape;
     uint64_t seed;
-    /* flat storage */
+    /* flat storage: the host copy (params, grads, buffers) and the storage modules use
+     * (param_store, grad_store, buffer_store): the same arrays on the CPU, device memory
+     * after snn_model_to(m, "cuda"), when the host copy is refreshed by the getters. */
     float *params, *grads, *buffers;
+    float *param_store, *grad_store, *buffer_store;
+    struct snn_backend *owned_be; /* a device backend this model created (freed with it) */
+    float *x_store, *dy_store;    /* device: staging of the caller's input and dL/dy (arena) */
+    float *out_host;              /* device: the host copy of the output */
     size_t n_params, n_buffers;
     snn_tensor_entry *tensors;
     size_t n_tensors;
@@ -35,6 +41,21 @@ struct snn_model {
  * per-sample input shape, allocate flat buffers, initialise with the seed. */
 snn_status snn_model_build(snn_module *root, const char *kind, const char *config_json,
                            snn_shape in, uint64_t seed, snn_model **out);
+
+/* Point every parameter at the model's current storage and every module at its backend;
+ * the activation arena is released (plan again). */
+void snn_model_bind_storage(snn_model *m);
+/* Free the device storage and backend; the stores point at the host copy again (whose
+ * contents the caller refreshed first). */
+void snn_model_release_device(snn_model *m);
+
+/* Run backward from dy already in the model's storage (the device's memory). */
+snn_status snn_model_backward_stored(snn_model *m, const float *dy_store);
+/* Copy the caller's host dy into the model's staging buffer; *out is its storage pointer
+ * (dy itself on the CPU). */
+snn_status snn_model_stage_dy(snn_model *m, const float *dy, const float **out);
+/* The model's op table (the CPU one, or its device's). */
+static inline const struct snn_backend *snn_model_backend(const snn_model *m) { return m->run.be; }
 
 /* At most this many parameter plus buffer values in one model (16 GiB of FP32). */
 #define SNN_MODEL_MAX_PARAMS ((size_t)1 << 32)

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "nn/module.h"
 
 const char *snn_shape_str(snn_shape s, char *buf, size_t cap) {
@@ -17,6 +18,7 @@ snn_module *snn_module_new(const snn_module_ops *ops, size_t impl_size) {
     snn_module *m = calloc(1, sizeof *m);
     if (!m) return NULL;
     m->ops = ops;
+    m->be = snn_backend_cpu(); /* a module lives on the CPU until its model is placed elsewhere */
     if (impl_size) {
         m->impl = calloc(1, impl_size);
         if (!m->impl) {

@@ -72,6 +72,8 @@ typedef struct snn_run {
     uint64_t step;                    /* sample-batch counter for per-batch randomness */
     const struct snn_backend *be;
     struct snn_precision_rt *prec;
+    int gemm_type;                    /* snn_dtype a precision wrapper asks GEMM modules to
+                                         multiply in (its operands hold such values); 0: F32 */
 } snn_run;
 
 typedef struct snn_module snn_module;
@@ -88,7 +90,11 @@ typedef struct snn_module_desc {
 } snn_module_desc;
 
 typedef struct snn_module_ops {
-    const char *kind;   /* "Linear", "LIF", "Sequential", ... */
+    const char *kind;   /* "Linear", "LIF", "Sequential", ... (names, reports; never compared) */
+    /* The devices the kind's forward/backward run on: SNN_DEVMASK bits of backend.h. 0 means
+     * the CPU only (the kind still touches host memory directly); a kind that calls only the
+     * op table (m->be, r->be) declares SNN_DEVMASK_ALL. */
+    unsigned devices;
     snn_status (*setup)(snn_module *m, snn_shape in);
     void (*init)(snn_module *m, snn_rng *rng);
     void (*reserve)(snn_module *m, snn_arena *a, int T, int N);
@@ -115,6 +121,8 @@ struct snn_module {
     const snn_module_ops *own_ops; /* the module's own table while wrapped, else NULL */
     snn_module *parent;          /* the container holding it (set by snn_module_add_child) */
     int sealed;                  /* part of a model: the public API refuses to change it */
+    const struct snn_backend *be; /* the op table of the device the model is placed on (set
+                                     by the model; the CPU table until snn_model_to) */
 };
 
 /* The module's own ops table, also while a precision wrapper is installed: type checks

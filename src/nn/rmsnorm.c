@@ -1,9 +1,10 @@
 /* RMSNorm over the last dimension: y = x / sqrt(mean(x^2) + eps) * weight (no bias, no
- * mean subtraction), every F-vector of every row on its own.
- * Backward with r = 1/rms, g = dy * w:  dx = r * (g - x_hat * mean(g * x_hat)),
- * dw += sum over vectors of dy * x_hat. Sums in double; dw walks the vectors in order. */
+ * mean subtraction), every F-vector of every row on its own. The arithmetic is the op
+ * table's (rmsnorm_forward / rmsnorm_backward, src/backend/cpu/cpu_norm.c on the CPU): this
+ * file is the whole module kind, for every device. */
 #include <math.h>
 
+#include "backend/backend.h"
 #include "nn/lm_layers.h"
 
 typedef struct {
@@ -44,19 +45,8 @@ static void rms_reserve(snn_module *m, snn_arena *a, int T, int N) {
 static snn_status rms_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
     rms_impl *l = m->impl;
     if (!l->rstd) return snn_error(SNN_E_STATE, "RMSNorm %s: reserve must run before forward", m->name);
-    const long long V = (long long)(snn_rows(r) * l->per_sample);
-    const size_t F = (size_t)l->features;
-    const float *w = m->params[0].data;
-#pragma omp parallel for schedule(static) if ((size_t)V * F >= 32768)
-    for (long long v = 0; v < V; v++) {
-        const float *p = x + (size_t)v * F;
-        float *q = y + (size_t)v * F;
-        double ss = 0.0;
-        for (size_t j = 0; j < F; j++) ss += (double)p[j] * p[j];
-        double is = 1.0 / sqrt(ss / (double)F + l->eps);
-        l->rstd[v] = is;
-        for (size_t j = 0; j < F; j++) q[j] = (float)(p[j] * is * w[j]);
-    }
+    SNN_TRY(m->be->rmsnorm_forward(m->be, snn_rows(r) * l->per_sample, l->features, l->eps, x, m->params[0].data, y,
+                                   l->rstd));
     l->have_forward = 1;
     return SNN_OK;
 }
@@ -66,32 +56,13 @@ static snn_status rms_backward(snn_module *m, const snn_run *r, const float *x, 
     (void)y;
     rms_impl *l = m->impl;
     if (!l->have_forward) return snn_error(SNN_E_STATE, "RMSNorm %s: backward before forward", m->name);
-    const long long V = (long long)(snn_rows(r) * l->per_sample);
-    const size_t F = (size_t)l->features;
-    const float *w = m->params[0].data;
-    float *dw = m->params[0].grad;
-    if (dx) {
-#pragma omp parallel for schedule(static) if ((size_t)V * F >= 32768)
-        for (long long v = 0; v < V; v++) {
-            const size_t o = (size_t)v * F;
-            const double is = l->rstd[v];
-            double s = 0.0;
-            for (size_t j = 0; j < F; j++) s += (double)dy[o + j] * w[j] * (x[o + j] * is);
-            const double c = s / (double)F;
-            for (size_t j = 0; j < F; j++)
-                dx[o + j] = (float)(is * ((double)dy[o + j] * w[j] - x[o + j] * is * c));
-        }
-    }
-    for (size_t j = 0; j < F; j++) {
-        double acc = 0.0;
-        for (long long v = 0; v < V; v++) acc += (double)dy[(size_t)v * F + j] * (x[(size_t)v * F + j] * l->rstd[v]);
-        dw[j] += (float)acc;
-    }
-    return SNN_OK;
+    return m->be->rmsnorm_backward(m->be, snn_rows(r) * l->per_sample, l->features, x, m->params[0].data, l->rstd,
+                                   dy, dx, m->params[0].grad);
 }
 
 static const snn_module_ops rms_ops = {
     .kind = "RMSNorm",
+    .devices = SNN_DEVMASK_ALL,
     .setup = rms_setup,
     .init = rms_init,
     .reserve = rms_reserve,

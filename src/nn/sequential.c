@@ -3,6 +3,7 @@
  * two ping-pong buffers sized for the widest activation. */
 #include <string.h>
 
+#include "backend/backend.h"
 #include "nn/layers.h"
 
 typedef struct {
@@ -91,6 +92,7 @@ static void seq_destroy(snn_module *m) {
 
 static const snn_module_ops seq_ops = {
     .kind = "Sequential",
+    .devices = SNN_DEVMASK_ALL, /* it only hands buffers on; each child is checked on its own */
     .setup = seq_setup,
     .init = seq_init,
     .reserve = seq_reserve,

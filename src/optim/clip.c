@@ -1,38 +1,29 @@
-/* Global gradient-norm clipping (torch.nn.utils.clip_grad_norm_ with the L2 norm). */
+/* Global gradient-norm clipping (torch.nn.utils.clip_grad_norm_ with the L2 norm), on the
+ * device of the gradients: the sum of squares and the scaling are op-table entries. */
 #include <math.h>
 
+#include "backend/backend.h"
+#include "core/error_internal.h"
+#include "optim/optim_internal.h"
 #include "snn/optim.h"
 
-/* The sum of squares is split into a fixed number of chunks that depends only on n, each
- * summed in double, then the chunk sums are added in order: the norm is the same bits
- * whatever the number of threads. */
-#define CLIP_CHUNKS 256
-#define CLIP_PAR_MIN 65536
-
-float snn_clip_grad_norm(float *grads, size_t n, float max_norm) {
-    if (!grads || n == 0) return 0.0f;
-    double part[CLIP_CHUNKS];
-    const size_t chunk = (n + CLIP_CHUNKS - 1) / CLIP_CHUNKS;
-#pragma omp parallel for schedule(static) if (n >= CLIP_PAR_MIN)
-    for (int c = 0; c < CLIP_CHUNKS; c++) {
-        size_t lo = (size_t)c * chunk, hi = lo + chunk;
-        if (lo > n) lo = n;
-        if (hi > n) hi = n;
-        double s = 0.0;
-#pragma omp simd reduction(+ : s)
-        for (size_t i = lo; i < hi; i++) s += (double)grads[i] * (double)grads[i];
-        part[c] = s;
-    }
+snn_status snn_clip_grad_norm_on(const snn_backend *be, float *grads, size_t n, float max_norm, float *norm_out) {
+    *norm_out = 0.0f;
+    if (!grads || n == 0) return SNN_OK;
     double total = 0.0;
-    for (int c = 0; c < CLIP_CHUNKS; c++) total += part[c];
+    SNN_TRY(be->sumsq(be, grads, n, &total));
     const float norm = (float)sqrt(total);
-    if (!isfinite(norm)) return norm; /* leave inf/nan gradients to the loss scaler */
-    if (!(max_norm >= 0.0f)) return norm; /* negative or NaN limit: measure only */
+    *norm_out = norm;
+    if (!isfinite(norm)) return SNN_OK;      /* leave inf/nan gradients to the loss scaler */
+    if (!(max_norm >= 0.0f)) return SNN_OK;  /* negative or NaN limit: measure only */
     /* torch: coef = max_norm / (total_norm + 1e-6), all in FP32, clamped to 1 */
     const float coef = max_norm / (norm + 1e-6f);
-    if (coef < 1.0f) {
-#pragma omp parallel for simd schedule(static) if (n >= CLIP_PAR_MIN)
-        for (size_t i = 0; i < n; i++) grads[i] *= coef;
-    }
+    if (coef < 1.0f) SNN_TRY(be->scale(be, grads, grads, coef, n));
+    return SNN_OK;
+}
+
+float snn_clip_grad_norm(float *grads, size_t n, float max_norm) {
+    float norm = 0.0f;
+    (void)snn_clip_grad_norm_on(snn_backend_cpu(), grads, n, max_norm, &norm);
     return norm;
 }

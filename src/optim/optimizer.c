@@ -2,37 +2,24 @@
  * operation: scalar coefficients are computed in double (as Python does) and rounded to
  * FP32 once; each tensor op of torch is one rounded FP32 op here, with an FMA exactly where
  * torch's vectorised CPU kernel uses one (add with alpha), so results agree to the last bit
- * or so rather than to a loose tolerance. */
+ * or so rather than to a loose tolerance.
+ *
+ * The per-element update is an entry of the op table (snn_optim_update in
+ * src/backend/backend.h): this file computes the step's scalars once and hands them to the
+ * backend of the parameters' device, so one rule serves the CPU and the GPU. */
 #include <math.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-#if defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
-#endif
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "core/error_internal.h"
 #include "nn/model_internal.h"
 #include "snn/optim.h"
 
-/* torch's add(a, b, alpha) is fmadd(b, alpha, a) in its AVX2 kernel (addcmul likewise).
- * Without hardware FMA, fmaf is a slow libm call; the product of two floats is exact in
- * double, so one double add and a rounding to float give the fused result except in
- * vanishingly rare double-rounding ties, and it still vectorises. */
-#if defined(__FMA__)
-#define OPT_FMA(a, b, c) fmaf((a), (b), (c))
-#else
-#define OPT_FMA(a, b, c) ((float)((double)(a) * (double)(b) + (double)(c)))
-#endif
-
-/* Below this many elements a parallel region costs more than it saves. */
-#define OPT_PAR_MIN 32768
-
 struct snn_optimizer {
     snn_optim_opts o;
     size_t n;
+    const snn_backend *be; /* the device of params, grads, mask and state */
     float *params;
     const float *grads;
     uint8_t *mask;       /* 1 = weight decay applies */
@@ -97,17 +84,8 @@ static snn_status check_opts(const snn_optim_opts *o) {
     return SNN_OK;
 }
 
-static float *alloc_state(size_t n) {
-    /* 64-byte aligned (a cache line, an AVX-512 vector), zeroed */
-    size_t bytes = (n * sizeof(float) + 63) & ~(size_t)63;
-    float *p = aligned_alloc(64, bytes);
-    if (p) memset(p, 0, bytes);
-    return p;
-}
-
-snn_status snn_optimizer_create(const snn_optim_opts *o, size_t n, float *params,
-                                const float *grads, const uint8_t *decay_mask,
-                                snn_optimizer **out) {
+static snn_status optimizer_create_on(const snn_backend *be, const snn_optim_opts *o, size_t n, float *params,
+                                      const float *grads, const uint8_t *decay_mask, snn_optimizer **out) {
     if (!out) return snn_error(SNN_E_INVALID, "snn_optimizer_create: out is NULL");
     *out = NULL;
     if (!o) return snn_error(SNN_E_INVALID, "snn_optimizer_create: options are NULL (use snn_optim_defaults)");
@@ -121,15 +99,21 @@ snn_status snn_optimizer_create(const snn_optim_opts *o, size_t n, float *params
     if (!opt) return snn_error(SNN_E_NOMEM, "out of memory creating the optimizer");
     opt->o = *o;
     opt->n = n;
+    opt->be = be;
     opt->params = params;
     opt->grads = grads;
-    opt->mask = malloc(n);
-    if (!opt->mask) goto nomem;
+    uint8_t *mask = malloc(n);
+    if (!mask) goto nomem;
     if (decay_mask) {
-        for (size_t i = 0; i < n; i++) opt->mask[i] = decay_mask[i] != 0;
+        for (size_t i = 0; i < n; i++) mask[i] = decay_mask[i] != 0;
     } else {
-        memset(opt->mask, 1, n);
+        memset(mask, 1, n);
     }
+    if (be->alloc(be, n, (void **)&opt->mask) != SNN_OK || be->upload(be, opt->mask, mask, n) != SNN_OK) {
+        free(mask);
+        goto nomem;
+    }
+    free(mask);
     if (o->kind == SNN_OPTIM_SGD) {
         if (o->momentum != 0) opt->state_name[opt->n_state++] = "momentum_buffer";
     } else {
@@ -137,12 +121,17 @@ snn_status snn_optimizer_create(const snn_optim_opts *o, size_t n, float *params
         opt->state_name[opt->n_state++] = "exp_avg_sq";
     }
     for (int s = 0; s < opt->n_state; s++)
-        if (!(opt->state[s] = alloc_state(n))) goto nomem;
+        if (be->alloc(be, n * sizeof(float), (void **)&opt->state[s]) != SNN_OK) goto nomem;
     *out = opt;
     return SNN_OK;
 nomem:
     snn_optimizer_free(opt);
-    return snn_error(SNN_E_NOMEM, "out of memory for the optimizer state of %zu parameters", n);
+    return snn_error(SNN_E_NOMEM, "out of %s memory for the optimizer state of %zu parameters", be->name, n);
+}
+
+snn_status snn_optimizer_create(const snn_optim_opts *o, size_t n, float *params, const float *grads,
+                                const uint8_t *decay_mask, snn_optimizer **out) {
+    return optimizer_create_on(snn_backend_cpu(), o, n, params, grads, decay_mask, out);
 }
 
 snn_status snn_optimizer_create_for_model(const snn_optim_opts *o, snn_model *m,
@@ -151,7 +140,7 @@ snn_status snn_optimizer_create_for_model(const snn_optim_opts *o, snn_model *m,
     *out = NULL;
     if (!m) return snn_error(SNN_E_INVALID, "snn_optimizer_create_for_model: model is NULL");
     size_t n = snn_model_num_params(m);
-    float *params = snn_model_params(m);
+    float *params = snn_model_params(m); /* the host view: where each tensor lies */
     if (n == 0) return snn_error(SNN_E_INVALID, "the model has no trainable parameters to optimize");
     uint8_t *mask = malloc(n);
     if (!mask) return snn_error(SNN_E_NOMEM, "out of memory building the weight-decay mask");
@@ -172,7 +161,8 @@ snn_status snn_optimizer_create_for_model(const snn_optim_opts *o, snn_model *m,
         }
         memset(mask + (info.data - params), info.decay ? 1 : 0, info.numel);
     }
-    snn_status st = snn_optimizer_create(o, n, params, snn_model_grads(m), mask, out);
+    /* the optimizer works where the model's parameters live */
+    snn_status st = optimizer_create_on(m->run.be, o, n, m->param_store, m->grad_store, mask, out);
     free(mask);
     /* the precision system refuses to prepare a model that already has an optimizer: its
      * master weights and state would be built for the wrong parameters */
@@ -182,8 +172,8 @@ snn_status snn_optimizer_create_for_model(const snn_optim_opts *o, snn_model *m,
 
 void snn_optimizer_free(snn_optimizer *opt) {
     if (!opt) return;
-    free(opt->mask);
-    for (int s = 0; s < 2; s++) free(opt->state[s]);
+    opt->be->free(opt->be, opt->mask);
+    for (int s = 0; s < 2; s++) opt->be->free(opt->be, opt->state[s]);
     free(opt);
 }
 
@@ -204,6 +194,9 @@ snn_status snn_optimizer_state(snn_optimizer *opt, size_t i, snn_optim_state *in
     if (i >= (size_t)opt->n_state)
         return snn_error(SNN_E_INVALID, "optimizer state index %zu out of range (%s has %d)", i,
                          snn_optim_kind_name(opt->o.kind), opt->n_state);
+    if (opt->be->device != SNN_DEVICE_CPU)
+        return snn_error(SNN_E_UNSUPPORTED, "the %s optimizer's state lives on %s; reading it from the host is not "
+                         "supported in this version", snn_optim_kind_name(opt->o.kind), opt->be->name);
     info->name = opt->state_name[i];
     info->numel = opt->n;
     info->data = opt->state[i];
@@ -219,143 +212,38 @@ snn_status snn_optimizer_find_state(snn_optimizer *opt, const char *name, snn_op
 
 /* ---- updates ---------------------------------------------------------------------------- */
 
-/* x - x is 0 for a finite x and NaN for an infinity or a NaN: one subtraction and an
- * unordered compare per element, folded into an OR, flags a diverged update. */
-#define OPT_BAD(x) (((x) - (x)) != 0.0f)
-
-static int sgd_step(snn_optimizer *opt, double lr) {
-    const size_t n = opt->n;
-    float *restrict p = opt->params;
-    const float *restrict g = opt->grads;
-    const uint8_t *restrict dm = opt->mask;
-    const float wd = opt->o.weight_decay, mom = opt->o.momentum;
-    const float keep = (float)(1.0 - (double)opt->o.dampening); /* torch: alpha = 1 - dampening */
-    const float nlr = (float)(-lr);
-    const int l2 = wd != 0, nest = opt->o.nesterov;
-    int bad = 0;
-    if (mom == 0) {
-#pragma omp parallel for simd schedule(static) reduction(|:bad) if (n >= OPT_PAR_MIN)
-        for (size_t i = 0; i < n; i++) {
-            float d = (l2 && dm[i]) ? OPT_FMA(p[i], wd, g[i]) : g[i];
-            float q = OPT_FMA(d, nlr, p[i]);
-            p[i] = q;
-            bad |= OPT_BAD(q);
-        }
-        return bad;
+/* The step's scalars (backend.h's snn_optim_update), in double, rounded once. */
+static snn_optim_update step_scalars(const snn_optimizer *opt, double lr) {
+    snn_optim_update u;
+    memset(&u, 0, sizeof u);
+    const snn_optim_opts *o = &opt->o;
+    u.wd = o->weight_decay;
+    if (o->kind == SNN_OPTIM_SGD) {
+        u.adam = 0;
+        u.l2 = o->weight_decay != 0;
+        u.nlr = (float)(-lr);
+        u.mom = o->momentum;
+        u.keep = (float)(1.0 - (double)o->dampening); /* torch: alpha = 1 - dampening */
+        u.nesterov = o->nesterov;
+        u.first = opt->steps == 0;                    /* torch: buffer = clone(d_p) on the first step */
+        return u;
     }
-    float *restrict buf = opt->state[0];
-    const int first = opt->steps == 0; /* torch: buffer = clone(d_p) on the first step */
-#pragma omp parallel for simd schedule(static) reduction(|:bad) if (n >= OPT_PAR_MIN)
-    for (size_t i = 0; i < n; i++) {
-        float d = (l2 && dm[i]) ? OPT_FMA(p[i], wd, g[i]) : g[i];
-        float b = first ? d : OPT_FMA(d, keep, buf[i] * mom);
-        buf[i] = b;
-        d = nest ? OPT_FMA(b, mom, d) : b;
-        float q = OPT_FMA(d, nlr, p[i]);
-        p[i] = q;
-        bad |= OPT_BAD(q);
-    }
-    return bad;
-}
-
-typedef struct adam_args {
-    float *p, *m, *v;
-    const float *g;
-    const uint8_t *dm;
-    float fb1, fc1, fb2, fc2, neg_step, bc2_sqrt, eps, wd, shrink;
-    int l2, decoupled;
-} adam_args;
-
-static inline float adam_one(const adam_args *a, float pi, float gi, float *mi_io, float *vi_io, int decay) {
-    if (a->l2 && decay) gi = OPT_FMA(pi, a->wd, gi);
-    if (a->decoupled && decay) pi = pi * a->shrink;
-    float mi = OPT_FMA(gi, a->fc1, *mi_io * a->fb1);
-    /* torch's addcmul kernel: fma(value * t1, t2, self) */
-    float vi = OPT_FMA(a->fc2 * gi, gi, *vi_io * a->fb2);
-    *mi_io = mi;
-    *vi_io = vi;
-    float denom = sqrtf(vi) / a->bc2_sqrt + a->eps;
-    /* torch addcdiv: self + value * t1 / t2 */
-    return pi + a->neg_step * mi / denom;
-}
-
-/* One thread's slice. GCC will not vectorise sqrtf unless the whole build uses
- * -fno-math-errno, so with AVX2+FMA the body is written with intrinsics; every lane does
- * exactly the rounded operations of adam_one (vsqrtps and vdivps are IEEE-exact), so the
- * two paths give identical bits. */
-static int adam_range(const adam_args *a, size_t lo, size_t hi) {
-    float *restrict p = a->p, *restrict m = a->m, *restrict v = a->v;
-    const float *restrict g = a->g;
-    const uint8_t *restrict dm = a->dm;
-    size_t i = lo;
-    int bad = 0;
-#if defined(__AVX2__) && defined(__FMA__)
-    const __m256 fb1 = _mm256_set1_ps(a->fb1), fc1 = _mm256_set1_ps(a->fc1);
-    const __m256 fb2 = _mm256_set1_ps(a->fb2), fc2 = _mm256_set1_ps(a->fc2);
-    const __m256 nstep = _mm256_set1_ps(a->neg_step), bc2s = _mm256_set1_ps(a->bc2_sqrt);
-    const __m256 eps = _mm256_set1_ps(a->eps), wd = _mm256_set1_ps(a->wd);
-    const __m256 shrink = _mm256_set1_ps(a->shrink);
-    const __m256i zero = _mm256_setzero_si256();
-    __m256 badv = _mm256_setzero_ps();
-    for (; i + 8 <= hi; i += 8) {
-        __m256 pi = _mm256_loadu_ps(p + i), gi = _mm256_loadu_ps(g + i);
-        if (a->l2 || a->decoupled) {
-            __m128i b8 = _mm_loadl_epi64((const __m128i *)(dm + i));
-            __m256 sel = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_cvtepu8_epi32(b8), zero));
-            if (a->l2) gi = _mm256_blendv_ps(gi, _mm256_fmadd_ps(pi, wd, gi), sel);
-            else pi = _mm256_blendv_ps(pi, _mm256_mul_ps(pi, shrink), sel);
-        }
-        __m256 mi = _mm256_fmadd_ps(gi, fc1, _mm256_mul_ps(_mm256_loadu_ps(m + i), fb1));
-        __m256 vi = _mm256_fmadd_ps(_mm256_mul_ps(fc2, gi), gi, _mm256_mul_ps(_mm256_loadu_ps(v + i), fb2));
-        _mm256_storeu_ps(m + i, mi);
-        _mm256_storeu_ps(v + i, vi);
-        __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vi), bc2s), eps);
-        __m256 q = _mm256_add_ps(pi, _mm256_div_ps(_mm256_mul_ps(nstep, mi), denom));
-        _mm256_storeu_ps(p + i, q);
-        __m256 z = _mm256_sub_ps(q, q);
-        badv = _mm256_or_ps(badv, _mm256_cmp_ps(z, z, _CMP_UNORD_Q));
-    }
-    bad = _mm256_movemask_ps(badv) != 0;
-#endif
-    for (; i < hi; i++) {
-        float q = adam_one(a, p[i], g[i], &m[i], &v[i], dm[i]);
-        p[i] = q;
-        bad |= OPT_BAD(q);
-    }
-    return bad;
-}
-
-static int adam_step(snn_optimizer *opt, double lr) {
-    const size_t n = opt->n;
-    const double b1 = opt->o.beta1, b2 = opt->o.beta2, t = (double)(opt->steps + 1);
+    const double b1 = o->beta1, b2 = o->beta2, t = (double)(opt->steps + 1);
     const double bc1 = 1.0 - pow(b1, t), bc2 = 1.0 - pow(b2, t);
-    const int adamw = opt->o.kind == SNN_OPTIM_ADAMW;
-    adam_args a = {
-        .p = opt->params, .m = opt->state[0], .v = opt->state[1], .g = opt->grads, .dm = opt->mask,
-        .fb1 = (float)b1, .fc1 = (float)(1.0 - b1), .fb2 = (float)b2, .fc2 = (float)(1.0 - b2),
-        .neg_step = (float)(-(lr / bc1)), .bc2_sqrt = (float)sqrt(bc2), .eps = opt->o.eps,
-        .wd = opt->o.weight_decay,
-        /* AdamW: p *= 1 - lr*wd before the update (torch computes the factor in double) */
-        .shrink = (float)(1.0 - lr * (double)opt->o.weight_decay),
-        .l2 = !adamw && opt->o.weight_decay != 0,
-        .decoupled = adamw && opt->o.weight_decay != 0,
-    };
-    int bad = 0;
-#pragma omp parallel reduction(|:bad) if (n >= OPT_PAR_MIN)
-    {
-        size_t lo = 0, hi = n;
-#ifdef _OPENMP
-        /* static split in 16-float blocks so every slice starts vector-aligned */
-        size_t nt = (size_t)omp_get_num_threads(), id = (size_t)omp_get_thread_num();
-        size_t blocks = (n + 15) / 16, per = (blocks + nt - 1) / nt;
-        lo = id * per * 16;
-        hi = lo + per * 16;
-        if (lo > n) lo = n;
-        if (hi > n) hi = n;
-#endif
-        bad |= adam_range(&a, lo, hi);
-    }
-    return bad;
+    const int adamw = o->kind == SNN_OPTIM_ADAMW;
+    u.adam = 1;
+    u.fb1 = (float)b1;
+    u.fc1 = (float)(1.0 - b1);
+    u.fb2 = (float)b2;
+    u.fc2 = (float)(1.0 - b2);
+    u.neg_step = (float)(-(lr / bc1));
+    u.bc2_sqrt = (float)sqrt(bc2);
+    u.eps = o->eps;
+    /* AdamW: p *= 1 - lr*wd before the update (torch computes the factor in double) */
+    u.shrink = (float)(1.0 - lr * (double)o->weight_decay);
+    u.l2 = !adamw && o->weight_decay != 0;
+    u.decoupled = adamw && o->weight_decay != 0;
+    return u;
 }
 
 snn_status snn_optimizer_step(snn_optimizer *opt, float lr, int skip) {
@@ -367,7 +255,11 @@ snn_status snn_optimizer_step(snn_optimizer *opt, float lr, int skip) {
     if (!isfinite(lr))
         return snn_error(SNN_E_INVALID, "learning rate is not finite (%g); check the schedule with snn_lr_sched_check", lr);
     if (lr < 0) lr = opt->o.lr;
-    opt->nonfinite = opt->o.kind == SNN_OPTIM_SGD ? sgd_step(opt, (double)lr) : adam_step(opt, (double)lr);
+    snn_optim_update u = step_scalars(opt, (double)lr);
+    int bad = 0;
+    SNN_TRY(opt->be->optim_update(opt->be, &u, opt->n, opt->params, opt->grads, opt->state[0], opt->state[1],
+                                  opt->mask, &bad));
+    opt->nonfinite = bad;
     opt->steps++;
     return SNN_OK;
 }

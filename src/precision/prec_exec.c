@@ -13,14 +13,10 @@
 
 static snn_prec_module *pm_of(snn_module *m) { return (snn_prec_module *)m->prec; }
 
-/* dst[i] = round_to(t, src[i]) (RNE, non-saturating: overflow becomes inf as in hardware). */
-static void round_buf(snn_dtype t, float *dst, const float *src, size_t n) {
-    if (t == SNN_F32) {
-        if (dst != src) memcpy(dst, src, n * sizeof(float));
-        return;
-    }
-#pragma omp parallel for schedule(static) if (n > 65536)
-    for (size_t i = 0; i < n; i++) dst[i] = snn_round_to(t, src[i], 0);
+/* dst = round_to(t, src) (RNE, non-saturating: overflow becomes inf as in hardware), on the
+ * module's device. */
+static snn_status round_buf(const snn_module *m, snn_dtype t, float *dst, const float *src, size_t n) {
+    return m->be->round(m->be, t, dst, src, n);
 }
 
 static size_t in_floats(const snn_module *m, const snn_run *r) { return snn_rows(r) * snn_shape_numel(m->in); }
@@ -43,19 +39,23 @@ static void g16_destroy(snn_module *m) {
     if (pm_of(m)->orig->destroy) pm_of(m)->orig->destroy(m);
 }
 
+/* The module's own forward on rounded operands; its GEMMs are told the operands are 16-bit
+ * values (a device may multiply them as such). */
 static snn_status g16_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
     snn_prec_module *pm = pm_of(m);
     snn_precision *p = pm->p;
     size_t nx = in_floats(m, r), nw = m->params[0].numel;
     float *x16 = p->scratch, *w16 = x16 + nx;
-    round_buf(p->half, x16, x, nx);
-    round_buf(p->half, w16, m->params[0].data, nw);
+    SNN_TRY(round_buf(m, p->half, x16, x, nx));
+    SNN_TRY(round_buf(m, p->half, w16, m->params[0].data, nw));
+    snn_run r16 = *r;
+    r16.gemm_type = (int)p->half;
     float *w = m->params[0].data;
     m->params[0].data = w16;
-    snn_status st = pm->orig->forward(m, r, x16, y);
+    snn_status st = pm->orig->forward(m, &r16, x16, y);
     m->params[0].data = w;
-    round_buf(p->half, y, y, out_floats(m, r));
-    return st;
+    SNN_TRY(st);
+    return round_buf(m, p->half, y, y, out_floats(m, r));
 }
 
 static snn_status g16_backward(snn_module *m, const snn_run *r, const float *x, const float *y,
@@ -64,19 +64,21 @@ static snn_status g16_backward(snn_module *m, const snn_run *r, const float *x, 
     snn_precision *p = pm->p;
     size_t nx = in_floats(m, r), nw = m->params[0].numel, ny = out_floats(m, r);
     float *x16 = p->scratch, *w16 = x16 + nx, *dy16 = w16 + nw;
-    round_buf(p->half, x16, x, nx);
-    round_buf(p->half, w16, m->params[0].data, nw);
-    round_buf(p->half, dy16, dy, ny);
+    SNN_TRY(round_buf(m, p->half, x16, x, nx));
+    SNN_TRY(round_buf(m, p->half, w16, m->params[0].data, nw));
+    SNN_TRY(round_buf(m, p->half, dy16, dy, ny));
+    snn_run r16 = *r;
+    r16.gemm_type = (int)p->half;
     float *w = m->params[0].data;
     m->params[0].data = w16;
-    snn_status st = pm->orig->backward(m, r, x16, y, dy16, dx);
+    snn_status st = pm->orig->backward(m, &r16, x16, y, dy16, dx);
     m->params[0].data = w;
-    if (dx) round_buf(p->half, dx, dx, nx);
-    return st;
+    SNN_TRY(st);
+    return dx ? round_buf(m, p->half, dx, dx, nx) : SNN_OK;
 }
 
 const snn_module_ops snn_prec_gemm16_ops = {
-    .kind = "Gemm16", .setup = g16_setup, .init = g16_init, .reserve = g16_reserve,
+    .kind = "Gemm16", .devices = SNN_DEVMASK_ALL, .setup = g16_setup, .init = g16_init, .reserve = g16_reserve,
     .forward = g16_forward, .backward = g16_backward, .reset = g16_reset, .destroy = g16_destroy,
 };
 
@@ -137,7 +139,7 @@ static snn_status fp8_forward(snn_module *m, const snn_run *r, const float *x, f
         for (int i = 0; i < rows; i++) memcpy(Y + (size_t)i * No, bias, sizeof(float) * (size_t)No);
     r->be->gemm_f32(0, 1, rows, No, K, 1.0f, xq, K, wq, K, bias ? 1.0f : 0.0f, Y, No);
     /* The FP8 GEMM writes its output in the BF16 base precision. */
-    round_buf(p->half, Y, Y, sy);
+    SNN_TRY(round_buf(m, p->half, Y, Y, sy));
     if (pm->kind == SNN_PM_FP8_CONV1D) from_token_major(yt, y, snn_rows(r), No, L);
     return SNN_OK;
 }
@@ -169,7 +171,7 @@ static snn_status fp8_backward(snn_module *m, const snn_run *r, const float *x, 
         SNN_TRY(snn_fp8_prepare_operand(&pm->sw, SNN_FP8_ROLE_WEIGHT, &p->fp8, SNN_FP8_COLWISE, W, No, K, wc, NULL, NULL));
         float *DX = pm->kind == SNN_PM_FP8_CONV1D ? dxt : dx;
         r->be->gemm_f32(0, 0, rows, K, No, 1.0f, dyq, No, wc, K, 0.0f, DX, K);
-        round_buf(p->half, DX, DX, sx);
+        SNN_TRY(round_buf(m, p->half, DX, DX, sx));
         if (pm->kind == SNN_PM_FP8_CONV1D) from_token_major(dxt, dx, snn_rows(r), K, L);
     }
     /* wgrad: dW += dY^T X, both reduced along the rows (column-wise) */
@@ -218,8 +220,8 @@ static snn_status nrn_forward(snn_module *m, const snn_run *r, const float *x, f
         return snn_error(SNN_E_STATE, "%s: the neuron module did not expose its h_seq buffer", m->name);
     /* the module's own membrane buffer (its final state), written as the storage keeps it */
     float *v_last = (float *)snn_neuron_module_v(m);
-    return snn_neuron_forward_mp(snn_neuron_module_opts(m), snn_neuron_module_decay(m), r->T, n, S, F, x, NULL, y,
-                                 h, v_last);
+    return m->be->neuron_forward_mp(m->be, snn_neuron_module_opts(m), snn_neuron_module_decay(m), r->T, n, S, F, x, y,
+                                    h, v_last);
 }
 
 static snn_status nrn_backward(snn_module *m, const snn_run *r, const float *x, const float *y,
@@ -238,17 +240,13 @@ static snn_status nrn_backward(snn_module *m, const snn_run *r, const float *x, 
     size_t n = (size_t)r->N * snn_shape_numel(m->in);
     double gk = 0.0;
     /* only spikes leave the layer: no gradient on the final membrane; v0 is the reset value */
-    SNN_TRY(snn_neuron_backward_mp(o, snn_neuron_module_decay(m), r->T, n, S, F, B, h, NULL, dy, NULL, dx, NULL,
-                                   plif ? &gk : NULL));
-    if (plif) {
-        /* dL/dw = dL/dk k (1 - k), k = sigmoid(w) in double, as the module does */
-        double kd = 1.0 / (1.0 + exp(-(double)m->params[0].data[0]));
-        m->params[0].grad[0] += (float)(gk * kd * (1.0 - kd));
-    }
-    return SNN_OK;
+    SNN_TRY(m->be->neuron_backward_mp(m->be, o, snn_neuron_module_decay(m), r->T, n, S, F, B, h, dy, dx,
+                                      plif ? &gk : NULL));
+    /* dL/dw = dL/dk k (1 - k), k = sigmoid(w) in double, as the module does */
+    return plif ? snn_neuron_module_add_plif_grad(m, gk) : SNN_OK;
 }
 
 const snn_module_ops snn_prec_neuron_ops = {
-    .kind = "NeuronPrecision", .setup = g16_setup, .init = g16_init, .reserve = g16_reserve,
+    .kind = "NeuronPrecision", .devices = SNN_DEVMASK_ALL, .setup = g16_setup, .init = g16_init, .reserve = g16_reserve,
     .forward = nrn_forward, .backward = nrn_backward, .reset = g16_reset, .destroy = g16_destroy,
 };

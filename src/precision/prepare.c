@@ -9,6 +9,8 @@
 
 #include "neuron/neuron_module.h"
 #include "nn/layers_conv.h"
+#include "backend/backend.h"
+#include "optim/optim_internal.h"
 #include "precision/runtime.h"
 
 /* ---------- module classification (on the unconverted model) ---------- */
@@ -227,17 +229,26 @@ static void count_neurons(snn_module *m, void *ctx) {
 
 /* ---------- prepare ---------- */
 
-static snn_status check_device(const char *device, char *norm, size_t cap) {
-    if (!device || !*device || !strcmp(device, "cpu")) {
-        snprintf(norm, cap, "cpu");
-        return SNN_OK;
-    }
-    if (!strncmp(device, "cuda", 4))
-        return snn_error(SNN_E_UNSUPPORTED,
-                         "device '%s': models train on the CPU backend in this version of snn; the CUDA "
-                         "backend serves the GPU benchmarks (snn's bench/cuda programs). Use device 'cpu'",
-                         device);
-    return snn_error(SNN_E_INVALID, "unknown device '%s' (use cpu, cuda or cuda:N)", device);
+/* The device named must be the one the model is on (snn_model_to places it: the order is
+ * device -> prepare -> optimizer). */
+static snn_status check_device(const snn_model *m, const char *device, const snn_precision_config *cfg, char *norm,
+                               size_t cap) {
+    const char *on = snn_model_device(m);
+    if (!device || !*device) device = "cpu";
+    int want_cuda = !strncmp(device, "cuda", 4) && (device[4] == 0 || device[4] == ':');
+    if (strcmp(device, "cpu") && !want_cuda)
+        return snn_error(SNN_E_INVALID, "unknown device '%s' (use cpu, cuda or cuda:N)", device);
+    int on_cuda = strcmp(on, "cpu") != 0;
+    if (want_cuda && !on_cuda)
+        return snn_error(SNN_E_STATE, "device '%s': the model is on the CPU; place it first with snn_model_to(model, "
+                         "\"%s\") (the order is device -> prepare -> optimizer)", device, device);
+    if (!want_cuda && on_cuda)
+        return snn_error(SNN_E_STATE, "device 'cpu': the model was placed on %s; prepare it for that device", on);
+    if (on_cuda && cfg->mode == SNN_PRECISION_FP8)
+        return snn_error(SNN_E_UNSUPPORTED, "precision 'fp8' on %s: the FP8 GEMM modules run on the CPU only in this "
+                         "version of snn (fp32, fp16 and bf16 run on the GPU)", on);
+    snprintf(norm, cap, "%s", device);
+    return SNN_OK;
 }
 
 snn_status snn_prepare_model_for_precision(snn_model *m, const char *device, const snn_precision_config *cfg_in,
@@ -255,12 +266,13 @@ snn_status snn_prepare_model_for_precision(snn_model *m, const char *device, con
     snn_precision_config cfg = cfg_in ? *cfg_in : snn_precision_config_default();
     SNN_TRY(snn_precision_config_validate(&cfg));
     char dev[32];
-    SNN_TRY(check_device(device, dev, sizeof dev));
+    SNN_TRY(check_device(m, device, &cfg, dev, sizeof dev));
 
     snn_precision *p = calloc(1, sizeof *p);
     if (!p) return snn_error(SNN_E_NOMEM, "out of memory");
     p->cfg = cfg;
     p->model = m;
+    p->be = snn_model_backend(m);
     snprintf(p->device, sizeof p->device, "%s", dev);
     p->half = cfg.mode == SNN_PRECISION_FP16 ? SNN_F16 : cfg.mode == SNN_PRECISION_FP32 ? SNN_F32 : SNN_BF16;
     int fp8 = cfg.mode == SNN_PRECISION_FP8;
@@ -359,8 +371,8 @@ void snn_precision_free(snn_precision *p) {
     }
     if (p->model && p->model->precision == p) p->model->precision = NULL;
     free(p->mods);
-    free(p->scratch);
-    free(p->dy_scaled);
+    p->be->free(p->be, p->scratch);
+    p->be->free(p->be, p->dy_scaled);
     free(p->report);
     free(p->describe);
     free(p->amax_pack);
@@ -400,15 +412,18 @@ snn_status snn_precision_plan(snn_precision *p, int T, int N) {
         if (s > need) need = s;
     }
     size_t ndy = B * snn_shape_numel(p->model->root->out);
+    /* on the model's device; planned once per (T, N), nothing is allocated in a step */
     if (need > p->scratch_cap) {
-        float *s = realloc(p->scratch, need * sizeof(float));
-        if (!s) return snn_error(SNN_E_NOMEM, "cannot allocate %zu floats of precision scratch", need);
+        float *s = NULL;
+        SNN_TRY(p->be->alloc(p->be, need * sizeof(float), (void **)&s));
+        p->be->free(p->be, p->scratch);
         p->scratch = s;
         p->scratch_cap = need;
     }
     if (ndy > p->dy_cap) {
-        float *s = realloc(p->dy_scaled, ndy * sizeof(float));
-        if (!s) return snn_error(SNN_E_NOMEM, "out of memory");
+        float *s = NULL;
+        SNN_TRY(p->be->alloc(p->be, ndy * sizeof(float), (void **)&s));
+        p->be->free(p->be, p->dy_scaled);
         p->dy_scaled = s;
         p->dy_cap = ndy;
     }
@@ -433,23 +448,30 @@ snn_status snn_precision_backward(snn_precision *p, const float *dy, snn_optimiz
         return snn_error(SNN_E_STATE, "snn_precision_backward: no forward pass to differentiate (plan and run forward first)");
     size_t n = snn_model_num_params(m);
     size_t ndy = (size_t)m->T * m->N * snn_shape_numel(m->root->out);
+    const snn_backend *be = p->be;
+    float *grads = m->grad_store; /* on the model's device */
     snn_model_zero_grad(m);
-    const float *g = dy;
+    const float *g;
+    SNN_TRY(snn_model_stage_dy(m, dy, &g));
     if (p->use_scaler) {
-        float s = snn_loss_scaler_scale(&p->scaler);
-        for (size_t i = 0; i < ndy; i++) p->dy_scaled[i] = dy[i] * s;
+        SNN_TRY(be->scale(be, p->dy_scaled, g, snn_loss_scaler_scale(&p->scaler), ndy));
         g = p->dy_scaled;
     }
-    SNN_TRY(snn_model_backward(m, g));
-    if (p->sync.grads) SNN_TRY(p->sync.grads(p->sync.ctx, snn_model_grads(m), n));
+    SNN_TRY(snn_model_backward_stored(m, g));
+    if (p->sync.grads) SNN_TRY(p->sync.grads(p->sync.ctx, grads, n));
     int found_inf = 0;
-    if (p->use_scaler) SNN_TRY(snn_loss_scaler_unscale(&p->scaler, snn_model_grads(m), n, &found_inf));
+    if (p->use_scaler) {
+        /* torch's unscale: flag inf/NaN, multiply by float(1/double(scale)) */
+        int bad = 0;
+        SNN_TRY(be->nonfinite(be, grads, n, &bad));
+        SNN_TRY(be->scale(be, grads, grads, (float)(1.0 / (double)snn_loss_scaler_scale(&p->scaler)), n));
+        found_inf = bad;
+    }
     if (p->use_scaler && p->sync.overflow) SNN_TRY(p->sync.overflow(p->sync.ctx, &found_inf));
-    /* A negative max_norm makes snn_clip_grad_norm only measure. Without a loss scaler a
-     * non-finite gradient is not skipped here: the caller sees it in the norm and the loss. */
+    /* A negative max_norm only measures. Without a loss scaler a non-finite gradient is not
+     * skipped here: the caller sees it in the norm and the loss. */
     float norm = NAN;
-    if ((clip_norm > 0 || grad_norm) && !found_inf)
-        norm = snn_clip_grad_norm(snn_model_grads(m), n, clip_norm > 0 ? clip_norm : -1.0f);
+    if ((clip_norm > 0 || grad_norm) && !found_inf) SNN_TRY(snn_clip_grad_norm_on(be, grads, n, clip_norm > 0 ? clip_norm : -1.0f, &norm));
     SNN_TRY(snn_optimizer_step(opt, lr, found_inf));
     if (p->use_scaler) SNN_TRY(snn_loss_scaler_update(&p->scaler, found_inf));
     if (p->sync.amax) SNN_TRY(snn_precision_sync_amax(p));
@@ -476,7 +498,8 @@ const char *snn_precision_describe(snn_precision *p) {
     const char *mode = snn_precision_mode_name(p->cfg.mode);
     cJSON *pol = cJSON_CreateObject();
     cJSON_AddStringToObject(pol, "name", mode);
-    cJSON_AddStringToObject(pol, "device_type", "cpu");
+    const int on_cuda = p->be->device == SNN_DEVICE_CUDA;
+    cJSON_AddStringToObject(pol, "device_type", on_cuda ? "cuda" : "cpu");
     cJSON_AddBoolToObject(pol, "autocast", p->cfg.mode != SNN_PRECISION_FP32);
     if (p->cfg.mode != SNN_PRECISION_FP32) cJSON_AddStringToObject(pol, "dtype", snn_dtype_name(p->half));
     cJSON_AddBoolToObject(pol, "grad_scaler", p->use_scaler);
@@ -495,7 +518,7 @@ const char *snn_precision_describe(snn_precision *p) {
     cJSON *cap = cJSON_CreateObject();
     cJSON_AddStringToObject(cap, "requested_mode", mode);
     cJSON_AddStringToObject(cap, "device", p->device);
-    cJSON_AddStringToObject(cap, "device_type", "cpu");
+    cJSON_AddStringToObject(cap, "device_type", on_cuda ? "cuda" : "cpu");
 #ifdef SNN_HAVE_CUDA
     cJSON_AddBoolToObject(cap, "cuda_built", 1);
 #else
@@ -511,6 +534,10 @@ const char *snn_precision_describe(snn_precision *p) {
                             p->cfg.mode == SNN_PRECISION_FP8
                                 ? "CPU reference: FP8 GEMMs run exactly as quantise -> dequantise -> FP32 GEMM; "
                                   "recipe auto resolves as on Hopper (sm_90): delayed"
+                            : on_cuda ? (p->cfg.mode == SNN_PRECISION_FP32
+                                             ? "CUDA: FP32 GEMMs without TF32, the CPU reference's rules"
+                                             : "CUDA: 16-bit GEMMs with FP32 accumulation on operands rounded as the CPU "
+                                               "reference rounds them (RNE)")
                             : p->cfg.mode == SNN_PRECISION_FP32
                                 ? "CPU reference: FP32 everywhere"
                                 : "CPU reference: 16-bit GEMM operands are rounded exactly (RNE), FP32 accumulation");

@@ -42,6 +42,7 @@ typedef struct snn_precision_sync {
 struct snn_precision {
     snn_precision_config cfg;
     snn_model *model;
+    const struct snn_backend *be; /* the model's op table (its device) */
     char device[32];
     snn_dtype half;               /* F16 or BF16 operand/activation type; F32 in fp32 */
     snn_fp8_recipe_params fp8;    /* valid when cfg.mode == fp8 */

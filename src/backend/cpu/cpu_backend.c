@@ -1,0 +1,86 @@
+/* The CPU operation table: the reference every other backend is tested against.
+ * Memory is the host's; every entry runs to completion before it returns (OpenMP inside). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/cpu_ops.h"
+#include "core/error_internal.h"
+
+static snn_status cpu_alloc(const snn_backend *be, size_t bytes, void **out) {
+    (void)be;
+    *out = NULL;
+    size_t rounded = (bytes + 255) & ~(size_t)255;
+    if (rounded < bytes) return snn_error(SNN_E_NOMEM, "cannot allocate %zu bytes", bytes);
+    void *p = aligned_alloc(256, rounded ? rounded : 256);
+    if (!p) return snn_error(SNN_E_NOMEM, "cannot allocate %zu bytes of host memory", bytes);
+    memset(p, 0, rounded ? rounded : 256);
+    *out = p;
+    return SNN_OK;
+}
+
+static void cpu_free(const snn_backend *be, void *p) {
+    (void)be;
+    free(p);
+}
+
+/* Host memory is the device memory: upload, download and copy are the same memmove. */
+static snn_status cpu_move(const snn_backend *be, void *dst, const void *src, size_t bytes) {
+    (void)be;
+    if (bytes && (!dst || !src)) return snn_error(SNN_E_INVALID, "cpu backend: copy of %zu bytes with a NULL pointer", bytes);
+    if (bytes && dst != src) memmove(dst, src, bytes);
+    return SNN_OK;
+}
+
+static snn_status cpu_fill(const snn_backend *be, float *x, float v, size_t n) {
+    (void)be;
+    if (n && !x) return snn_error(SNN_E_INVALID, "cpu backend: fill of a NULL buffer");
+    for (size_t i = 0; i < n; i++) x[i] = v;
+    return SNN_OK;
+}
+
+static snn_status cpu_synchronize(const snn_backend *be) {
+    (void)be;
+    return SNN_OK;
+}
+
+static const snn_backend cpu_backend = {
+    .name = "cpu",
+    .device = SNN_DEVICE_CPU,
+    .ctx = NULL,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .upload = cpu_move,
+    .download = cpu_move,
+    .copy = cpu_move,
+    .fill = cpu_fill,
+    .synchronize = cpu_synchronize,
+    .gemm = snn_cpu_gemm,
+    .gemm_f32 = snn_cpu_gemm_f32,
+    .round = snn_cpu_round,
+    .scale = snn_cpu_scale,
+    .gelu_forward = snn_cpu_gelu_forward,
+    .gelu_backward = snn_cpu_gelu_backward,
+    .colsum_add = snn_cpu_colsum_add,
+    .sumsq = snn_cpu_sumsq,
+    .nonfinite = snn_cpu_nonfinite,
+    .neuron_forward = snn_cpu_neuron_forward,
+    .neuron_backward = snn_cpu_neuron_backward,
+    .neuron_forward_mp = snn_cpu_neuron_forward_mp,
+    .neuron_backward_mp = snn_cpu_neuron_backward_mp,
+    .rmsnorm_forward = snn_cpu_rmsnorm_forward,
+    .rmsnorm_backward = snn_cpu_rmsnorm_backward,
+    .optim_update = snn_cpu_optim_update,
+};
+
+const snn_backend *snn_backend_cpu(void) { return &cpu_backend; }
+
+#ifndef SNN_HAVE_CUDA
+snn_status snn_backend_cuda_create(int device, snn_backend **out) {
+    if (out) *out = NULL;
+    return snn_error(SNN_E_UNSUPPORTED,
+                     "device 'cuda:%d': this snn was built without CUDA (configure with -DSNN_CUDA=ON on a machine "
+                     "with the CUDA toolkit)",
+                     device);
+}
+void snn_backend_cuda_destroy(snn_backend *be) { (void)be; }
+#endif

@@ -1,0 +1,250 @@
+/* One engine, two devices: the same module tree built twice from the public API with the
+ * same seed, one model left on the CPU, the other placed with snn_model_to(m, "cuda"),
+ * prepared for the same precision, with AdamW created after prepare, and driven by the same
+ * loop (the precision guide's first path, examples/custom_loop.c's loop). After every step
+ * the outputs, the gradients and the updated parameters of the GPU model are compared with
+ * the CPU's (the reference).
+ *
+ * Bounds: FP32 runs FP32 GEMMs without TF32 on both devices, so only the summation order
+ * differs: outputs and gradients within 2e-5 of max|ref|. In FP16 / BF16 the operands are
+ * rounded identically, products are exact, and the outputs are rounded to the 16-bit type at
+ * the end: a different summation order can move a rounded output by one 16-bit ulp
+ * (2^-8 relative for BF16, 2^-11 for FP16), so outputs within 1 ulp of max|ref| and
+ * gradients within 4 ulps. Updated parameters after one AdamW step move by lr · m/(sqrt(v)+eps)
+ * ≈ ±lr, so they must agree within 1e-6 + lr · 1e-3 except where a gradient is near zero
+ * (where the sign of m can differ): at most 0.1 % of the parameters. In the spiking model a
+ * spike can flip at a threshold tie and change everything after it, so its outputs and
+ * gradients are held to a relative L2 error (2e-3 in FP32, 5e-2 in 16-bit) and 1 % of its
+ * parameters may differ after a step.
+ *
+ * Also: the misuse refusals of placement (prepare or an optimizer before snn_model_to, a
+ * CPU-only module kind, a second placement), and moving a model back to the CPU.
+ * Exit 77 without a GPU. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "snn/snn.h"
+
+static uint64_t rng;
+
+typedef struct {
+    int in, hidden, out;
+    int spiking; /* Linear, LIF, RMSNorm, Linear, PLIF, Flatten, Linear instead of the MLP */
+} net;
+
+static snn_status add(snn_module *seq, snn_status made, snn_module *child) {
+    if (made != SNN_OK) return made;
+    snn_status st = snn_sequential_add(seq, child);
+    if (st != SNN_OK) snn_module_destroy(child);
+    return st;
+}
+
+static snn_status build(const net *n, uint64_t seed, snn_model **out) {
+    snn_module *seq = NULL, *c = NULL;
+    SNN_TRY(snn_sequential_create(&seq));
+    snn_status st = add(seq, snn_linear_create(n->in, n->hidden, 1, &c), c);
+    if (n->spiking) {
+        snn_neuron_opts lif = snn_neuron_defaults(SNN_NEURON_LIF);
+        lif.tau = 2.0f;
+        lif.v_threshold = 0.5f;
+        snn_neuron_opts plif = snn_neuron_defaults(SNN_NEURON_PLIF);
+        plif.tau = 2.0f;
+        plif.v_threshold = 0.5f;
+        if (st == SNN_OK) st = add(seq, snn_neuron_create(&lif, &c), c);
+        if (st == SNN_OK) st = add(seq, snn_rmsnorm_create(n->hidden, 1e-5f, &c), c);
+        if (st == SNN_OK) st = add(seq, snn_linear_create(n->hidden, n->hidden, 0, &c), c);
+        if (st == SNN_OK) st = add(seq, snn_neuron_create(&plif, &c), c);
+        if (st == SNN_OK) st = add(seq, snn_flatten_create(&c), c);
+    } else {
+        if (st == SNN_OK) st = add(seq, snn_gelu_create(&c), c);
+    }
+    if (st == SNN_OK) st = add(seq, snn_linear_create(n->hidden, n->out, 1, &c), c);
+    if (st != SNN_OK) {
+        snn_module_destroy(seq);
+        return st;
+    }
+    int shape[1] = {n->in};
+    return snn_model_create_from_module(seq, 1, shape, seed, out);
+}
+
+typedef struct {
+    snn_model *m;
+    snn_precision *p;
+    snn_optimizer *opt;
+} side;
+
+static snn_status side_make(const net *n, uint64_t seed, const char *dev, const char *prec, int T, int B, side *s) {
+    memset(s, 0, sizeof *s);
+    snn_precision_config cfg;
+    SNN_TRY(snn_precision_config_parse(prec, NULL, NULL, NULL, NULL, &cfg));
+    SNN_TRY(build(n, seed, &s->m));
+    SNN_TRY(snn_model_to(s->m, dev));
+    SNN_TRY(snn_prepare_model_for_precision(s->m, dev, &cfg, &s->p));
+    snn_optim_opts oo = snn_optim_defaults(SNN_OPTIM_ADAMW);
+    oo.lr = 1e-3f;
+    SNN_TRY(snn_optimizer_create_for_model(&oo, s->m, &s->opt));
+    return snn_model_plan(s->m, T, B);
+}
+
+static void side_free(side *s) {
+    snn_optimizer_free(s->opt);
+    snn_precision_free(s->p);
+    snn_model_free(s->m);
+}
+
+static double max_abs(const float *x, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (fabs((double)x[i]) > m) m = fabs((double)x[i]);
+    return m;
+}
+
+/* ||a - b|| / ||b|| (NaN-safe: a NaN gives NaN). */
+static double rel_l2(const float *a, const float *b, size_t n) {
+    double d = 0, r = 0;
+    for (size_t i = 0; i < n; i++) {
+        d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        r += (double)b[i] * b[i];
+    }
+    return r > 0 ? sqrt(d / r) : sqrt(d);
+}
+
+static double max_diff(const float *a, const float *b, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (!(d <= m)) m = d; /* a NaN wins */
+    }
+    return m;
+}
+
+/* One loss = mean(y²) step on both sides; compares y, the gradients and the parameters. */
+static void compare_steps(const char *name, const net *n, const char *prec, int T, int B, int steps) {
+    uint64_t seed = rng++;
+    side c, g;
+    snn_status st = side_make(n, seed, "cpu", prec, T, B, &c);
+    CHECK_MSG(st == SNN_OK, "%s %s: cpu side: %s", name, prec, snn_last_error());
+    st = st == SNN_OK ? side_make(n, seed, "cuda", prec, T, B, &g) : st;
+    CHECK_MSG(st == SNN_OK, "%s %s: cuda side: %s", name, prec, snn_last_error());
+    if (st != SNN_OK) {
+        side_free(&c);
+        side_free(&g);
+        return;
+    }
+    size_t nx = (size_t)T * B * n->in, ny = (size_t)T * B * n->out, np = snn_model_num_params(c.m);
+    float *x = malloc(nx * sizeof *x), *dy = malloc(ny * sizeof *dy), *yc = malloc(ny * sizeof *yc);
+    float *gc = malloc(np * sizeof *gc), *pc = malloc(np * sizeof *pc);
+    CHECK(x && dy && yc && gc && pc);
+    double ulp = !strcmp(prec, "bf16") ? 1.0 / 256 : !strcmp(prec, "fp16") ? 1.0 / 2048 : 0;
+    double ybound = ulp ? 1.5 * ulp : 2e-5, gbound = ulp ? 4 * ulp : 2e-5;
+    for (int s = 0; s < steps && x && dy && yc && gc && pc; s++) {
+        snn_test_fill_uniform(x, nx, -1.0f, 1.0f, &rng);
+        const float *y1, *y2;
+        CHECK(snn_model_forward(c.m, x, 1, &y1) == SNN_OK);
+        memcpy(yc, y1, ny * sizeof *yc);
+        st = snn_model_forward(g.m, x, 1, &y2);
+        CHECK_MSG(st == SNN_OK, "%s: forward on cuda: %s", name, snn_last_error());
+        if (st != SNN_OK) break;
+        double ym = max_abs(yc, ny), yd = max_diff(y2, yc, ny);
+        if (n->spiking) {
+            /* a spike that flips at a threshold tie changes what follows it: relative L2 */
+            double e = rel_l2(y2, yc, ny), b = ulp ? 0.05 : 2e-3;
+            CHECK_MSG(e <= b, "%s %s step %d: outputs differ, relative L2 %.3g > %.3g", name, prec, s + 1, e, b);
+        } else {
+            CHECK_MSG(yd <= ybound * ym, "%s %s step %d: outputs differ by %.3g (max|y| %.3g, bound %.3g)", name, prec,
+                      s + 1, yd, ym, ybound * ym);
+        }
+        for (size_t i = 0; i < ny; i++) dy[i] = 2.0f * yc[i] / (float)ny;
+        CHECK(snn_precision_backward(c.p, dy, c.opt, -1.0f, 0.0f, NULL, NULL) == SNN_OK);
+        st = snn_precision_backward(g.p, dy, g.opt, -1.0f, 0.0f, NULL, NULL);
+        CHECK_MSG(st == SNN_OK, "%s: step on cuda: %s", name, snn_last_error());
+        memcpy(gc, snn_model_grads(c.m), np * sizeof *gc);
+        const float *gg = snn_model_grads(g.m);
+        CHECK(gg != NULL);
+        if (!gg) break;
+        double gm = max_abs(gc, np), gd = max_diff(gg, gc, np);
+        if (n->spiking) {
+            double e = rel_l2(gg, gc, np), b = ulp ? 0.05 : 2e-3;
+            CHECK_MSG(e <= b, "%s %s step %d: gradients differ, relative L2 %.3g > %.3g", name, prec, s + 1, e, b);
+        } else {
+            CHECK_MSG(gd <= gbound * gm, "%s %s step %d: gradients differ by %.3g (max|g| %.3g, bound %.3g)", name,
+                      prec, s + 1, gd, gm, gbound * gm);
+        }
+        memcpy(pc, snn_model_params(c.m), np * sizeof *pc);
+        const float *pg = snn_model_params(g.m);
+        size_t off = 0;
+        for (size_t i = 0; i < np; i++)
+            if (!(fabs((double)pg[i] - pc[i]) <= 1e-6 + 1e-3 * 1e-3)) off++;
+        CHECK_MSG(off <= np / (n->spiking ? 100 : 1000), "%s %s step %d: %zu of %zu parameters differ after the AdamW step", name, prec,
+                  s + 1, off, np);
+        if (s == 0) printf("  %-10s %-5s step 1: |dy| %.2e of %.2e, |dg| %.2e of %.2e, params off %zu/%zu\n", name,
+                           prec, yd, ym, gd, gm, off, np);
+    }
+    free(x);
+    free(dy);
+    free(yc);
+    free(gc);
+    free(pc);
+    side_free(&c);
+    side_free(&g);
+}
+
+static void misuse(void) {
+    net n = {32, 32, 8, 0};
+    snn_model *m = NULL;
+    CHECK(build(&n, 5, &m) == SNN_OK);
+    snn_precision *p = NULL;
+    /* prepare names a device the model is not on */
+    CHECK(snn_prepare_model_for_precision(m, "cuda", NULL, &p) == SNN_E_STATE && !p);
+    CHECK(snn_model_to(m, "cuda") == SNN_OK && !strcmp(snn_model_device(m), "cuda"));
+    CHECK(snn_model_to(m, "cuda") == SNN_E_STATE);          /* placed already */
+    CHECK(snn_prepare_model_for_precision(m, "cpu", NULL, &p) == SNN_E_STATE && !p);
+    snn_precision_config f8;
+    CHECK(snn_precision_config_parse("fp8", NULL, NULL, NULL, NULL, &f8) == SNN_OK);
+    CHECK(snn_prepare_model_for_precision(m, "cuda", &f8, &p) == SNN_E_UNSUPPORTED && !p);
+    /* back to the CPU with the same parameters */
+    float *w = malloc(snn_model_num_params(m) * sizeof *w);
+    memcpy(w, snn_model_params(m), snn_model_num_params(m) * sizeof *w);
+    CHECK(snn_model_to(m, "cpu") == SNN_OK && !strcmp(snn_model_device(m), "cpu"));
+    CHECK(memcmp(w, snn_model_params(m), snn_model_num_params(m) * sizeof *w) == 0);
+    free(w);
+    snn_optimizer *opt = NULL;
+    snn_optim_opts oo = snn_optim_defaults(SNN_OPTIM_ADAMW);
+    CHECK(snn_optimizer_create_for_model(&oo, m, &opt) == SNN_OK);
+    CHECK(snn_model_to(m, "cuda") == SNN_E_STATE); /* an optimizer exists */
+    snn_optimizer_free(opt);
+    snn_model_free(m);
+    /* a CPU-only kind is refused by name, nothing moves */
+    snn_module *seq = NULL, *c = NULL;
+    CHECK(snn_sequential_create(&seq) == SNN_OK);
+    CHECK(add(seq, snn_layernorm_create(16, 1e-5f, &c), c) == SNN_OK);
+    int shape[1] = {16};
+    CHECK(snn_model_create_from_module(seq, 1, shape, 1, &m) == SNN_OK);
+    snn_status st = snn_model_to(m, "cuda");
+    CHECK_MSG(st == SNN_E_UNSUPPORTED && strstr(snn_last_error(), "LayerNorm"), "%s", snn_last_error());
+    CHECK(!strcmp(snn_model_device(m), "cpu"));
+    snn_model_free(m);
+}
+
+int main(void) {
+    rng = snn_test_seed();
+    snn_model *probe = NULL;
+    net tiny = {16, 16, 8, 0};
+    if (build(&tiny, 1, &probe) != SNN_OK) return 1;
+    if (snn_model_to(probe, "cuda") != SNN_OK) {
+        printf("test_cuda_engine: skipped (%s)\n", snn_last_error());
+        snn_model_free(probe);
+        return 77;
+    }
+    snn_model_free(probe);
+    misuse();
+    net mlp = {256, 512, 96, 0}, odd = {67, 45, 13, 0}, spk = {128, 256, 32, 1};
+    const char *precs[] = {"fp32", "bf16", "fp16"};
+    for (int i = 0; i < 3; i++) {
+        compare_steps("mlp", &mlp, precs[i], 1, 32, 3);
+        compare_steps("odd", &odd, precs[i], 1, 7, 2);
+        compare_steps("spiking", &spk, precs[i], 4, 16, 3);
+    }
+    return snn_test_finish("test_cuda_engine");
+}
