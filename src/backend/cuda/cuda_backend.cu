@@ -39,6 +39,7 @@ namespace {
 struct cuda_table {
     snn_backend be;
     snn_cuda *c;
+    int device;
     void *ws;
     size_t ws_bytes;
     void *scratch; /* SCRATCH_BYTES: flags, the FP32 gk, sumsq's total */
@@ -48,9 +49,13 @@ inline cuda_table *tab(const snn_backend *be) { return (cuda_table *)be; }
 inline cudaStream_t stream(const snn_backend *be) { return snn_cuda_stream_of(tab(be)->c); }
 inline size_t up256(size_t b) { return (b + 255) & ~(size_t)255; }
 
+/* A CUDA table, and its GPU current on this thread (tables on several GPUs may be driven
+ * from one thread: kernels and allocations go to the current device). */
 snn_status check_be(const snn_backend *be, const char *what) {
     if (!be || be->device != SNN_DEVICE_CUDA || !tab(be)->c)
         return snn_error(SNN_E_INVALID, "%s: not a CUDA table", what);
+    int cur = -1;
+    if (cudaGetDevice(&cur) != cudaSuccess || cur != tab(be)->device) SNN_CU_TRY(cudaSetDevice(tab(be)->device));
     return SNN_OK;
 }
 
@@ -178,7 +183,8 @@ snn_status t_alloc(const snn_backend *be, size_t bytes, void **out) {
 }
 
 void t_free(const snn_backend *be, void *p) {
-    (void)be;
+    if (!p) return;
+    if (check_be(be, "free") != SNN_OK) return;
     snn_cuda_free(p); /* cudaFree waits for the work in flight */
 }
 
@@ -549,6 +555,7 @@ extern "C" snn_status snn_backend_cuda_create(int device, snn_backend **out) {
     *out = NULL;
     cuda_table *t = (cuda_table *)calloc(1, sizeof *t);
     if (!t) return snn_error(SNN_E_NOMEM, "out of host memory for the CUDA table");
+    t->device = device;
     snn_status st = snn_cuda_create(device, 0, &t->c);
     if (st == SNN_OK) st = snn_cuda_alloc(t->c, SCRATCH_BYTES, &t->scratch);
     if (st != SNN_OK) {
@@ -590,7 +597,7 @@ extern "C" snn_status snn_backend_cuda_create(int device, snn_backend **out) {
 extern "C" void snn_backend_cuda_destroy(snn_backend *be) {
     if (!be) return;
     cuda_table *t = tab(be);
-    if (t->c) snn_cuda_synchronize(t->c);
+    if (check_be(be, "destroy") == SNN_OK) snn_cuda_synchronize(t->c);
     if (t->ws) cudaFree(t->ws);
     if (t->scratch) snn_cuda_free(t->scratch);
     snn_cuda_destroy(t->c);
