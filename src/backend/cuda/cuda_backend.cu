@@ -10,7 +10,27 @@
  * Growing it synchronizes the stream first (earlier work may still read the old one), so
  * steady-state calls with the same shapes never allocate. Host results (sumsq, nonfinite,
  * gk, optim_update's flag) come back through a small device scratch area and a download,
- * which waits for the stream. */
+ * which waits for the stream.
+ *
+ * Entry by entry:
+ *   alloc/free/upload/download/copy/fill/synchronize: cudaMalloc + a zeroing memset (waited
+ *     for), cudaFree, the context's synchronous upload/download, an async D2D copy, a fill
+ *     kernel, a stream synchronize;
+ *   gemm: snn_cuda_gemm (cuBLASLt, row-major mapped onto column-major there; TF32 off).
+ *     F16/BF16 operands are converted into the workspace as that type (exact: the caller
+ *     rounded them; FP8 ab_type runs as F16, which holds every FP8 value) with FP32
+ *     accumulation and FP32 C. bias or K = 0: a kernel first makes C = beta C + bias, then
+ *     the product accumulates with beta 1 (backend.h's order); c_round: a rounding kernel
+ *     over the M x N block of C after everything else;
+ *   round, scale: kernels (the hardware RNE casts overflow to inf as snn_round_to does);
+ *   gelu: snn_cuda_gelu_forward/backward; colsum_add: snn_cuda_colsum with beta 1 (tree
+ *     sums: the CPU adds rows in order, so not bit-identical);
+ *   sumsq: double partials over a fixed grid, summed in order (deterministic); nonfinite:
+ *     a flag kernel;
+ *   neurons: snn_cuda_neuron_forward/backward with FP32 io and spikes (v0 NULL; dL/dk in
+ *     one FP32 on the device, downloaded); the mixed ones through snn_cuda_neuron_*_mp with
+ *     x / h_seq / v_last converted to and from the storage type in the workspace;
+ *   rmsnorm: cuda_rmsnorm.cu; optim_update: cuda_optim_table.cu (bit-identical). */
 #include <math.h>
 #include <stdlib.h>
 
@@ -173,7 +193,10 @@ snn_status t_alloc(const snn_backend *be, size_t bytes, void **out) {
     *out = NULL;
     void *p = NULL;
     SNN_TRY(snn_cuda_alloc(tab(be)->c, bytes, &p)); /* cudaMalloc: 256-byte aligned */
+    /* zeroed when alloc returns, whatever stream touches the memory next (the table's is
+     * non-blocking: no implicit ordering with the legacy default stream) */
     cudaError_t e = cudaMemsetAsync(p, 0, bytes ? bytes : 1, stream(be));
+    if (e == cudaSuccess) e = cudaStreamSynchronize(stream(be));
     if (e != cudaSuccess) {
         snn_cuda_free(p);
         return snn_cuda_fail(e, "cudaMemsetAsync (zeroed alloc)");
