@@ -1,0 +1,628 @@
+/* The CUDA op table (backend.h): every entry on one snn_cuda context and its one stream,
+ * built from the backend's existing kernels where they compute what the entry promises
+ * (memory helpers, cuBLASLt GEMM, conversions, column sums, GELU, the plain and mixed
+ * neuron kernels) and from small kernels here (fill, round, scale, the GEMM epilogues,
+ * sumsq, nonfinite) and in cuda_rmsnorm.cu / cuda_optim_table.cu.
+ *
+ * The table owns a device workspace, grown on demand and kept until destroy, for what an
+ * entry needs besides its arguments: the 16-bit copies of GEMM operands, the storage-type
+ * copies of the mixed neurons' FP32 arrays, reduction partials, the dL/dk accumulator.
+ * Growing it synchronizes the stream first (earlier work may still read the old one), so
+ * steady-state calls with the same shapes never allocate. Host results (sumsq, nonfinite,
+ * gk, optim_update's flag) come back through a small device scratch area and a download,
+ * which waits for the stream.
+ *
+ * Entry by entry:
+ *   alloc/free/upload/download/copy/fill/synchronize: cudaMalloc + a zeroing memset (waited
+ *     for), cudaFree, the context's synchronous upload/download, an async D2D copy, a fill
+ *     kernel, a stream synchronize;
+ *   gemm: snn_cuda_gemm (cuBLASLt, row-major mapped onto column-major there; TF32 off).
+ *     F16/BF16 operands are converted into the workspace as that type (exact: the caller
+ *     rounded them; FP8 ab_type runs as F16, which holds every FP8 value) with FP32
+ *     accumulation and FP32 C. bias or K = 0: a kernel first makes C = beta C + bias, then
+ *     the product accumulates with beta 1 (backend.h's order); c_round: a rounding kernel
+ *     over the M x N block of C after everything else;
+ *   round, scale: kernels (the hardware RNE casts overflow to inf as snn_round_to does);
+ *   gelu: snn_cuda_gelu_forward/backward; colsum_add: snn_cuda_colsum with beta 1 (tree
+ *     sums: the CPU adds rows in order, so not bit-identical);
+ *   sumsq: double partials over a fixed grid, summed in order (deterministic); nonfinite:
+ *     a flag kernel;
+ *   neurons: snn_cuda_neuron_forward/backward with FP32 io and spikes (v0 NULL; dL/dk in
+ *     one FP32 on the device, downloaded); the mixed ones through snn_cuda_neuron_*_mp with
+ *     x / h_seq / v_last converted to and from the storage type in the workspace;
+ *   rmsnorm: cuda_rmsnorm.cu; optim_update: cuda_optim_table.cu (bit-identical). */
+#include <math.h>
+#include <stdlib.h>
+
+#include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/cuda_layers.h"
+#include "backend/cuda/cuda_neuron_mp.h"
+extern "C" {
+#include "backend/backend.h"
+}
+
+/* cuda_rmsnorm.cu and cuda_optim_table.cu (arguments checked here). */
+void snn_cuda_rmsnorm_chunks(size_t V, size_t *chunk, int *nch);
+snn_status snn_cuda_rmsnorm_forward(snn_cuda *c, size_t V, int F, float eps, const float *x, const float *w,
+                                    float *y, double *rstd);
+snn_status snn_cuda_rmsnorm_backward(snn_cuda *c, size_t V, int F, const float *x, const float *w,
+                                     const double *rstd, const float *dy, float *dx, float *dw, double *part);
+snn_status snn_cuda_table_optim_update(snn_cuda *c, const snn_optim_update *u, size_t n, float *w,
+                                       const float *g, float *s0, float *s1, const uint8_t *mask, int *flag);
+
+namespace {
+
+#define SCRATCH_BYTES 4096 /* device scratch for host results */
+#define RED_BLOCKS 1024    /* partials of sumsq */
+
+/* The table and its private state; be is first so the table pointer is the struct's. */
+struct cuda_table {
+    snn_backend be;
+    snn_cuda *c;
+    int device;
+    void *ws;
+    size_t ws_bytes;
+    void *scratch; /* SCRATCH_BYTES: flags, the FP32 gk, sumsq's total */
+};
+
+inline cuda_table *tab(const snn_backend *be) { return (cuda_table *)be; }
+inline cudaStream_t stream(const snn_backend *be) { return snn_cuda_stream_of(tab(be)->c); }
+inline size_t up256(size_t b) { return (b + 255) & ~(size_t)255; }
+
+/* A CUDA table, and its GPU current on this thread (tables on several GPUs may be driven
+ * from one thread: kernels and allocations go to the current device). */
+snn_status check_be(const snn_backend *be, const char *what) {
+    if (!be || be->device != SNN_DEVICE_CUDA || !tab(be)->c)
+        return snn_error(SNN_E_INVALID, "%s: not a CUDA table", what);
+    int cur = -1;
+    if (cudaGetDevice(&cur) != cudaSuccess || cur != tab(be)->device) SNN_CU_TRY(cudaSetDevice(tab(be)->device));
+    return SNN_OK;
+}
+
+/* The workspace with at least `bytes` (256-byte aligned base). */
+snn_status ws_get(const snn_backend *be, size_t bytes, void **out) {
+    cuda_table *t = tab(be);
+    if (bytes > t->ws_bytes) {
+        size_t nb = up256(bytes + bytes / 4); /* some headroom: fewer regrowths */
+        SNN_CU_TRY(cudaStreamSynchronize(stream(be)));
+        if (t->ws) cudaFree(t->ws);
+        t->ws = NULL;
+        t->ws_bytes = 0;
+        cudaError_t e = cudaMalloc(&t->ws, nb);
+        if (e != cudaSuccess) {
+            cudaGetLastError();
+            t->ws = NULL;
+            return snn_error(SNN_E_NOMEM, "CUDA table: cannot grow the workspace to %zu bytes: %s", nb,
+                             cudaGetErrorString(e));
+        }
+        t->ws_bytes = nb;
+    }
+    *out = t->ws;
+    return SNN_OK;
+}
+
+unsigned grid_for(const snn_backend *be, size_t n, unsigned block) {
+    unsigned g = snn_grid(n, block), cap = (unsigned)snn_cuda_sm_count(tab(be)->c) * 16u;
+    return g < cap ? g : cap;
+}
+
+/* ---------------------------------------------------------------- kernels */
+
+__global__ void fill_kernel(float *x, float v, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        x[i] = v;
+}
+
+/* RNE to F16 / BF16 and back; the hardware casts overflow to inf like snn_round_to. */
+template <typename T> __device__ __forceinline__ float rnd16(float f) { return Io<T>::ld(Io<T>::st(f)); }
+
+template <typename T> __global__ void round_kernel(float *dst, const float *src, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = rnd16<T>(src[i]);
+}
+
+__global__ void scale_kernel(float *dst, const float *src, float s, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = __fmul_rn(s, src[i]);
+}
+
+/* The GEMM's bias epilogue and K = 0: C = beta C (not read when beta is 0) + bias[j]. */
+__global__ void gemm_pre_kernel(float *C, int ldc, int M, int N, float beta, const float *bias) {
+    const size_t total = (size_t)M * (size_t)N;
+    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < total; e += (size_t)gridDim.x * blockDim.x) {
+        const int i = (int)(e / (size_t)N), j = (int)(e % (size_t)N);
+        float *p = C + (size_t)i * (size_t)ldc + (size_t)j;
+        const float b = bias ? bias[j] : 0.0f;
+        *p = beta == 0.0f ? b : __fadd_rn(__fmul_rn(beta, *p), b);
+    }
+}
+
+/* c_round: C rounded in place (rows of N inside a leading dimension ldc). */
+template <typename T> __global__ void round2d_kernel(float *C, int ldc, int M, int N) {
+    const size_t total = (size_t)M * (size_t)N;
+    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < total; e += (size_t)gridDim.x * blockDim.x) {
+        float *p = C + (e / (size_t)N) * (size_t)ldc + e % (size_t)N;
+        *p = rnd16<T>(*p);
+    }
+}
+
+/* sumsq: fixed grid of partials in double (grid-stride, then a block tree), then one block
+ * sums the partials in index order: deterministic. */
+__device__ double block_sum(double v, double *red) {
+    const int t = threadIdx.x;
+    red[t] = v;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (t < s) red[t] = __dadd_rn(red[t], red[t + s]);
+        __syncthreads();
+    }
+    return red[0];
+}
+
+__global__ void __launch_bounds__(256) sumsq_part_kernel(const float *x, size_t n, double *part) {
+    __shared__ double red[256];
+    double acc = 0.0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const double a = (double)x[i];
+        acc = __dadd_rn(acc, __dmul_rn(a, a));
+    }
+    acc = block_sum(acc, red);
+    if (threadIdx.x == 0) part[blockIdx.x] = acc;
+}
+
+__global__ void __launch_bounds__(256) sumsq_final_kernel(const double *part, int np, double *out) {
+    __shared__ double red[256];
+    double acc = 0.0;
+    for (int i = threadIdx.x; i < np; i += blockDim.x) acc = __dadd_rn(acc, part[i]);
+    acc = block_sum(acc, red);
+    if (threadIdx.x == 0) *out = acc;
+}
+
+__global__ void nonfinite_kernel(const float *x, size_t n, int *flag) {
+    bool bad = false;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        bad |= !isfinite(x[i]);
+    if (bad) *flag = 1;
+}
+
+/* ---------------------------------------------------------------- memory */
+
+snn_status t_alloc(const snn_backend *be, size_t bytes, void **out) {
+    SNN_TRY(check_be(be, "alloc"));
+    if (!out) return snn_error(SNN_E_INVALID, "alloc: NULL output pointer");
+    *out = NULL;
+    void *p = NULL;
+    SNN_TRY(snn_cuda_alloc(tab(be)->c, bytes, &p)); /* cudaMalloc: 256-byte aligned */
+    /* zeroed when alloc returns, whatever stream touches the memory next (the table's is
+     * non-blocking: no implicit ordering with the legacy default stream) */
+    cudaError_t e = cudaMemsetAsync(p, 0, bytes ? bytes : 1, stream(be));
+    if (e == cudaSuccess) e = cudaStreamSynchronize(stream(be));
+    if (e != cudaSuccess) {
+        snn_cuda_free(p);
+        return snn_cuda_fail(e, "cudaMemsetAsync (zeroed alloc)");
+    }
+    *out = p;
+    return SNN_OK;
+}
+
+void t_free(const snn_backend *be, void *p) {
+    if (!p) return;
+    if (check_be(be, "free") != SNN_OK) return;
+    snn_cuda_free(p); /* cudaFree waits for the work in flight */
+}
+
+snn_status t_upload(const snn_backend *be, void *dst, const void *src, size_t bytes) {
+    SNN_TRY(check_be(be, "upload"));
+    if (bytes == 0) return SNN_OK;
+    if (!dst || !src) return snn_error(SNN_E_INVALID, "upload: NULL pointer with %zu bytes", bytes);
+    return snn_cuda_upload(tab(be)->c, dst, src, bytes);
+}
+
+snn_status t_download(const snn_backend *be, void *dst, const void *src, size_t bytes) {
+    SNN_TRY(check_be(be, "download"));
+    if (bytes == 0) return SNN_OK;
+    if (!dst || !src) return snn_error(SNN_E_INVALID, "download: NULL pointer with %zu bytes", bytes);
+    return snn_cuda_download(tab(be)->c, dst, src, bytes);
+}
+
+snn_status t_copy(const snn_backend *be, void *dst, const void *src, size_t bytes) {
+    SNN_TRY(check_be(be, "copy"));
+    if (bytes == 0 || dst == src) return SNN_OK;
+    if (!dst || !src) return snn_error(SNN_E_INVALID, "copy: NULL pointer with %zu bytes", bytes);
+    SNN_CU_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream(be)));
+    return SNN_OK;
+}
+
+snn_status t_fill(const snn_backend *be, float *x, float value, size_t n) {
+    SNN_TRY(check_be(be, "fill"));
+    if (n == 0) return SNN_OK;
+    if (!x) return snn_error(SNN_E_INVALID, "fill: NULL pointer with n = %zu", n);
+    fill_kernel<<<grid_for(be, n, 256), 256, 0, stream(be)>>>(x, value, n);
+    SNN_CU_LAUNCHED("fill");
+    return SNN_OK;
+}
+
+snn_status t_synchronize(const snn_backend *be) {
+    SNN_TRY(check_be(be, "synchronize"));
+    return snn_cuda_synchronize(tab(be)->c);
+}
+
+/* ---------------------------------------------------------------- GEMM */
+
+snn_status launch_round2d(const snn_backend *be, snn_dtype t, float *C, int ldc, int M, int N) {
+    const size_t total = (size_t)M * (size_t)N;
+    if (t == SNN_F16) round2d_kernel<__half><<<grid_for(be, total, 256), 256, 0, stream(be)>>>(C, ldc, M, N);
+    else round2d_kernel<__nv_bfloat16><<<grid_for(be, total, 256), 256, 0, stream(be)>>>(C, ldc, M, N);
+    SNN_CU_LAUNCHED("gemm c_round");
+    return SNN_OK;
+}
+
+/* Elements of a row-major operand of `rows` rows of `cols` inside leading dimension ld. */
+inline size_t span(int rows, int cols, int ld) { return (size_t)(rows - 1) * (size_t)ld + (size_t)cols; }
+
+snn_status t_gemm(const snn_backend *be, const snn_gemm *g) {
+    SNN_TRY(check_be(be, "gemm"));
+    if (!g) return snn_error(SNN_E_INVALID, "gemm: NULL descriptor");
+    if (g->M < 0 || g->N < 0 || g->K < 0)
+        return snn_error(SNN_E_INVALID, "gemm: negative size (M=%d N=%d K=%d)", g->M, g->N, g->K);
+    if (g->ab_type != SNN_F32 && g->ab_type != SNN_F16 && g->ab_type != SNN_BF16 && g->ab_type != SNN_F8E4M3 &&
+        g->ab_type != SNN_F8E5M2)
+        return snn_error(SNN_E_UNSUPPORTED, "gemm: operand type %s is not supported", snn_cuda_dtype_name(g->ab_type));
+    if (g->c_round != SNN_F32 && g->c_round != SNN_F16 && g->c_round != SNN_BF16)
+        return snn_error(SNN_E_INVALID, "gemm: c_round %s is not supported (f32, f16, bf16)",
+                         snn_cuda_dtype_name(g->c_round));
+    if (g->M == 0 || g->N == 0) return SNN_OK; /* nothing to write (cblas quick return) */
+    const int ra = g->trans_a ? g->K : g->M, ca = g->trans_a ? g->M : g->K;
+    const int rb = g->trans_b ? g->N : g->K, cb = g->trans_b ? g->K : g->N;
+    if (g->ldc < g->N || (g->K > 0 && (g->lda < (ca > 1 ? ca : 1) || g->ldb < (cb > 1 ? cb : 1))))
+        return snn_error(SNN_E_SHAPE, "gemm: leading dimensions too small (lda=%d needs %d, ldb=%d needs %d, "
+                                      "ldc=%d needs %d)", g->lda, ca, g->ldb, cb, g->ldc, g->N);
+    if (!g->C || (g->K > 0 && (!g->A || !g->B)))
+        return snn_error(SNN_E_INVALID, "gemm: NULL operand (A %p, B %p, C %p)", (const void *)g->A,
+                         (const void *)g->B, (void *)g->C);
+    snn_cuda *c = tab(be)->c;
+    float beta = g->beta;
+    /* bias joins the product before beta C: C = beta C + bias first, then C += alpha A B */
+    if (g->bias || g->K == 0) {
+        const size_t total = (size_t)g->M * (size_t)g->N;
+        gemm_pre_kernel<<<grid_for(be, total, 256), 256, 0, stream(be)>>>(g->C, g->ldc, g->M, g->N, beta, g->bias);
+        SNN_CU_LAUNCHED("gemm bias epilogue");
+        beta = 1.0f;
+    }
+    if (g->K > 0) {
+        /* FP8 values are all exact in FP16, so an FP8 ab_type runs as an FP16 GEMM */
+        const snn_dtype t = g->ab_type == SNN_F32 ? SNN_F32 : g->ab_type == SNN_BF16 ? SNN_BF16 : SNN_F16;
+        const void *A = g->A, *B = g->B;
+        if (t != SNN_F32) {
+            /* the operands' values are representable in t (the caller rounded them): the
+             * conversion is exact; padding between rows is converted too and never read */
+            const size_t na = span(ra, ca, g->lda), nb = span(rb, cb, g->ldb);
+            const size_t off_b = up256(na * 2);
+            void *ws;
+            SNN_TRY(ws_get(be, off_b + nb * 2, &ws));
+            void *a16 = ws, *b16 = (char *)ws + off_b;
+            SNN_TRY(snn_cuda_convert(c, t, a16, SNN_F32, g->A, na, NULL, 0));
+            SNN_TRY(snn_cuda_convert(c, t, b16, SNN_F32, g->B, nb, NULL, 0));
+            A = a16;
+            B = b16;
+        }
+        snn_cuda_gemm_desc d = snn_cuda_gd(g->trans_a ? 1 : 0, g->trans_b ? 1 : 0, g->M, g->N, g->K, t, t, SNN_F32,
+                                           g->lda, g->ldb, g->ldc, 0);
+        d.allow_tf32 = 0; /* FP32 products */
+        SNN_TRY(snn_cuda_gemm(c, &d, g->alpha, A, B, beta, g->C, NULL, NULL, NULL, NULL));
+    }
+    if (g->c_round != SNN_F32) SNN_TRY(launch_round2d(be, g->c_round, g->C, g->ldc, g->M, g->N));
+    return SNN_OK;
+}
+
+/* ---------------------------------------------------------------- elementwise */
+
+snn_status t_round(const snn_backend *be, snn_dtype t, float *dst, const float *src, size_t n) {
+    SNN_TRY(check_be(be, "round"));
+    if (t != SNN_F32 && t != SNN_F16 && t != SNN_BF16)
+        return snn_error(SNN_E_INVALID, "round: type %s is not supported (f32, f16, bf16)",
+                         snn_cuda_dtype_name(t));
+    if (n == 0) return SNN_OK;
+    if (!dst || !src) return snn_error(SNN_E_INVALID, "round: NULL pointer with n = %zu", n);
+    if (t == SNN_F32) return t_copy(be, dst, src, n * sizeof(float));
+    const unsigned grid = grid_for(be, n, 256);
+    if (t == SNN_F16) round_kernel<__half><<<grid, 256, 0, stream(be)>>>(dst, src, n);
+    else round_kernel<__nv_bfloat16><<<grid, 256, 0, stream(be)>>>(dst, src, n);
+    SNN_CU_LAUNCHED("round");
+    return SNN_OK;
+}
+
+snn_status t_scale(const snn_backend *be, float *dst, const float *src, float s, size_t n) {
+    SNN_TRY(check_be(be, "scale"));
+    if (n == 0) return SNN_OK;
+    if (!dst || !src) return snn_error(SNN_E_INVALID, "scale: NULL pointer with n = %zu", n);
+    scale_kernel<<<grid_for(be, n, 256), 256, 0, stream(be)>>>(dst, src, s, n);
+    SNN_CU_LAUNCHED("scale");
+    return SNN_OK;
+}
+
+snn_status t_gelu_forward(const snn_backend *be, const float *x, float *y, size_t n) {
+    SNN_TRY(check_be(be, "gelu_forward"));
+    if (n == 0) return SNN_OK;
+    return snn_cuda_gelu_forward(tab(be)->c, x, y, n);
+}
+
+snn_status t_gelu_backward(const snn_backend *be, const float *x, const float *dy, float *dx, size_t n) {
+    SNN_TRY(check_be(be, "gelu_backward"));
+    if (n == 0) return SNN_OK;
+    return snn_cuda_gelu_backward(tab(be)->c, x, dy, dx, n);
+}
+
+/* ---------------------------------------------------------------- reductions */
+
+snn_status t_colsum_add(const snn_backend *be, const float *x, int rows, int cols, float *out) {
+    SNN_TRY(check_be(be, "colsum_add"));
+    if (rows < 0 || cols < 0) return snn_error(SNN_E_INVALID, "colsum_add: negative size (%d x %d)", rows, cols);
+    if (rows == 0 || cols == 0) return SNN_OK;
+    if (!x || !out) return snn_error(SNN_E_INVALID, "colsum_add: NULL pointer");
+    /* out = 1 * out + column sums (the sums are a tree per column, not the CPU's order) */
+    return snn_cuda_colsum(tab(be)->c, SNN_F32, x, rows, cols, 1.0f, out);
+}
+
+snn_status t_sumsq(const snn_backend *be, const float *x, size_t n, double *out) {
+    SNN_TRY(check_be(be, "sumsq"));
+    if (!out) return snn_error(SNN_E_INVALID, "sumsq: NULL output");
+    if (n == 0) {
+        *out = 0.0;
+        return SNN_OK;
+    }
+    if (!x) return snn_error(SNN_E_INVALID, "sumsq: NULL pointer with n = %zu", n);
+    void *ws;
+    SNN_TRY(ws_get(be, RED_BLOCKS * sizeof(double), &ws));
+    unsigned np = snn_grid(n, 256);
+    if (np > RED_BLOCKS) np = RED_BLOCKS;
+    double *res = (double *)tab(be)->scratch;
+    sumsq_part_kernel<<<np, 256, 0, stream(be)>>>(x, n, (double *)ws);
+    SNN_CU_LAUNCHED("sumsq partials");
+    sumsq_final_kernel<<<1, 256, 0, stream(be)>>>((const double *)ws, (int)np, res);
+    SNN_CU_LAUNCHED("sumsq");
+    return snn_cuda_download(tab(be)->c, out, res, sizeof(double));
+}
+
+/* The scratch flag back on the host (waits for the stream). */
+snn_status read_flag(const snn_backend *be, int *flag_host) {
+    return snn_cuda_download(tab(be)->c, flag_host, tab(be)->scratch, sizeof(int));
+}
+
+snn_status t_nonfinite(const snn_backend *be, const float *x, size_t n, int *found) {
+    SNN_TRY(check_be(be, "nonfinite"));
+    if (!found) return snn_error(SNN_E_INVALID, "nonfinite: NULL output");
+    *found = 0;
+    if (n == 0) return SNN_OK;
+    if (!x) return snn_error(SNN_E_INVALID, "nonfinite: NULL pointer with n = %zu", n);
+    int *flag = (int *)tab(be)->scratch;
+    SNN_CU_TRY(cudaMemsetAsync(flag, 0, sizeof(int), stream(be)));
+    nonfinite_kernel<<<grid_for(be, n, 256), 256, 0, stream(be)>>>(x, n, flag);
+    SNN_CU_LAUNCHED("nonfinite");
+    int f = 0;
+    SNN_TRY(read_flag(be, &f));
+    *found = f != 0;
+    return SNN_OK;
+}
+
+/* ---------------------------------------------------------------- neurons */
+
+snn_status check_neuron(const snn_neuron_opts *o, int T, const char *what) {
+    if (!o) return snn_error(SNN_E_INVALID, "%s: NULL neuron options", what);
+    if (T < 0) return snn_error(SNN_E_INVALID, "%s: negative T (%d)", what, T);
+    return SNN_OK;
+}
+
+snn_status t_neuron_forward(const snn_backend *be, const snn_neuron_opts *o, float k, int T, size_t n,
+                            const float *x, float *y, float *h_seq, float *v_last) {
+    SNN_TRY(check_be(be, "neuron_forward"));
+    SNN_TRY(check_neuron(o, T, "neuron_forward"));
+    if (n == 0) return SNN_OK;
+    if (T == 0) /* no step: the membrane is still its reset value */
+        return v_last ? t_fill(be, v_last, o->soft_reset ? 0.0f : o->v_reset, n) : SNN_OK;
+    if (!x || !y) return snn_error(SNN_E_INVALID, "neuron_forward: NULL x or y");
+    /* FP32 io and spikes, no bias, v0 NULL: every neuron starts from its reset value */
+    return snn_cuda_neuron_forward(tab(be)->c, o, k, T, n, SNN_F32, SNN_F32, x, NULL, 0, NULL, y, h_seq, NULL,
+                                   v_last);
+}
+
+snn_status t_neuron_backward(const snn_backend *be, const snn_neuron_opts *o, float k, int T, size_t n,
+                             const float *h_seq, const float *dy, float *dx, double *gk) {
+    SNN_TRY(check_be(be, "neuron_backward"));
+    SNN_TRY(check_neuron(o, T, "neuron_backward"));
+    if (gk) *gk = 0.0;
+    const size_t N = (size_t)T * n;
+    if (N == 0) return SNN_OK;
+    if (!h_seq) return snn_error(SNN_E_INVALID, "neuron_backward: NULL h_seq");
+    /* the CPU's dL/dk exists for LIF too (any decaying neuron); the CUDA kernel computes it
+     * for the PLIF kind, whose dynamics with the same k are LIF's */
+    snn_neuron_opts ok = *o;
+    const int want_k = gk && o->kind != SNN_NEURON_IF;
+    if (!dx && !want_k) return SNN_OK; /* nothing asked for (IF's dL/dk is 0) */
+    if (want_k) ok.kind = SNN_NEURON_PLIF;
+    /* the kernel needs gs and gx: a zero gradient and a throw-away dx from the workspace */
+    size_t need = 0, off_dy = 0, off_dx = 0;
+    if (!dy) {
+        off_dy = need;
+        need += up256(N * sizeof(float));
+    }
+    if (!dx) {
+        off_dx = need;
+        need += up256(N * sizeof(float));
+    }
+    void *ws = NULL;
+    if (need) SNN_TRY(ws_get(be, need, &ws));
+    if (!dy) {
+        SNN_CU_TRY(cudaMemsetAsync((char *)ws + off_dy, 0, N * sizeof(float), stream(be)));
+        dy = (const float *)((char *)ws + off_dy);
+    }
+    if (!dx) dx = (float *)((char *)ws + off_dx);
+    float *gk_dev = (float *)tab(be)->scratch;
+    if (want_k) SNN_CU_TRY(cudaMemsetAsync(gk_dev, 0, sizeof(float), stream(be)));
+    SNN_TRY(snn_cuda_neuron_backward(tab(be)->c, &ok, k, T, n, SNN_F32, h_seq, NULL, dy, NULL, NULL, dx, NULL,
+                                     want_k ? gk_dev : NULL, NULL, NULL));
+    if (want_k) {
+        float f = 0.0f;
+        SNN_TRY(snn_cuda_download(tab(be)->c, &f, gk_dev, sizeof f));
+        *gk = (double)f;
+    }
+    return SNN_OK;
+}
+
+unsigned sat_flag(snn_dtype t) { return snn_cuda_is_fp8(t) ? (unsigned)SNN_CONVERT_SATURATE : 0u; }
+
+bool known_storage(snn_dtype t) { return t >= SNN_F32 && t <= SNN_F8E5M2; }
+
+snn_status t_neuron_forward_mp(const snn_backend *be, const snn_neuron_opts *o, float k, int T, size_t n,
+                               snn_dtype S, snn_dtype F, const float *x, float *y, float *h_seq, float *v_last) {
+    SNN_TRY(check_be(be, "neuron_forward_mp"));
+    SNN_TRY(check_neuron(o, T, "neuron_forward_mp"));
+    if (!known_storage(S)) return snn_error(SNN_E_INVALID, "neuron_forward_mp: unknown storage dtype %d", (int)S);
+    snn_cuda *c = tab(be)->c;
+    const size_t N = (size_t)T * n;
+    if (N > 0 && (!x || !y)) return snn_error(SNN_E_INVALID, "neuron_forward_mp: NULL x or y");
+    if (S == SNN_F32) /* FP32 storage: the table's arrays are the kernel's */
+        return snn_cuda_neuron_forward_mp(c, o, k, T, n, S, F, SNN_F32, x, NULL, y, h_seq, v_last);
+    /* x, h_seq and v_last live in S on the device kernel: copies in the workspace */
+    const size_t es = snn_cuda_dsize(S);
+    const size_t off_h = up256(N * es), off_v = off_h + up256(h_seq ? N * es : 0);
+    void *ws;
+    SNN_TRY(ws_get(be, off_v + (v_last ? n * es : 0) + 256, &ws));
+    void *xs = ws, *hs = (char *)ws + off_h, *vs = (char *)ws + off_v;
+    if (N > 0) SNN_TRY(snn_cuda_convert(c, S, xs, SNN_F32, x, N, NULL, sat_flag(S)));
+    SNN_TRY(snn_cuda_neuron_forward_mp(c, o, k, T, n, S, F, SNN_F32, N ? xs : NULL, NULL, y, h_seq ? hs : NULL,
+                                       v_last ? vs : NULL));
+    if (h_seq && N > 0) SNN_TRY(snn_cuda_convert(c, SNN_F32, h_seq, S, hs, N, NULL, 0));
+    if (v_last && n > 0) SNN_TRY(snn_cuda_convert(c, SNN_F32, v_last, S, vs, n, NULL, 0));
+    return SNN_OK;
+}
+
+snn_status t_neuron_backward_mp(const snn_backend *be, const snn_neuron_opts *o, float k, int T, size_t n,
+                                snn_dtype S, snn_dtype F, snn_dtype B, const float *h_seq, const float *dy,
+                                float *dx, double *gk) {
+    SNN_TRY(check_be(be, "neuron_backward_mp"));
+    SNN_TRY(check_neuron(o, T, "neuron_backward_mp"));
+    if (!known_storage(S)) return snn_error(SNN_E_INVALID, "neuron_backward_mp: unknown storage dtype %d", (int)S);
+    snn_cuda *c = tab(be)->c;
+    const size_t N = (size_t)T * n, es = snn_cuda_dsize(S);
+    if (N > 0 && !h_seq) return snn_error(SNN_E_INVALID, "neuron_backward_mp: NULL h_seq");
+    const size_t glen = snn_cuda_neuron_mp_gk_len(n);
+    const size_t off_gk = 0, off_h = up256(glen * sizeof(double));
+    void *ws;
+    SNN_TRY(ws_get(be, off_h + (S == SNN_F32 ? 0 : N * es) + 256, &ws));
+    double *gk_dev = gk ? (double *)((char *)ws + off_gk) : NULL;
+    const void *hs = h_seq;
+    if (S != SNN_F32 && N > 0) {
+        /* h_seq holds values of S (the forward stored them): the conversion is exact */
+        void *h16 = (char *)ws + off_h;
+        SNN_TRY(snn_cuda_convert(c, S, h16, SNN_F32, h_seq, N, NULL, sat_flag(S)));
+        hs = h16;
+    }
+    SNN_TRY(snn_cuda_neuron_backward_mp(c, o, k, T, n, S, F, B, N ? hs : NULL, NULL, dy, NULL, dx, NULL, gk_dev));
+    if (gk) SNN_TRY(snn_cuda_download(c, gk, gk_dev, sizeof(double)));
+    return SNN_OK;
+}
+
+/* ---------------------------------------------------------------- norms */
+
+snn_status t_rmsnorm_forward(const snn_backend *be, size_t V, int F, float eps, const float *x, const float *w,
+                             float *y, double *rstd) {
+    SNN_TRY(check_be(be, "rmsnorm_forward"));
+    if (F <= 0) return snn_error(SNN_E_INVALID, "rmsnorm_forward: features must be positive (got %d)", F);
+    if (V == 0) return SNN_OK;
+    if (!x || !w || !y || !rstd) return snn_error(SNN_E_INVALID, "rmsnorm_forward: NULL pointer");
+    return snn_cuda_rmsnorm_forward(tab(be)->c, V, F, eps, x, w, y, rstd);
+}
+
+snn_status t_rmsnorm_backward(const snn_backend *be, size_t V, int F, const float *x, const float *w,
+                              const double *rstd, const float *dy, float *dx, float *dw) {
+    SNN_TRY(check_be(be, "rmsnorm_backward"));
+    if (F <= 0) return snn_error(SNN_E_INVALID, "rmsnorm_backward: features must be positive (got %d)", F);
+    if (V == 0) return SNN_OK;
+    if (!x || !w || !rstd || !dy || !dw) return snn_error(SNN_E_INVALID, "rmsnorm_backward: NULL pointer");
+    size_t chunk;
+    int nch;
+    snn_cuda_rmsnorm_chunks(V, &chunk, &nch);
+    void *ws;
+    SNN_TRY(ws_get(be, (size_t)nch * (size_t)F * sizeof(double), &ws));
+    return snn_cuda_rmsnorm_backward(tab(be)->c, V, F, x, w, rstd, dy, dx, dw, (double *)ws);
+}
+
+/* ---------------------------------------------------------------- optimizers */
+
+snn_status t_optim_update(const snn_backend *be, const snn_optim_update *u, size_t n, float *w, const float *g,
+                          float *s0, float *s1, const uint8_t *decay_mask, int *nonfinite) {
+    SNN_TRY(check_be(be, "optim_update"));
+    if (!u) return snn_error(SNN_E_INVALID, "optim_update: NULL update");
+    if (nonfinite) *nonfinite = 0;
+    if (n == 0) return SNN_OK;
+    if (!w || !g) return snn_error(SNN_E_INVALID, "optim_update: NULL weights or gradient");
+    if (u->adam && (!s0 || !s1)) return snn_error(SNN_E_INVALID, "optim_update: Adam needs m (s0) and v (s1)");
+    /* SGD with momentum but no buffer runs without momentum, as on the CPU */
+    int *flag = (int *)tab(be)->scratch;
+    SNN_CU_TRY(cudaMemsetAsync(flag, 0, sizeof(int), stream(be)));
+    SNN_TRY(snn_cuda_table_optim_update(tab(be)->c, u, n, w, g, s0, s1, decay_mask, flag));
+    if (!nonfinite) return SNN_OK;
+    int f = 0;
+    SNN_TRY(read_flag(be, &f));
+    *nonfinite = f != 0;
+    return SNN_OK;
+}
+
+} // namespace
+
+/* ---------------------------------------------------------------- factory */
+
+extern "C" snn_status snn_backend_cuda_create(int device, snn_backend **out) {
+    if (!out) return snn_error(SNN_E_INVALID, "snn_backend_cuda_create: NULL output pointer");
+    *out = NULL;
+    cuda_table *t = (cuda_table *)calloc(1, sizeof *t);
+    if (!t) return snn_error(SNN_E_NOMEM, "out of host memory for the CUDA table");
+    t->device = device;
+    snn_status st = snn_cuda_create(device, 0, &t->c);
+    if (st == SNN_OK) st = snn_cuda_alloc(t->c, SCRATCH_BYTES, &t->scratch);
+    if (st != SNN_OK) {
+        if (t->c) snn_cuda_destroy(t->c);
+        free(t);
+        return st;
+    }
+    snn_backend *be = &t->be;
+    be->name = "cuda";
+    be->device = SNN_DEVICE_CUDA;
+    be->ctx = t->c;
+    be->alloc = t_alloc;
+    be->free = t_free;
+    be->upload = t_upload;
+    be->download = t_download;
+    be->copy = t_copy;
+    be->fill = t_fill;
+    be->synchronize = t_synchronize;
+    be->gemm = t_gemm;
+    be->gemm_f32 = NULL; /* no context on that entry: host memory only */
+    be->round = t_round;
+    be->scale = t_scale;
+    be->gelu_forward = t_gelu_forward;
+    be->gelu_backward = t_gelu_backward;
+    be->colsum_add = t_colsum_add;
+    be->sumsq = t_sumsq;
+    be->nonfinite = t_nonfinite;
+    be->neuron_forward = t_neuron_forward;
+    be->neuron_backward = t_neuron_backward;
+    be->neuron_forward_mp = t_neuron_forward_mp;
+    be->neuron_backward_mp = t_neuron_backward_mp;
+    be->rmsnorm_forward = t_rmsnorm_forward;
+    be->rmsnorm_backward = t_rmsnorm_backward;
+    be->optim_update = t_optim_update;
+    *out = be;
+    return SNN_OK;
+}
+
+extern "C" void snn_backend_cuda_destroy(snn_backend *be) {
+    if (!be) return;
+    cuda_table *t = tab(be);
+    if (check_be(be, "destroy") == SNN_OK) snn_cuda_synchronize(t->c);
+    if (t->ws) cudaFree(t->ws);
+    if (t->scratch) snn_cuda_free(t->scratch);
+    snn_cuda_destroy(t->c);
+    free(t);
+}

@@ -1,0 +1,67 @@
+/* The optimizer update of the op table (backend.h's snn_optim_update) on the GPU.
+ *
+ * Every element does exactly the rounded FP32 operations that backend.h writes down (the
+ * rules of src/optim/optimizer.c): explicitly rounded intrinsics for every product, sum and
+ * quotient (nvcc would otherwise contract a*b+c into an FMA where the CPU rounds twice),
+ * __fmaf_rn exactly where the rule says fma, IEEE square root and division. The scalars
+ * were computed on the host in double and rounded once, so the result is the CPU's, bit
+ * for bit. The non-finite flag is one device int that any thread may set to 1 (the caller
+ * zeroes it first). */
+#include <math.h>
+
+#include "backend/cuda/cuda_internal.h"
+extern "C" {
+#include "backend/backend.h"
+}
+
+namespace {
+
+__device__ __forceinline__ bool opt_bad(float q) { return __fsub_rn(q, q) != 0.0f; } /* NaN or inf */
+
+__global__ void __launch_bounds__(256)
+    optim_table_kernel(snn_optim_update u, size_t n, float *__restrict__ w, const float *__restrict__ g,
+                       float *__restrict__ s0, float *__restrict__ s1, const uint8_t *__restrict__ mask,
+                       int *__restrict__ flag) {
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    bool bad = false;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += stride) {
+        const bool decay = !mask || mask[i] != 0;
+        float p = w[i], gi = g[i], q;
+        if (!u.adam) {
+            float d = (u.l2 && decay) ? __fmaf_rn(p, u.wd, gi) : gi;
+            if (u.mom != 0.0f && s0) { /* no buffer: plain SGD, as the CPU */
+                const float b = u.first ? d : __fmaf_rn(d, u.keep, __fmul_rn(s0[i], u.mom));
+                s0[i] = b;
+                d = u.nesterov ? __fmaf_rn(b, u.mom, d) : b;
+            }
+            q = __fmaf_rn(d, u.nlr, p);
+        } else {
+            if (u.l2 && decay) gi = __fmaf_rn(p, u.wd, gi);
+            if (u.decoupled && decay) p = __fmul_rn(p, u.shrink);
+            const float m = __fmaf_rn(gi, u.fc1, __fmul_rn(s0[i], u.fb1));
+            const float v = __fmaf_rn(__fmul_rn(u.fc2, gi), gi, __fmul_rn(s1[i], u.fb2));
+            s0[i] = m;
+            s1[i] = v;
+            const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(v), u.bc2_sqrt), u.eps);
+            q = __fadd_rn(p, __fdiv_rn(__fmul_rn(u.neg_step, m), denom));
+        }
+        w[i] = q;
+        bad |= opt_bad(q);
+    }
+    if (bad) *flag = 1;
+}
+
+} // namespace
+
+/* Enqueue the update of n values (arguments checked by the caller, cuda_backend.cu); flag:
+ * a device int, zeroed by the caller, set to 1 if an updated weight is NaN or infinite. */
+snn_status snn_cuda_table_optim_update(snn_cuda *c, const snn_optim_update *u, size_t n, float *w,
+                                       const float *g, float *s0, float *s1, const uint8_t *mask,
+                                       int *flag) {
+    if (n == 0) return SNN_OK;
+    unsigned grid = snn_grid(n, 256), cap = (unsigned)snn_cuda_sm_count(c) * 8u;
+    if (grid > cap) grid = cap;
+    optim_table_kernel<<<grid, 256, 0, snn_cuda_stream_of(c)>>>(*u, n, w, g, s0, s1, mask, flag);
+    SNN_CU_LAUNCHED("optim_update");
+    return SNN_OK;
+}
