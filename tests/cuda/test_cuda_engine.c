@@ -33,17 +33,24 @@ typedef struct {
     int spiking; /* Linear, LIF, RMSNorm, Linear, PLIF, Flatten, Linear instead of the MLP */
 } net;
 
-static snn_status add(snn_module *seq, snn_status made, snn_module *child) {
+/* made is the status of a constructor that wrote *child (read only after it ran). */
+static snn_status add(snn_module *seq, snn_status made, snn_module **child) {
     if (made != SNN_OK) return made;
-    snn_status st = snn_sequential_add(seq, child);
-    if (st != SNN_OK) snn_module_destroy(child);
+    snn_status st = snn_sequential_add(seq, *child);
+    if (st != SNN_OK) snn_module_destroy(*child);
     return st;
 }
 
+#define TRY(x)                                                                                   \
+    do {                                                                                         \
+        snn_status st_ = (x);                                                                    \
+        if (st_ != SNN_OK) return st_;                                                           \
+    } while (0)
+
 static snn_status build(const net *n, uint64_t seed, snn_model **out) {
     snn_module *seq = NULL, *c = NULL;
-    SNN_TRY(snn_sequential_create(&seq));
-    snn_status st = add(seq, snn_linear_create(n->in, n->hidden, 1, &c), c);
+    TRY(snn_sequential_create(&seq));
+    snn_status st = add(seq, snn_linear_create(n->in, n->hidden, 1, &c), &c);
     if (n->spiking) {
         snn_neuron_opts lif = snn_neuron_defaults(SNN_NEURON_LIF);
         lif.tau = 2.0f;
@@ -51,15 +58,15 @@ static snn_status build(const net *n, uint64_t seed, snn_model **out) {
         snn_neuron_opts plif = snn_neuron_defaults(SNN_NEURON_PLIF);
         plif.tau = 2.0f;
         plif.v_threshold = 0.5f;
-        if (st == SNN_OK) st = add(seq, snn_neuron_create(&lif, &c), c);
-        if (st == SNN_OK) st = add(seq, snn_rmsnorm_create(n->hidden, 1e-5f, &c), c);
-        if (st == SNN_OK) st = add(seq, snn_linear_create(n->hidden, n->hidden, 0, &c), c);
-        if (st == SNN_OK) st = add(seq, snn_neuron_create(&plif, &c), c);
-        if (st == SNN_OK) st = add(seq, snn_flatten_create(&c), c);
+        if (st == SNN_OK) st = add(seq, snn_neuron_create(&lif, &c), &c);
+        if (st == SNN_OK) st = add(seq, snn_rmsnorm_create(n->hidden, 1e-5f, &c), &c);
+        if (st == SNN_OK) st = add(seq, snn_linear_create(n->hidden, n->hidden, 0, &c), &c);
+        if (st == SNN_OK) st = add(seq, snn_neuron_create(&plif, &c), &c);
+        if (st == SNN_OK) st = add(seq, snn_flatten_create(&c), &c);
     } else {
-        if (st == SNN_OK) st = add(seq, snn_gelu_create(&c), c);
+        if (st == SNN_OK) st = add(seq, snn_gelu_create(&c), &c);
     }
-    if (st == SNN_OK) st = add(seq, snn_linear_create(n->hidden, n->out, 1, &c), c);
+    if (st == SNN_OK) st = add(seq, snn_linear_create(n->hidden, n->out, 1, &c), &c);
     if (st != SNN_OK) {
         snn_module_destroy(seq);
         return st;
@@ -77,13 +84,13 @@ typedef struct {
 static snn_status side_make(const net *n, uint64_t seed, const char *dev, const char *prec, int T, int B, side *s) {
     memset(s, 0, sizeof *s);
     snn_precision_config cfg;
-    SNN_TRY(snn_precision_config_parse(prec, NULL, NULL, NULL, NULL, &cfg));
-    SNN_TRY(build(n, seed, &s->m));
-    SNN_TRY(snn_model_to(s->m, dev));
-    SNN_TRY(snn_prepare_model_for_precision(s->m, dev, &cfg, &s->p));
+    TRY(snn_precision_config_parse(prec, NULL, NULL, NULL, NULL, &cfg));
+    TRY(build(n, seed, &s->m));
+    TRY(snn_model_to(s->m, dev));
+    TRY(snn_prepare_model_for_precision(s->m, dev, &cfg, &s->p));
     snn_optim_opts oo = snn_optim_defaults(SNN_OPTIM_ADAMW);
     oo.lr = 1e-3f;
-    SNN_TRY(snn_optimizer_create_for_model(&oo, s->m, &s->opt));
+    TRY(snn_optimizer_create_for_model(&oo, s->m, &s->opt));
     return snn_model_plan(s->m, T, B);
 }
 
@@ -218,7 +225,7 @@ static void misuse(void) {
     /* a CPU-only kind is refused by name, nothing moves */
     snn_module *seq = NULL, *c = NULL;
     CHECK(snn_sequential_create(&seq) == SNN_OK);
-    CHECK(add(seq, snn_layernorm_create(16, 1e-5f, &c), c) == SNN_OK);
+    CHECK(add(seq, snn_layernorm_create(16, 1e-5f, &c), &c) == SNN_OK);
     int shape[1] = {16};
     CHECK(snn_model_create_from_module(seq, 1, shape, 1, &m) == SNN_OK);
     snn_status st = snn_model_to(m, "cuda");

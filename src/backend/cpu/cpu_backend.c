@@ -8,6 +8,7 @@
 
 static snn_status cpu_alloc(const snn_backend *be, size_t bytes, void **out) {
     (void)be;
+    if (!out) return snn_error(SNN_E_INVALID, "cpu backend: alloc needs an output pointer");
     *out = NULL;
     size_t rounded = (bytes + 255) & ~(size_t)255;
     if (rounded < bytes) return snn_error(SNN_E_NOMEM, "cannot allocate %zu bytes", bytes);

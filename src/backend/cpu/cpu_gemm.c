@@ -19,6 +19,11 @@ snn_status snn_cpu_gemm(const snn_backend *be, const snn_gemm *g) {
     if (g->M == 0 || g->N == 0) return SNN_OK;
     if (!g->C || (g->K && (!g->A || !g->B)))
         return snn_error(SNN_E_INVALID, "gemm: NULL operand for a %dx%dx%d product", g->M, g->N, g->K);
+    /* row-major leading dimensions: at least the stored row's width */
+    int a_cols = g->trans_a ? g->M : g->K, b_cols = g->trans_b ? g->K : g->N;
+    if (g->lda < (a_cols > 1 ? a_cols : 1) || g->ldb < (b_cols > 1 ? b_cols : 1) || g->ldc < (g->N > 1 ? g->N : 1))
+        return snn_error(SNN_E_SHAPE, "gemm: leading dimensions %d, %d, %d are smaller than the rows they hold "
+                         "(%d, %d, %d)", g->lda, g->ldb, g->ldc, a_cols, b_cols, g->N);
     float beta = g->beta;
     if (g->bias) {
         /* C = beta C + bias, then the product accumulates onto it */

@@ -22,6 +22,7 @@ snn_status snn_cpu_neuron_forward_mp(const snn_backend *be, const snn_neuron_opt
                                      snn_dtype S, snn_dtype F, const float *x, float *y, float *h_seq,
                                      float *v_last) {
     (void)be;
+    if (!o || T < 0 || (T && n && (!x || !y))) return snn_error(SNN_E_INVALID, "neuron forward (mixed): bad arguments");
     return snn_neuron_forward_mp(o, k, T, n, S, F, x, NULL, y, h_seq, v_last);
 }
 
@@ -29,5 +30,6 @@ snn_status snn_cpu_neuron_backward_mp(const snn_backend *be, const snn_neuron_op
                                       snn_dtype S, snn_dtype F, snn_dtype B, const float *h_seq, const float *dy,
                                       float *dx, double *gk) {
     (void)be;
+    if (!o || T < 0 || (T && n && !h_seq)) return snn_error(SNN_E_INVALID, "neuron backward (mixed): bad arguments");
     return snn_neuron_backward_mp(o, k, T, n, S, F, B, h_seq, NULL, dy, NULL, dx, NULL, gk);
 }
