@@ -88,7 +88,12 @@ typedef struct {
 static snn_status side_make(const net *n, uint64_t seed, const char *dev, const char *prec, int T, int B, side *s) {
     memset(s, 0, sizeof *s);
     snn_precision_config cfg;
-    TRY(snn_precision_config_parse(prec, NULL, NULL, NULL, NULL, &cfg));
+    /* "fp8:delayed" names a recipe */
+    char mode[16];
+    snprintf(mode, sizeof mode, "%s", prec);
+    char *recipe = strchr(mode, ':');
+    if (recipe) *recipe++ = 0;
+    TRY(snn_precision_config_parse(mode, recipe, NULL, NULL, NULL, &cfg));
     TRY(build(n, seed, &s->m));
     TRY(snn_model_to(s->m, dev));
     TRY(snn_prepare_model_for_precision(s->m, dev, &cfg, &s->p));
@@ -102,6 +107,7 @@ static void side_free(side *s) {
     snn_optimizer_free(s->opt);
     snn_precision_free(s->p);
     snn_model_free(s->m);
+    memset(s, 0, sizeof *s);
 }
 
 static double max_abs(const float *x, size_t n) {
@@ -133,7 +139,7 @@ static double max_diff(const float *a, const float *b, size_t n) {
 /* One loss = mean(y²) step on both sides; compares y, the gradients and the parameters. */
 static void compare_steps(const char *name, const net *n, const char *prec, int T, int B, int steps) {
     uint64_t seed = rng++;
-    side c, g;
+    side c = {0}, g = {0};
     snn_status st = side_make(n, seed, "cpu", prec, T, B, &c);
     CHECK_MSG(st == SNN_OK, "%s %s: cpu side: %s", name, prec, snn_last_error());
     st = st == SNN_OK ? side_make(n, seed, "cuda", prec, T, B, &g) : st;
