@@ -126,6 +126,8 @@ struct snn_backend {
     snn_status (*round)(const snn_backend *be, snn_dtype t, float *dst, const float *src, size_t n);
     /* dst[i] = s · src[i] (one FP32 multiply). dst may be src. */
     snn_status (*scale)(const snn_backend *be, float *dst, const float *src, float s, size_t n);
+    /* dst[i] = a[i] + b[i] (one FP32 add; dst may be a or b). */
+    snn_status (*add)(const snn_backend *be, float *dst, const float *a, const float *b, size_t n);
     /* y = x Φ(x) (exact GELU, erf form); dx = dy (Φ(x) + x φ(x)). */
     snn_status (*gelu_forward)(const snn_backend *be, const float *x, float *y, size_t n);
     snn_status (*gelu_backward)(const snn_backend *be, const float *x, const float *dy, float *dx, size_t n);
@@ -165,6 +167,17 @@ struct snn_backend {
     /* dx (may be NULL) written; dw += Σ_v dy · x̂ (vectors in increasing order, double). */
     snn_status (*rmsnorm_backward)(const snn_backend *be, size_t V, int F, const float *x, const float *w,
                                    const double *rstd, const float *dy, float *dx, float *dw);
+
+    /* LayerNorm over V vectors of F (biased variance, in double): y = (x - μ) · rstd · w + b;
+     * mean and rstd [V] (double) saved. Backward: dx (may be NULL) written; dw, db += the
+     * sums over vectors (each feature walks the vectors in order). work: scratch of
+     * layernorm_work_bytes(V, F) bytes on the device. */
+    snn_status (*layernorm_forward)(const snn_backend *be, size_t V, int F, float eps, const float *x, const float *w,
+                                    const float *b, float *y, double *mean, double *rstd);
+    snn_status (*layernorm_backward)(const snn_backend *be, size_t V, int F, const float *x, const float *w,
+                                     const double *mean, const double *rstd, const float *dy, float *dx, float *dw,
+                                     float *db, void *work);
+    size_t (*layernorm_work_bytes)(const snn_backend *be, size_t V, int F);
 
     /* ---- optimizers ---- */
     /* One update of w [n] with gradient g. s0: SGD's momentum buffer or Adam's m; s1: Adam's

@@ -3,6 +3,7 @@
  * backward needs that output intact (y itself holds the sum). */
 #include <string.h>
 
+#include "backend/backend.h"
 #include "nn/layers_conv.h"
 
 typedef struct {
@@ -47,11 +48,7 @@ static snn_status residual_forward(snn_module *m, const snn_run *r, const float 
     residual_impl *s = m->impl;
     snn_module *c = m->children[0];
     SNN_TRY(c->ops->forward(c, r, x, s->inner_y));
-    const long n = (long)(snn_rows(r) * snn_shape_numel(m->out));
-    const float *iy = s->inner_y;
-#pragma omp parallel for schedule(static) if((size_t)n > SNN_PAR_MIN_WORK)
-    for (long i = 0; i < n; i++) y[i] = x[i] + iy[i];
-    return SNN_OK;
+    return m->be->add(m->be, y, x, s->inner_y, snn_rows(r) * snn_shape_numel(m->out));
 }
 
 static snn_status residual_backward(snn_module *m, const snn_run *r, const float *x, const float *y,
@@ -62,10 +59,7 @@ static snn_status residual_backward(snn_module *m, const snn_run *r, const float
     /* The inner module still runs with dx == NULL: its parameter gradients are needed. */
     SNN_TRY(c->ops->backward(c, r, x, s->inner_y, dy, dx));
     if (!dx) return SNN_OK;
-    const long n = (long)(snn_rows(r) * snn_shape_numel(m->out));
-#pragma omp parallel for schedule(static) if((size_t)n > SNN_PAR_MIN_WORK)
-    for (long i = 0; i < n; i++) dx[i] += dy[i];
-    return SNN_OK;
+    return m->be->add(m->be, dx, dx, dy, snn_rows(r) * snn_shape_numel(m->out));
 }
 
 static void residual_reset(snn_module *m) {
@@ -75,6 +69,7 @@ static void residual_reset(snn_module *m) {
 
 static const snn_module_ops residual_ops = {
     .kind = "Residual",
+    .devices = SNN_DEVMASK_ALL, /* the sum is the table's; the inner module is checked on its own */
     .setup = residual_setup,
     .init = residual_init,
     .reserve = residual_reserve,

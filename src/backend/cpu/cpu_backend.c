@@ -59,6 +59,7 @@ static const snn_backend cpu_backend = {
     .gemm_f32 = snn_cpu_gemm_f32,
     .round = snn_cpu_round,
     .scale = snn_cpu_scale,
+    .add = snn_cpu_add,
     .gelu_forward = snn_cpu_gelu_forward,
     .gelu_backward = snn_cpu_gelu_backward,
     .colsum_add = snn_cpu_colsum_add,
@@ -71,6 +72,9 @@ static const snn_backend cpu_backend = {
     .neuron_backward_mp = snn_cpu_neuron_backward_mp,
     .rmsnorm_forward = snn_cpu_rmsnorm_forward,
     .rmsnorm_backward = snn_cpu_rmsnorm_backward,
+    .layernorm_forward = snn_cpu_layernorm_forward,
+    .layernorm_backward = snn_cpu_layernorm_backward,
+    .layernorm_work_bytes = snn_cpu_layernorm_work_bytes,
     .optim_update = snn_cpu_optim_update,
 };
 

@@ -28,6 +28,14 @@ snn_status snn_cpu_scale(const snn_backend *be, float *dst, const float *src, fl
     return SNN_OK;
 }
 
+snn_status snn_cpu_add(const snn_backend *be, float *dst, const float *a, const float *b, size_t n) {
+    (void)be;
+    if (n && (!dst || !a || !b)) return snn_error(SNN_E_INVALID, "add: NULL buffer");
+#pragma omp parallel for schedule(static) if (n > CPU_PAR_MIN)
+    for (size_t i = 0; i < n; i++) dst[i] = a[i] + b[i];
+    return SNN_OK;
+}
+
 /* GELU, exact form: y = x Φ(x) = 0.5 x (1 + erf(x / √2)); dy/dx = Φ(x) + x φ(x). */
 snn_status snn_cpu_gelu_forward(const snn_backend *be, const float *x, float *y, size_t n) {
     (void)be;
