@@ -7,7 +7,10 @@
  * upload/download, round, scale, nonfinite, optim_update (SGD plain / momentum / dampening /
  * Nesterov / L2, Adam with L2, AdamW with decoupled decay, with and without a decay mask),
  * the plain neuron forward (spikes, h_seq, v_last: as tests/cuda/neuron_case.h) and the
- * mixed-precision neurons (everything, dL/dk included: as tests/cuda/neuron_mp_case.h).
+ * mixed-precision neurons (everything, dL/dk included: as tests/cuda/neuron_mp_case.h),
+ * fp8_qdq (every recipe, E4M3 and E5M2, pow2 on and off, shapes that are not multiples of the
+ * blocks, a wide dynamic range, zero blocks, NaN and inf inputs; out and amax, a NaN matching
+ * any NaN).
  * Bounded elsewhere, by the error analysis of the summation or the bound an existing parity
  * test uses:
  *   gemm        |got - ref| <= 4 (K + 2) u (|alpha| sum_k |a b| + |beta c| + |bias|) per
@@ -827,6 +830,185 @@ static void test_optim(void) {
     dfree(d);
 }
 
+/* ------------------------------------------------------------------ FP8 */
+
+/* x [rows][cols] over a wide dynamic range (|x| from ~2^-40 to ~2^20: E4M3 and E5M2
+ * subnormals, saturation), with zero blocks: row 1 (1x128, 1x32 blocks), column 2 (128x1,
+ * 32x1) and the 128x128 tile at (128, 128) where the shape has one (partial too). special:
+ * 1 a NaN, 2 a NaN and an inf (the amax becomes inf). */
+static float *fp8_input(int rows, int cols, int special) {
+    const size_t n = (size_t)rows * (size_t)cols;
+    float *x = hnew(n, -1.0f, 1.0f), *e = hnew(n, -40.0f, 21.0f);
+    for (size_t i = 0; i < n; i++) x[i] = ldexpf(x[i], (int)floorf(e[i]));
+    free(e);
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++)
+            if ((rows > 1 && r == 1) || (cols > 2 && c == 2) || (r >= 128 && r < 256 && c >= 128 && c < 256))
+                x[(size_t)r * cols + c] = 0.0f;
+    if (special >= 1) x[n / 3] = NAN;
+    if (special >= 2) x[n / 2 + (n > 1)] = (n & 1) ? INFINITY : -INFINITY;
+    return x;
+}
+
+/* One fp8_qdq descriptor on both tables: out bit for bit (a NaN matches a NaN: payloads),
+ * amax bit for bit. q->x / q->out are filled in here. */
+static void fp8_case(const char *what, snn_fp8_qdq q, const float *x, const float *d_x) {
+    const size_t n = (size_t)q.rows * (size_t)q.cols;
+    float *ref = hpoisoned(n), *d_out = dnewf(NULL, n);
+    float amax_ref = NAN, amax_got = NAN;
+    q.x = x;
+    q.out = ref;
+    OK(cpu->fp8_qdq(cpu, &q, &amax_ref));
+    q.x = d_x;
+    q.out = d_out;
+    OK(gpu->fp8_qdq(gpu, &q, &amax_got));
+    float *got = downf(d_out, n);
+    nan_ok = 1;
+    CHECK_BITS(what, got, ref, n);
+    nan_ok = 0;
+    CHECK_MSG(fbits(amax_got) == fbits(amax_ref), "%s: amax %a vs %a", what, (double)amax_got, (double)amax_ref);
+    free(ref);
+    free(got);
+    dfree(d_out);
+}
+
+static void test_fp8_qdq(void) {
+    static const int shapes[][2] = {{130, 259}, {1, 1}, {257, 33}, {1, 300}, {300, 1}, {256, 256}};
+    static const snn_dtype fmts[] = {SNN_F8E4M3, SNN_F8E5M2};
+    /* block recipes: rows x cols of a block (block: 1x128, 128x1, 128x128; mxfp8: 1x32, 32x1) */
+    static const int blocks[][3] = {{SNN_FP8_RECIPE_BLOCK, 1, 128},  {SNN_FP8_RECIPE_BLOCK, 128, 1},
+                                    {SNN_FP8_RECIPE_BLOCK, 128, 128}, {SNN_FP8_RECIPE_MXFP8, 1, 32},
+                                    {SNN_FP8_RECIPE_MXFP8, 32, 1}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int rows = shapes[si][0], cols = shapes[si][1];
+        const size_t n = (size_t)rows * (size_t)cols;
+        for (int special = 0; special < 3; special++) {
+            float *x = fp8_input(rows, cols, special);
+            float *d_x = dnewf(x, n);
+            for (int fi = 0; fi < 2; fi++) {
+                char what[160];
+                snn_fp8_qdq q;
+                memset(&q, 0, sizeof q);
+                q.fp8 = fmts[fi];
+                q.rows = rows;
+                q.cols = cols;
+                q.hp_dtype = SNN_F32;
+                /* delayed: scale 1; a non-power-of-two scale; 2^20, where most values saturate */
+                static const float dscales[] = {1.0f, 3.3f, 0x1p20f};
+                for (int k = 0; k < 3; k++) {
+                    q.recipe = SNN_FP8_RECIPE_DELAYED;
+                    q.scale = dscales[k];
+                    q.scale_inv = 1.0f / dscales[k];
+                    snprintf(what, sizeof what, "fp8_qdq delayed %s s=%g %dx%d special=%d", snn_dtype_name(q.fp8),
+                             (double)q.scale, rows, cols, special);
+                    fp8_case(what, q, x, d_x);
+                }
+                for (int pow2 = 0; pow2 < 2; pow2++) {
+                    q.recipe = SNN_FP8_RECIPE_CURRENT;
+                    q.pow2 = pow2;
+                    snprintf(what, sizeof what, "fp8_qdq current %s pow2=%d %dx%d special=%d", snn_dtype_name(q.fp8),
+                             pow2, rows, cols, special);
+                    fp8_case(what, q, x, d_x);
+                }
+                for (size_t bi = 0; bi < sizeof blocks / sizeof blocks[0]; bi++) {
+                    for (int pow2 = 0; pow2 < 2; pow2++) {
+                        for (int hp = 0; hp < 2; hp++) {
+                            q.recipe = (snn_fp8_recipe)blocks[bi][0];
+                            q.block_rows = blocks[bi][1];
+                            q.block_cols = blocks[bi][2];
+                            q.pow2 = pow2;
+                            q.hp_dtype = hp ? SNN_BF16 : SNN_F32;
+                            snprintf(what, sizeof what, "fp8_qdq %s %dx%d %s pow2=%d hp=%s %dx%d special=%d",
+                                     q.recipe == SNN_FP8_RECIPE_MXFP8 ? "mxfp8" : "block", q.block_rows,
+                                     q.block_cols, snn_dtype_name(q.fp8), pow2, snn_dtype_name(q.hp_dtype), rows,
+                                     cols, special);
+                            fp8_case(what, q, x, d_x);
+                        }
+                    }
+                }
+            }
+            dfree(d_x);
+            free(x);
+        }
+    }
+    /* all-tiny input (block and mxfp8 scales at their extremes: a subnormal amax makes the
+     * block scale infinite -> the hp_dtype's max, the E8M0 scale 2^-127) */
+    {
+        const int rows = 64, cols = 96;
+        const size_t n = (size_t)rows * cols;
+        float *x = hnew(n, -1.0f, 1.0f);
+        for (size_t i = 0; i < n; i++) x[i] = ldexpf(x[i], -140 + (int)(i % 12));
+        float *d_x = dnewf(x, n);
+        for (size_t bi = 0; bi < sizeof blocks / sizeof blocks[0]; bi++) {
+            for (int fi = 0; fi < 2; fi++) {
+                snn_fp8_qdq q;
+                memset(&q, 0, sizeof q);
+                q.recipe = (snn_fp8_recipe)blocks[bi][0];
+                q.fp8 = fmts[fi];
+                q.rows = rows;
+                q.cols = cols;
+                q.block_rows = blocks[bi][1];
+                q.block_cols = blocks[bi][2];
+                q.hp_dtype = SNN_F32;
+                char what[128];
+                snprintf(what, sizeof what, "fp8_qdq tiny %dx%d %s", q.block_rows, q.block_cols,
+                         snn_dtype_name(q.fp8));
+                fp8_case(what, q, x, d_x);
+            }
+        }
+        dfree(d_x);
+        free(x);
+    }
+    /* refusals (as the CPU's) and empty tensors */
+    float *d = dnewf(NULL, 16);
+    float a = 0.0f;
+    snn_fp8_qdq q;
+    memset(&q, 0, sizeof q);
+    q.recipe = SNN_FP8_RECIPE_CURRENT;
+    q.fp8 = SNN_F8E4M3;
+    q.rows = 4;
+    q.cols = 4;
+    q.x = d;
+    q.out = d;
+    CHECK(gpu->fp8_qdq(gpu, NULL, &a) == SNN_E_INVALID);
+    CHECK(gpu->fp8_qdq(gpu, &q, NULL) == SNN_E_INVALID);
+    snn_fp8_qdq b = q;
+    b.x = NULL;
+    CHECK(gpu->fp8_qdq(gpu, &b, &a) == SNN_E_INVALID);
+    b = q;
+    b.rows = -1;
+    CHECK(gpu->fp8_qdq(gpu, &b, &a) == SNN_E_INVALID);
+    b = q;
+    b.fp8 = SNN_F16;
+    CHECK(gpu->fp8_qdq(gpu, &b, &a) == SNN_E_INVALID);
+    b = q;
+    b.recipe = SNN_FP8_RECIPE_AUTO;
+    CHECK(gpu->fp8_qdq(gpu, &b, &a) == SNN_E_INVALID);
+    b = q;
+    b.recipe = SNN_FP8_RECIPE_BLOCK;
+    b.block_rows = 0;
+    b.block_cols = 128;
+    CHECK(gpu->fp8_qdq(gpu, &b, &a) == SNN_E_INVALID);
+    b.recipe = SNN_FP8_RECIPE_MXFP8;
+    b.block_rows = 1;
+    b.block_cols = -32;
+    CHECK(gpu->fp8_qdq(gpu, &b, &a) == SNN_E_INVALID);
+    b = q;
+    b.rows = 0;
+    b.x = NULL;
+    b.out = NULL;
+    a = NAN;
+    OK(gpu->fp8_qdq(gpu, &b, &a));
+    CHECK(a == 0.0f);
+    b.recipe = SNN_FP8_RECIPE_MXFP8;
+    b.block_rows = 1;
+    b.block_cols = 32;
+    a = NAN;
+    OK(gpu->fp8_qdq(gpu, &b, &a));
+    CHECK(a == 0.0f);
+    dfree(d);
+}
+
 int main(void) {
     snn_status st = snn_backend_cuda_create(0, &gpu);
     if (st != SNN_OK) {
@@ -846,6 +1028,7 @@ int main(void) {
     test_neuron_mp();
     test_rmsnorm();
     test_optim();
+    test_fp8_qdq();
     OK(gpu->synchronize(gpu));
     snn_backend_cuda_destroy(gpu);
     return snn_test_finish("test_cuda_backend");

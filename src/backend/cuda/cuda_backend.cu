@@ -30,10 +30,12 @@
  *   neurons: snn_cuda_neuron_forward/backward with FP32 io and spikes (v0 NULL; dL/dk in
  *     one FP32 on the device, downloaded); the mixed ones through snn_cuda_neuron_*_mp with
  *     x / h_seq / v_last converted to and from the storage type in the workspace;
- *   rmsnorm: cuda_rmsnorm.cu; optim_update: cuda_optim_table.cu (bit-identical). */
+ *   rmsnorm: cuda_rmsnorm.cu; optim_update: cuda_optim_table.cu (bit-identical);
+ *   fp8_qdq: cuda_fp8_qdq.cu (every recipe, bit-identical; the amax word in the scratch). */
 #include <math.h>
 #include <stdlib.h>
 
+#include "backend/cuda/cuda_fp8_qdq.h"
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cuda_layers.h"
 #include "backend/cuda/cuda_neuron_mp.h"
@@ -405,6 +407,14 @@ snn_status t_nonfinite(const snn_backend *be, const float *x, size_t n, int *fou
     return SNN_OK;
 }
 
+/* ---------------------------------------------------------------- FP8 */
+
+snn_status t_fp8_qdq(const snn_backend *be, const snn_fp8_qdq *q, float *amax) {
+    SNN_TRY(check_be(be, "fp8_qdq"));
+    /* arguments checked there, as the CPU's; the scratch's first word holds the amax */
+    return snn_cuda_fp8_qdq(tab(be)->c, q, tab(be)->scratch, amax);
+}
+
 /* ---------------------------------------------------------------- neurons */
 
 snn_status check_neuron(const snn_neuron_opts *o, int T, const char *what) {
@@ -606,6 +616,7 @@ extern "C" snn_status snn_backend_cuda_create(int device, snn_backend **out) {
     be->colsum_add = t_colsum_add;
     be->sumsq = t_sumsq;
     be->nonfinite = t_nonfinite;
+    be->fp8_qdq = t_fp8_qdq;
     be->neuron_forward = t_neuron_forward;
     be->neuron_backward = t_neuron_backward;
     be->neuron_forward_mp = t_neuron_forward_mp;

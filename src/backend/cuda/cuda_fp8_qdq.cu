@@ -1,0 +1,367 @@
+/* FP8 quantise-dequantise for the CUDA op table (cuda_fp8_qdq.h), bit-identical to the CPU
+ * table's fp8_qdq (src/backend/cpu/cpu_fp8.c -> src/precision/fp8_quant.c).
+ *
+ * How it matches the CPU, rule by rule:
+ *   - amax: max |x| with NaN ignored (a NaN never compares greater), inf kept. A max is
+ *     exact and order-free, so a tree / atomic reduction gives the CPU's value. Non-negative
+ *     floats order as their bit patterns, so the global max is an atomicMax on the bits.
+ *   - element: out = decode(sat_rne(x * s)) * d, two FP32 multiplies each rounded on its
+ *     own (__fmul_rn: nothing to contract), the FP8 cast a transcription of the CPU's
+ *     fp8_encode (src/core/dtype.c: integer operations on the FP32 bits, saturating, any
+ *     NaN -> 0x7F) and the decode one of snn_e4m3_to_f32 / snn_e5m2_to_f32. The hardware
+ *     SATFINITE cast would also do, but the transcription needs no argument about inf and
+ *     NaN codes and runs on every architecture. FTZ is off in this build (no fast math), so
+ *     subnormal products and scales are kept as on the CPU.
+ *   - per tensor, delayed: s, d as given; one fused kernel (amax and qdq).
+ *   - per tensor, current: amax kernel, then the scale on the host with the library's own
+ *     snn_fp8_scale_from_amax and d = 1/s (the CPU's code, not a copy), then the qdq kernel.
+ *   - blocks (block recipe: TE's rule with the hp_dtype's max for an infinite scale and the
+ *     pow2 option; mxfp8: E8M0 scale 2^ceil(log2(amax * fl(1/fmax)))): one generic kernel
+ *     for any block_rows x block_cols, blocks in the CPU's layout (row-major grid of
+ *     ceil(rows/br) x ceil(cols/bc), partial edge blocks are blocks of their own). A group
+ *     of G threads owns one block: G = 1 for column blocks (bc == 1: neighbouring threads
+ *     read neighbouring columns, coalesced), a warp for blocks up to 4096 elements, the
+ *     whole 256-thread CTA above. The group reads its block for the amax, every thread of
+ *     it computes the same scale (transcriptions of block_scale's two rules: IEEE division,
+ *     the same bit masks), then it writes the qdq values. out may be x (every element is
+ *     read before its group writes).
+ *
+ * The helpers above the kernels compile as plain C++ too (SNN_FP8_QDQ_HOST_TEST) so they can
+ * be checked on the host against the CPU library without a GPU. */
+#ifdef SNN_FP8_QDQ_HOST_TEST
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#define SNN_HD static inline
+#else
+#include <float.h>
+#include <math.h>
+
+#include "backend/cuda/cuda_fp8_qdq.h"
+#include "backend/cuda/cuda_internal.h"
+extern "C" {
+#include "precision/fp8.h"
+}
+#endif
+
+namespace {
+
+/* ---------------------------------------------------------------- rules (host and device) */
+
+SNN_HD uint32_t q_bits(float f) {
+#ifdef __CUDA_ARCH__
+    return __float_as_uint(f);
+#else
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+#endif
+}
+SNN_HD float q_float(uint32_t u) {
+#ifdef __CUDA_ARCH__
+    return __uint_as_float(u);
+#else
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+#endif
+}
+SNN_HD float q_mul(float a, float b) {
+#ifdef __CUDA_ARCH__
+    return __fmul_rn(a, b);
+#else
+    return a * b;
+#endif
+}
+SNN_HD float q_div(float a, float b) {
+#ifdef __CUDA_ARCH__
+    return __fdiv_rn(a, b);
+#else
+    return a / b;
+#endif
+}
+
+/* rne_shift of src/core/dtype.c: m >> sh rounded to nearest even, 1 <= sh <= 31. */
+SNN_HD uint32_t q_rne_shift(uint32_t m, unsigned sh) {
+    return (m + ((1u << (sh - 1u)) - 1u) + ((m >> sh) & 1u)) >> sh;
+}
+
+/* fp8_encode of src/core/dtype.c with saturate = 1 (TE's quantisers are SATFINITE).
+ * E5 = 0: E4M3 (P 3, bias 7, largest code 0x7E); E5 = 1: E5M2 (P 2, bias 15, 0x7B). */
+template <int E5> SNN_HD uint32_t q_encode(float f) {
+    const unsigned P = E5 ? 2u : 3u, B = E5 ? 15u : 7u;
+    const uint32_t maxcode = E5 ? 0x7Bu : 0x7Eu;
+    const uint32_t u = q_bits(f), a = u & 0x7FFFFFFFu, s = (u >> 24) & 0x80u;
+    const uint32_t normal = q_rne_shift(a, 23u - P) - ((127u - B) << P);
+    const uint32_t e = a >> 23, m = (a & 0x7FFFFFu) | 0x800000u;
+    const uint32_t top = 151u - B - P;
+    const uint32_t ec = e < top - 31u ? top - 31u : e > top - 1u ? top - 1u : e;
+    const uint32_t sub = q_rne_shift(m, top - ec);
+    uint32_t mag = a < ((127u + 1u - B) << 23) ? sub : normal;
+    mag = mag > maxcode ? maxcode : mag;
+    return a > 0x7F800000u ? 0x7Fu : (s | mag);
+}
+
+/* snn_e4m3_to_f32 / snn_e5m2_to_f32 (through snn_f16_to_f32) of src/core/dtype.c. */
+template <int E5> SNN_HD float q_decode(uint32_t b) {
+    const uint32_t s = (b & 0x80u) << 24;
+    if (!E5) {
+        const uint32_t mag = b & 0x7Fu, e = mag >> 3, m = mag & 7u;
+        const uint32_t normal = ((e + 127u - 7u) << 23) | (m << 20);
+        const uint32_t sub = q_bits(q_mul((float)m, 0x1p-9f)); /* m * 2^-9, exact */
+        const uint32_t r = e ? normal : sub;
+        return q_float(s | (mag == 0x7Fu ? 0x7FC00000u : r));
+    }
+    /* E5M2 = the upper byte of an FP16 */
+    const uint32_t h = b << 8, e = (h >> 10) & 0x1Fu;
+    uint32_t m = h & 0x3FFu;
+    if (e == 0x1Fu) return q_float(s | 0x7F800000u | (m << 13));
+    if (e != 0) return q_float(s | ((e + 112u) << 23) | (m << 13));
+    if (m == 0) return q_float(s);
+    /* subnormal FP16 (E5M2 mantissa 1..3 at bits 8..9): normalise */
+    int lz = 0;
+    while (!(m & 0x400u)) {
+        m <<= 1;
+        lz++;
+    }
+    return q_float(s | ((uint32_t)(113 - lz) << 23) | ((m & 0x3FFu) << 13));
+}
+
+template <int E5> SNN_HD float q_qdq(float x, float s, float d) {
+    return q_mul(q_decode<E5>(q_encode<E5>(q_mul(x, s))), d);
+}
+
+/* snn_fp8_scale_from_amax: TE's rule with amax_epsilon 0. */
+SNN_HD float q_scale_from_amax(float amax, float fmax, int pow2, float vfi) {
+    const uint32_t a = q_bits(amax) & 0x7FFFFFFFu;
+    if (amax == 0.0f || a >= 0x7F800000u) return 1.0f; /* zero, inf, NaN */
+    float s = q_div(fmax, amax);
+    if ((q_bits(s) & 0x7FFFFFFFu) == 0x7F800000u) s = vfi;
+    if (pow2) s = q_float(q_bits(s) & 0xFF800000u);
+    return s;
+}
+
+/* snn_f32_to_e8m0_ceil of src/core/dtype.c. */
+SNN_HD uint32_t q_e8m0_ceil(float x) {
+    const uint32_t u = q_bits(x), a = u & 0x7FFFFFFFu;
+    if (a > 0x7F800000u) return 0xFFu;
+    if (a == 0) return 0x00u;
+    if (u & 0x80000000u) return 0xFFu;
+    if (a >= 0x7F000000u) return 0xFEu;
+    const uint32_t e = a >> 23, m = a & 0x7FFFFFu;
+    if (e == 0) return m > 0x400000u ? 0x01u : 0x00u;
+    return e + (m != 0);
+}
+
+/* block_scale of src/precision/fp8_quant.c: mxfp8 -> E8M0 (snn_e8m0_from_amax, then
+ * snn_e8m0_inv_scale and snn_e8m0_to_f32); block -> TE's rule, d = 1/s. */
+SNN_HD void q_block_scale(int mx, float fmax, int pow2, float vfi, float amax, float *s, float *d) {
+    if (mx) {
+        const uint32_t e = q_e8m0_ceil(q_mul(amax, q_div(1.0f, fmax)));
+        const float nan = q_float(0x7FC00000u), tiny = q_float(0x00400000u); /* 2^-127 */
+        *s = e == 0xFFu ? nan : e == 0xFEu ? tiny : q_float((254u - e) << 23);
+        *d = e == 0xFFu ? nan : e == 0u ? tiny : q_float(e << 23);
+    } else {
+        *s = q_scale_from_amax(amax, fmax, pow2, vfi);
+        *d = q_div(1.0f, *s);
+    }
+}
+
+/* Threads per block of the generic kernel's group (see the top comment). */
+SNN_HD int q_group(int br, int bc) {
+    if (bc == 1) return 1;
+    return (long long)br * bc <= 4096 ? 32 : 256;
+}
+
+/* Block b of the row-major grid: first row and column, height and width (edges clipped). */
+SNN_HD void q_block_of(long long b, int rows, int cols, int br, int bc, int grid_cols, int *r0, int *c0, int *h,
+                       int *w) {
+    const int bi = (int)(b / grid_cols), bj = (int)(b % grid_cols);
+    *r0 = bi * br;
+    *c0 = bj * bc;
+    *h = rows - *r0 < br ? rows - *r0 : br;
+    *w = cols - *c0 < bc ? cols - *c0 : bc;
+}
+
+} // namespace
+
+#ifndef SNN_FP8_QDQ_HOST_TEST
+
+namespace {
+
+#define QDQ_THREADS 256
+
+__device__ __forceinline__ float warp_max(float m) {
+    for (int o = 16; o > 0; o >>= 1) {
+        const float v = __shfl_xor_sync(0xFFFFFFFFu, m, o);
+        m = v > m ? v : m;
+    }
+    return m;
+}
+
+/* The CTA's max (NaN-free, non-negative values) into *gbits as bits; every thread calls. */
+__device__ __forceinline__ void cta_max_to_global(float m, unsigned *gbits) {
+    __shared__ unsigned cmax;
+    if (threadIdx.x == 0) cmax = 0u;
+    __syncthreads();
+    m = warp_max(m);
+    if ((threadIdx.x & 31) == 0 && m > 0.0f) atomicMax(&cmax, __float_as_uint(m));
+    __syncthreads();
+    if (threadIdx.x == 0 && cmax) atomicMax(gbits, cmax);
+}
+
+/* Per tensor: want_amax -> max |x| into *gbits; want_qdq -> out = qdq(x) with s, d. */
+template <int E5>
+__global__ void __launch_bounds__(QDQ_THREADS)
+    qdq_tensor_kernel(const float *x, size_t n, float s, float d, int want_amax, int want_qdq, float *out,
+                      unsigned *gbits) {
+    float m = 0.0f;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const float v = x[i];
+        const float a = fabsf(v);
+        m = a > m ? a : m; /* NaN ignored */
+        if (want_qdq) out[i] = q_qdq<E5>(v, s, d);
+    }
+    if (want_amax) cta_max_to_global(m, gbits);
+}
+
+struct blk_args {
+    const float *x;
+    float *out;
+    int rows, cols, br, bc, grid_cols;
+    long long nblocks;
+    int mx, pow2;
+    float fmax, vfi;
+    unsigned *gbits;
+};
+
+/* Blocks: G threads per block (1, 32 or the CTA's QDQ_THREADS), see the top comment. No thread
+ * leaves early: the CTA meets at __syncthreads. */
+template <int E5> __global__ void __launch_bounds__(QDQ_THREADS) qdq_blocks_kernel(blk_args a, int G) {
+    __shared__ float wred[QDQ_THREADS / 32];
+    const int tid = threadIdx.x, lane = tid % G;
+    const long long b = (long long)blockIdx.x * (blockDim.x / G) + tid / G;
+    int r0 = 0, c0 = 0, h = 0, w = 1;
+    if (b < a.nblocks) q_block_of(b, a.rows, a.cols, a.br, a.bc, a.grid_cols, &r0, &c0, &h, &w);
+    /* element k = rr * w + cc of the block, visited from k = lane in steps of G */
+    const int dr = G / w, dc = G % w;
+    float m = 0.0f;
+    {
+        int rr = lane / w, cc = lane % w;
+        while (rr < h) {
+            const float v = fabsf(a.x[(size_t)(r0 + rr) * a.cols + (size_t)(c0 + cc)]);
+            m = v > m ? v : m; /* NaN ignored */
+            rr += dr;
+            cc += dc;
+            if (cc >= w) {
+                cc -= w;
+                rr++;
+            }
+        }
+    }
+    if (G >= 32) m = warp_max(m);
+    if (G > 32) { /* G == blockDim.x: one block per CTA */
+        if ((tid & 31) == 0) wred[tid >> 5] = m;
+        __syncthreads();
+        m = 0.0f;
+        for (int k = 0; k < (int)(blockDim.x >> 5); k++) m = wred[k] > m ? wred[k] : m;
+    }
+    float s, d;
+    q_block_scale(a.mx, a.fmax, a.pow2, a.vfi, m, &s, &d);
+    {
+        int rr = lane / w, cc = lane % w;
+        while (rr < h) {
+            const size_t i = (size_t)(r0 + rr) * a.cols + (size_t)(c0 + cc);
+            a.out[i] = q_qdq<E5>(a.x[i], s, d);
+            rr += dr;
+            cc += dc;
+            if (cc >= w) {
+                cc -= w;
+                rr++;
+            }
+        }
+    }
+    cta_max_to_global(m, a.gbits);
+}
+
+snn_status launch_tensor(snn_cuda *c, int e5, const float *x, size_t n, float s, float d, int want_amax,
+                         int want_qdq, float *out, unsigned *gbits) {
+    unsigned grid = snn_grid(n, QDQ_THREADS), cap = (unsigned)snn_cuda_sm_count(c) * 8u;
+    if (cap && grid > cap) grid = cap;
+    cudaStream_t st = snn_cuda_stream_of(c);
+    if (e5) qdq_tensor_kernel<1><<<grid, QDQ_THREADS, 0, st>>>(x, n, s, d, want_amax, want_qdq, out, gbits);
+    else qdq_tensor_kernel<0><<<grid, QDQ_THREADS, 0, st>>>(x, n, s, d, want_amax, want_qdq, out, gbits);
+    SNN_CU_LAUNCHED("fp8_qdq per tensor");
+    return SNN_OK;
+}
+
+} // namespace
+
+extern "C" snn_status snn_cuda_fp8_qdq(snn_cuda *c, const snn_fp8_qdq *q, void *scratch, float *amax) {
+    if (!c || !scratch) return snn_error(SNN_E_INVALID, "fp8_qdq: no CUDA context");
+    if (!q || !amax || q->rows < 0 || q->cols < 0 || (q->rows && q->cols && (!q->x || !q->out)))
+        return snn_error(SNN_E_INVALID, "fp8_qdq: bad arguments");
+    const float fmax = snn_fp8_max(q->fp8);
+    if (fmax == 0.0f) return snn_error(SNN_E_INVALID, "fp8_qdq: %s is not an FP8 format", snn_dtype_name(q->fp8));
+    const int e5 = q->fp8 == SNN_F8E5M2;
+    const size_t n = (size_t)q->rows * (size_t)q->cols;
+    unsigned *gbits = (unsigned *)scratch;
+    cudaStream_t st = snn_cuda_stream_of(c);
+    if (q->recipe == SNN_FP8_RECIPE_DELAYED || q->recipe == SNN_FP8_RECIPE_CURRENT) {
+        if (n == 0) {
+            *amax = 0.0f;
+            return SNN_OK;
+        }
+        SNN_CU_TRY(cudaMemsetAsync(gbits, 0, sizeof(unsigned), st));
+        unsigned bits = 0;
+        if (q->recipe == SNN_FP8_RECIPE_DELAYED) {
+            SNN_TRY(launch_tensor(c, e5, q->x, n, q->scale, q->scale_inv, 1, 1, q->out, gbits));
+            SNN_TRY(snn_cuda_download(c, &bits, gbits, sizeof bits));
+        } else {
+            SNN_TRY(launch_tensor(c, e5, q->x, n, 1.0f, 1.0f, 1, 0, q->out, gbits));
+            SNN_TRY(snn_cuda_download(c, &bits, gbits, sizeof bits));
+            float a;
+            memcpy(&a, &bits, sizeof a);
+            /* the library's own rule on the host, as the CPU table */
+            const float s = snn_fp8_scale_from_amax(a, fmax, q->pow2, FLT_MAX), d = 1.0f / s;
+            SNN_TRY(launch_tensor(c, e5, q->x, n, s, d, 0, 1, q->out, gbits));
+        }
+        memcpy(amax, &bits, sizeof *amax);
+        return SNN_OK;
+    }
+    if (q->recipe != SNN_FP8_RECIPE_BLOCK && q->recipe != SNN_FP8_RECIPE_MXFP8)
+        return snn_error(SNN_E_INVALID, "fp8_qdq: unknown recipe %d", (int)q->recipe);
+    if (q->block_rows <= 0 || q->block_cols <= 0)
+        return snn_error(SNN_E_INVALID, "fp8_qdq: block recipes need block sizes");
+    if (n == 0) {
+        *amax = 0.0f;
+        return SNN_OK;
+    }
+    blk_args a;
+    a.x = q->x;
+    a.out = q->out;
+    a.rows = q->rows;
+    a.cols = q->cols;
+    a.br = q->block_rows;
+    a.bc = q->block_cols;
+    a.grid_cols = (q->cols + q->block_cols - 1) / q->block_cols;
+    a.nblocks = (long long)((q->rows + q->block_rows - 1) / q->block_rows) * a.grid_cols;
+    a.mx = q->recipe == SNN_FP8_RECIPE_MXFP8;
+    a.pow2 = q->pow2;
+    a.fmax = fmax;
+    a.vfi = (float)snn_dtype_max(q->hp_dtype); /* as quantize_blocks: double -> float */
+    a.gbits = gbits;
+    const int G = q_group(a.br, a.bc);
+    const long long per_cta = QDQ_THREADS / G, ctas = (a.nblocks + per_cta - 1) / per_cta;
+    if (ctas > 0x7FFFFFFFLL) return snn_error(SNN_E_INVALID, "fp8_qdq: %lld blocks are too many", a.nblocks);
+    SNN_CU_TRY(cudaMemsetAsync(gbits, 0, sizeof(unsigned), st));
+    if (e5) qdq_blocks_kernel<1><<<(unsigned)ctas, QDQ_THREADS, 0, st>>>(a, G);
+    else qdq_blocks_kernel<0><<<(unsigned)ctas, QDQ_THREADS, 0, st>>>(a, G);
+    SNN_CU_LAUNCHED("fp8_qdq blocks");
+    unsigned bits = 0;
+    SNN_TRY(snn_cuda_download(c, &bits, gbits, sizeof bits));
+    memcpy(amax, &bits, sizeof *amax);
+    return SNN_OK;
+}
+
+#endif /* SNN_FP8_QDQ_HOST_TEST */
