@@ -20,6 +20,9 @@
  * FP8 (every recipe): the quantisation is bit-identical on both devices, the GEMMs are FP32
  * and the outputs BF16, so FP8 is held to the BF16 bounds.
  *
+ * The pre-norm block (LayerNorm, Residual, GELU) has no thresholds, so it is held to the MLP's
+ * bounds.
+ *
  * Also: the misuse refusals of placement (prepare or an optimizer before snn_model_to, a
  * CPU-only module kind, a second placement), and moving a model back to the CPU.
  * Exit 77 without a GPU. */
@@ -34,7 +37,9 @@ static uint64_t rng;
 
 typedef struct {
     int in, hidden, out;
-    int spiking; /* Linear, LIF, RMSNorm, Linear, PLIF, Flatten, Linear instead of the MLP */
+    int spiking; /* 1: Linear, LIF, RMSNorm, Linear, PLIF, Flatten, Linear instead of the MLP;
+                    2: Linear, Residual(Sequential(LayerNorm, Linear, GELU, Linear)), LayerNorm,
+                    Linear (a pre-norm block, no spikes) */
 } net;
 
 /* made is the status of a constructor that wrote *child (read only after it ran). */
@@ -55,7 +60,21 @@ static snn_status build(const net *n, uint64_t seed, snn_model **out) {
     snn_module *seq = NULL, *c = NULL;
     TRY(snn_sequential_create(&seq));
     snn_status st = add(seq, snn_linear_create(n->in, n->hidden, 1, &c), &c);
-    if (n->spiking) {
+    if (n->spiking == 2) {
+        snn_module *inner = NULL, *res = NULL;
+        if (st == SNN_OK) st = snn_sequential_create(&inner);
+        if (st == SNN_OK) st = add(inner, snn_layernorm_create(n->hidden, 1e-5f, &c), &c);
+        if (st == SNN_OK) st = add(inner, snn_linear_create(n->hidden, 2 * n->hidden, 1, &c), &c);
+        if (st == SNN_OK) st = add(inner, snn_gelu_create(&c), &c);
+        if (st == SNN_OK) st = add(inner, snn_linear_create(2 * n->hidden, n->hidden, 1, &c), &c);
+        if (st == SNN_OK) {
+            st = snn_residual_create(inner, &res); /* takes inner, also on failure */
+            inner = NULL;
+        }
+        snn_module_destroy(inner);
+        if (st == SNN_OK) st = add(seq, st, &res);
+        if (st == SNN_OK) st = add(seq, snn_layernorm_create(n->hidden, 1e-5f, &c), &c);
+    } else if (n->spiking) {
         snn_neuron_opts lif = snn_neuron_defaults(SNN_NEURON_LIF);
         lif.tau = 2.0f;
         lif.v_threshold = 0.5f;
@@ -166,7 +185,7 @@ static void compare_steps(const char *name, const net *n, const char *prec, int 
         CHECK_MSG(st == SNN_OK, "%s: forward on cuda: %s", name, snn_last_error());
         if (st != SNN_OK) break;
         double ym = max_abs(yc, ny), yd = max_diff(y2, yc, ny);
-        if (n->spiking) {
+        if (n->spiking == 1) {
             /* a spike that flips at a threshold tie changes what follows it: relative L2 */
             double e = rel_l2(y2, yc, ny), b = ulp ? 0.05 : 2e-3;
             CHECK_MSG(e <= b, "%s %s step %d: outputs differ, relative L2 %.3g > %.3g", name, prec, s + 1, e, b);
@@ -183,7 +202,7 @@ static void compare_steps(const char *name, const net *n, const char *prec, int 
         CHECK(gg != NULL);
         if (!gg) break;
         double gm = max_abs(gc, np), gd = max_diff(gg, gc, np);
-        if (n->spiking) {
+        if (n->spiking == 1) {
             double e = rel_l2(gg, gc, np), b = ulp ? 0.05 : 2e-3;
             CHECK_MSG(e <= b, "%s %s step %d: gradients differ, relative L2 %.3g > %.3g", name, prec, s + 1, e, b);
         } else {
@@ -195,7 +214,7 @@ static void compare_steps(const char *name, const net *n, const char *prec, int 
         size_t off = 0;
         for (size_t i = 0; i < np; i++)
             if (!(fabs((double)pg[i] - pc[i]) <= 1e-6 + 1e-3 * 1e-3)) off++;
-        CHECK_MSG(off <= np / (n->spiking ? 100 : 1000), "%s %s step %d: %zu of %zu parameters differ after the AdamW step", name, prec,
+        CHECK_MSG(off <= np / (n->spiking == 1 ? 100 : 1000), "%s %s step %d: %zu of %zu parameters differ after the AdamW step", name, prec,
                   s + 1, off, np);
         if (s == 0) printf("  %-10s %-5s step 1: |dy| %.2e of %.2e, |dg| %.2e of %.2e, params off %zu/%zu\n", name,
                            prec, yd, ym, gd, gm, off, np);
@@ -234,11 +253,11 @@ static void misuse(void) {
     /* a CPU-only kind is refused by name, nothing moves */
     snn_module *seq = NULL, *c = NULL;
     CHECK(snn_sequential_create(&seq) == SNN_OK);
-    CHECK(add(seq, snn_layernorm_create(16, 1e-5f, &c), &c) == SNN_OK);
+    CHECK(add(seq, snn_batchnorm_create(16, 1e-5f, 0.1f, &c), &c) == SNN_OK);
     int shape[1] = {16};
     CHECK(snn_model_create_from_module(seq, 1, shape, 1, &m) == SNN_OK);
     snn_status st = snn_model_to(m, "cuda");
-    CHECK_MSG(st == SNN_E_UNSUPPORTED && strstr(snn_last_error(), "LayerNorm"), "%s", snn_last_error());
+    CHECK_MSG(st == SNN_E_UNSUPPORTED && strstr(snn_last_error(), "BatchNorm"), "%s", snn_last_error());
     CHECK(!strcmp(snn_model_device(m), "cpu"));
     snn_model_free(m);
 }
@@ -255,13 +274,14 @@ int main(void) {
     }
     snn_model_free(probe);
     misuse();
-    net mlp = {256, 512, 96, 0}, odd = {67, 45, 13, 0}, spk = {128, 256, 32, 1};
+    net mlp = {256, 512, 96, 0}, odd = {67, 45, 13, 0}, spk = {128, 256, 32, 1}, blk = {64, 128, 32, 2};
     const char *precs[] = {"fp32", "bf16", "fp16", "fp8:delayed", "fp8:current", "fp8:block", "fp8:mxfp8"};
     for (int i = 0; i < 7; i++) {
         compare_steps("mlp", &mlp, precs[i], 1, 32, 3);
         /* FP8 converts only aligned Linear layers (in % 16, out % 8): not the odd shapes */
         if (i < 3) compare_steps("odd", &odd, precs[i], 1, 7, 2);
         compare_steps("spiking", &spk, precs[i], 4, 16, 3);
+        compare_steps("block", &blk, precs[i], 2, 8, 2);
     }
     return snn_test_finish("test_cuda_engine");
 }

@@ -37,6 +37,7 @@
 
 #include "backend/cuda/cuda_fp8_qdq.h"
 #include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/cuda_layernorm.h"
 #include "backend/cuda/cuda_layers.h"
 #include "backend/cuda/cuda_neuron_mp.h"
 extern "C" {
@@ -129,6 +130,11 @@ __global__ void scale_kernel(float *dst, const float *src, float s, size_t n) {
 }
 
 /* The GEMM's bias epilogue and K = 0: C = beta C (not read when beta is 0) + bias[j]. */
+__global__ void add_kernel(float *dst, const float *a, const float *b, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = __fadd_rn(a[i], b[i]);
+}
+
 __global__ void gemm_pre_kernel(float *C, int ldc, int M, int N, float beta, const float *bias) {
     const size_t total = (size_t)M * (size_t)N;
     for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < total; e += (size_t)gridDim.x * blockDim.x) {
@@ -341,6 +347,41 @@ snn_status t_scale(const snn_backend *be, float *dst, const float *src, float s,
     scale_kernel<<<grid_for(be, n, 256), 256, 0, stream(be)>>>(dst, src, s, n);
     SNN_CU_LAUNCHED("scale");
     return SNN_OK;
+}
+
+snn_status t_add(const snn_backend *be, float *dst, const float *a, const float *b, size_t n) {
+    SNN_TRY(check_be(be, "add"));
+    if (n == 0) return SNN_OK;
+    if (!dst || !a || !b) return snn_error(SNN_E_INVALID, "add: NULL pointer with n = %zu", n);
+    add_kernel<<<grid_for(be, n, 256), 256, 0, stream(be)>>>(dst, a, b, n);
+    SNN_CU_LAUNCHED("add");
+    return SNN_OK;
+}
+
+/* LayerNorm: the kernels of the whole-model runner (cuda_layernorm.cu), sums in double. */
+snn_status t_layernorm_forward(const snn_backend *be, size_t V, int F, float eps, const float *x, const float *w,
+                               const float *b, float *y, double *mean, double *rstd) {
+    SNN_TRY(check_be(be, "layernorm_forward"));
+    if (F <= 0) return snn_error(SNN_E_INVALID, "layernorm: F must be positive (got %d)", F);
+    if (V == 0) return SNN_OK;
+    if (!x || !w || !b || !y || !mean || !rstd) return snn_error(SNN_E_INVALID, "layernorm: NULL pointer");
+    return snn_cuda_layernorm_forward(tab(be)->c, x, y, V, F, w, b, eps, mean, rstd);
+}
+
+snn_status t_layernorm_backward(const snn_backend *be, size_t V, int F, const float *x, const float *w,
+                                const double *mean, const double *rstd, const float *dy, float *dx, float *dw,
+                                float *db, void *work) {
+    SNN_TRY(check_be(be, "layernorm_backward"));
+    if (F <= 0) return snn_error(SNN_E_INVALID, "layernorm backward: F must be positive (got %d)", F);
+    if (V == 0) return SNN_OK;
+    if (!x || !w || !mean || !rstd || !dy || !dw || !db || !work)
+        return snn_error(SNN_E_INVALID, "layernorm backward: NULL pointer");
+    return snn_cuda_layernorm_backward(tab(be)->c, x, dy, dx, V, F, w, mean, rstd, dw, db, work);
+}
+
+size_t t_layernorm_work_bytes(const snn_backend *be, size_t V, int F) {
+    (void)be;
+    return snn_cuda_layernorm_work_bytes(V, F);
 }
 
 snn_status t_gelu_forward(const snn_backend *be, const float *x, float *y, size_t n) {
@@ -611,6 +652,10 @@ extern "C" snn_status snn_backend_cuda_create(int device, snn_backend **out) {
     be->gemm_f32 = NULL; /* no context on that entry: host memory only */
     be->round = t_round;
     be->scale = t_scale;
+    be->add = t_add;
+    be->layernorm_forward = t_layernorm_forward;
+    be->layernorm_backward = t_layernorm_backward;
+    be->layernorm_work_bytes = t_layernorm_work_bytes;
     be->gelu_forward = t_gelu_forward;
     be->gelu_backward = t_gelu_backward;
     be->colsum_add = t_colsum_add;
