@@ -1,6 +1,6 @@
 /* snn — communicators for distributed training: a handle on a group of ranks with the
  * collectives that data, tensor and pipeline parallelism need (the (dp, pp, tp) mesh over
- * them is internal: src/dist/comm.h).
+ * them: dist.h).
  *
  * Backends (one vtable each, src/dist/comm_impl.h):
  *   self  one process, no MPI needed: every collective is the identity (size 1);

@@ -77,6 +77,25 @@ snn_status snn_cuda_neuron_backward(snn_cuda *c, const snn_neuron_opts *o, float
                                     const float *gv_last, void *gx, float *gv0, float *gk,
                                     float *gx_tsum, float *gx_amax);
 
+/* ---- mixed-precision neurons ----
+ * SpikingJelly's mixed path with storage S, forward arithmetic F and backward arithmetic B,
+ * bit-identical to the CPU's snn_neuron_forward_mp / snn_neuron_backward_mp (neuron.h lists
+ * the rounding rules and the accepted dtypes: S, F, B each f32 | f16 | bf16 | f8e4m3 |
+ * f8e5m2, an FP8 arithmetic dtype equal to S). Device buffers, [T][n] row-major: x, v0,
+ * h_seq, v_last in S; s spikes 0/1 in spike_type (f32, bf16 or f16); gs, gv_last, gx, gv0
+ * FP32 (gs and gv_last read as B values); gk snn_cuda_neuron_mp_gk_len(n) doubles, gk[0]
+ * receiving dL/dk, the rest scratch. v0 NULL starts at V_r; h_seq, v_last, gs, gv_last, gx,
+ * gv0, gk may be NULL (the backward needs h_seq when T > 0 and n > 0). Asynchronous on the
+ * context's stream. */
+size_t snn_cuda_neuron_mp_gk_len(size_t n);
+snn_status snn_cuda_neuron_forward_mp(snn_cuda *c, const snn_neuron_opts *o, float k, int T, size_t n,
+                                      snn_dtype S, snn_dtype F, snn_dtype spike_type, const void *x,
+                                      const void *v0, void *s, void *h_seq, void *v_last);
+snn_status snn_cuda_neuron_backward_mp(snn_cuda *c, const snn_neuron_opts *o, float k, int T, size_t n,
+                                       snn_dtype S, snn_dtype F, snn_dtype B, const void *h_seq,
+                                       const void *v0, const float *gs, const float *gv_last, float *gx,
+                                       float *gv0, double *gk);
+
 /* ---- GEMM through cuBLASLt ----
  * C[M,N] = alpha · scale_a · scale_b · op(A)[M,K] · op(B)[K,N] + beta · C, row-major.
  * Types: F32 (FP32 compute; TF32 only with allow_tf32), BF16/F16 (FP32 accumulation; C F32 or

@@ -28,6 +28,15 @@ const char *snn_last_error(void);
 const char *snn_status_name(snn_status s);
 /* Forget the last error message. */
 void snn_clear_error(void);
+/* Set this thread's message (printf format) and return `code`, as the library's own
+ * failures do: a callback the library calls (snn_dist_train_opts.on_step, ...) or a program
+ * that reports its own failures next to the library's (the snn tool) fails the same way, and
+ * snn_last_error() has the sentence. The message is truncated to the library's buffer. */
+#if defined(__GNUC__)
+snn_status snn_error(snn_status code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#else
+snn_status snn_error(snn_status code, const char *fmt, ...);
+#endif
 
 #ifdef __cplusplus
 }

@@ -70,6 +70,35 @@ int snn_precision_spike_fp8_modules(const snn_precision *p);
 /* Current loss scale (1 when the mode has no scaler). */
 float snn_precision_loss_scale(const snn_precision *p);
 
+/* Bytes of the precision's own scratch: the 16-bit / FP8 operand copies of the converted
+ * modules and fp16's scaled dL/dy, sized by snn_model_plan (0 before it, and for NULL).
+ * Memory reports add it to snn_model_arena_bytes, which does not count it. */
+size_t snn_precision_scratch_bytes(const snn_precision *p);
+
+/* ---- FP8 delayed-scaling state as flat arrays ----
+ * The layout of the GPU runner (snn_cuda_model_fp8_state in cuda.h): the converted modules
+ * that keep FP8 state, in module order; per module three tensor states (input, weight,
+ * output gradient). scales [n_modules][3], histories [n_modules][3][history_len]. A trainer
+ * that keeps the state elsewhere (the GPU) carries it in and out of the CPU's checkpoint
+ * format through a precision prepared only for that (snn_prepare_model_for_state).
+ *
+ * Export: *n_modules (may be NULL) receives the count (0 without FP8 modules), *history_len
+ * (may be NULL) the amax history length (0 for the stateless recipes: current and block
+ * scaling); scales and histories (may be NULL: only the counts) receive the values. */
+snn_status snn_precision_fp8_export_state(const snn_precision *p, int *n_modules, int *history_len,
+                                          float *scales, float *histories);
+/* Load state in that layout. history_len 0 (a stateless recipe) loads nothing and leaves the
+ * precision's initial state; otherwise every FP8 state of p must have history_len values
+ * and the arrays must cover at least p's FP8 modules (n_modules), else SNN_E_STATE. */
+snn_status snn_precision_fp8_load_state(snn_precision *p, int n_modules, int history_len, const float *scales,
+                                        const float *histories);
+/* Prepare a CPU precision over m only to carry state in and out of checkpoints
+ * (snn_training_checkpoint_restore / _save with the FP8 state above), when m already has its
+ * optimizer: snn_prepare_model_for_precision refuses that, because an optimizer created
+ * before preparation would not train what FP8 conversion changes; a precision used for
+ * state only trains nothing. Free it (snn_precision_free) before training m elsewhere. */
+snn_status snn_prepare_model_for_state(snn_model *m, const snn_precision_config *cfg, snn_precision **out);
+
 /* ---- training checkpoints ----
  * A training checkpoint is a model checkpoint (snn_model_load opens it) plus, as plain
  * tensors and metadata: the precision configuration ("snn_precision_config"), FP8 recipe

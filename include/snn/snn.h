@@ -8,6 +8,7 @@
 #include "rng.h"
 #include "neuron.h"
 #include "model.h"
+#include "mlp.h"
 #include "nn.h"
 #include "loss.h"
 #include "optim.h"

@@ -5,6 +5,7 @@
  * itself, in document order, and swaps each number node of the parsed tree (visited in
  * the same order) for a raw node holding its canonical spelling. */
 #include "core/json_canon.h"
+#include "snn/json.h" /* the public declarations, checked against the definitions here */
 
 #include <math.h>
 #include <stdio.h>
@@ -203,6 +204,7 @@ static snn_status print_node(sbuf *b, const cJSON *n, int depth) {
 }
 
 snn_status snn_json_print_canonical(const cJSON *root, char **out) {
+    if (!root || !out) return snn_error(SNN_E_INVALID, "snn_json_print_canonical needs a tree and an output");
     sbuf b = {0};
     snn_status st = print_node(&b, root, 0);
     if (st == SNN_OK && b.oom) st = snn_error(SNN_E_NOMEM, "out of memory printing JSON");

@@ -317,6 +317,7 @@ snn_status snn_mesh_coords(int world, int pp_size, int tp_size, int rank, int *d
 }
 
 int snn_mesh_rank_of(const snn_mesh *m, int dp, int pp, int tp) {
+    if (!m) return -1;
     return (dp * m->pp_size + pp) * m->tp_size + tp;
 }
 

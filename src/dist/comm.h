@@ -4,6 +4,7 @@
 #define SNN_DIST_COMM_H
 
 #include "snn/comm.h"
+#include "snn/dist.h" /* the public declarations of the mesh (an opaque handle there) */
 
 /* ---- the (dp, pp, tp) mesh ----
  * Shape (DP, PP, TP) with world = DP * PP * TP, and SpikingJelly's rank coordinates

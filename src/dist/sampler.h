@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "snn/data.h"
+#include "snn/dist.h" /* the public declarations of the two counts */
 
 size_t snn_dist_sampler_num_samples(size_t n, int replicas);
 /* Batches per epoch of num_samples samples. */

@@ -225,7 +225,9 @@ static snn_status art_get(const char *name, void *ctx, int *rank, int64_t *shape
 }
 
 snn_status snn_vision_stage_from_artifact(const char *path, const snn_mesh *mesh, snn_vision_stage **out) {
+    if (!out) return snn_error(SNN_E_INVALID, "snn_vision_stage_from_artifact: out is NULL");
     *out = NULL;
+    if (!path || !mesh) return snn_error(SNN_E_INVALID, "snn_vision_stage_from_artifact needs a path and a mesh");
     snn_vision_model_config mc;
     snn_ckpt *c = NULL;
     SNN_TRY(snn_vision_artifact_open(path, &mc, NULL, NULL, &c));

@@ -149,6 +149,9 @@ static snn_status write_shard(const snn_mesh *mesh, snn_model *model, snn_precis
 snn_status snn_vision_checkpoint_save(const snn_mesh *mesh, const snn_vision_training_config *cfg, snn_model *model,
                                       snn_precision *prec, snn_optimizer *opt, const snn_vision_progress *progress,
                                       const uint64_t *rng, char *path_out, size_t cap) {
+    /* without a mesh there is no world to agree over: refused before any collective */
+    if (!mesh || !cfg || !model || !progress)
+        return snn_error(SNN_E_INVALID, "snn_vision_checkpoint_save needs a mesh, a config, a model and the progress");
     snn_comm *w = mesh->world;
     char final[SNN_VISION_PATH_MAX + 32], tmp[SNN_VISION_PATH_MAX + 48];
     snn_status st = SNN_OK;
@@ -241,6 +244,9 @@ static snn_status load_local(const snn_mesh *mesh, const snn_vision_training_con
 snn_status snn_vision_checkpoint_load(const snn_mesh *mesh, const snn_vision_training_config *cfg,
                                       const char *step_dir, snn_model *model, snn_precision *prec,
                                       snn_optimizer *opt, snn_vision_progress *progress, uint64_t *rng) {
+    if (!mesh || !cfg || !step_dir || !model || !progress)
+        return snn_error(SNN_E_INVALID, "snn_vision_checkpoint_load needs a mesh, a config, a step directory, a model "
+                         "and a progress output");
     snn_vision_progress pr = {0, 0, 0};
     snn_status st = load_local(mesh, cfg, step_dir, model, prec, opt, &pr, rng);
     SNN_TRY(snn_comm_agree(mesh->world, st));

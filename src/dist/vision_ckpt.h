@@ -26,14 +26,7 @@
 
 #include "dist/vision_stage.h"
 #include "snn/prepare.h"
-
-typedef struct snn_vision_progress {
-    long step;            /* optimizer steps so far */
-    long epoch;           /* 0-based epoch of the next batch */
-    long batch_in_epoch;  /* batches of that epoch already consumed */
-} snn_vision_progress;
-
-#define SNN_VISION_RNG_WORDS 4
+#include "snn/vision_dist.h" /* snn_vision_progress, SNN_VISION_RNG_WORDS (public types) */
 
 /* Collective over mesh->world. model: this rank's stage model (prec, opt may be NULL).
  * rng: SNN_VISION_RNG_WORDS words of the caller's RNG state (NULL: zeros). path_out

@@ -46,6 +46,7 @@ void snn_vision_pipeline_free(snn_pipeline *p) {
 static snn_status overflow(void) { return snn_error(SNN_E_NOMEM, "pipeline buffers: size overflows"); }
 
 snn_status snn_vision_pipeline_plan(snn_vision_stage *s, int T, int N, int K) {
+    if (!s) return snn_error(SNN_E_INVALID, "snn_vision_pipeline_plan: stage is NULL");
     if (T <= 0 || N <= 0 || K <= 0)
         return snn_error(SNN_E_INVALID, "pipeline plan: T, batch and microbatches must be positive (T=%d, N=%d, K=%d)",
                          T, N, K);
@@ -211,6 +212,7 @@ snn_status snn_vision_pipeline_train_step(snn_vision_stage *s, const float *x, c
 }
 
 snn_status snn_vision_pipeline_forward(snn_vision_stage *s, const float *x, float *out) {
+    if (!s) return snn_error(SNN_E_INVALID, "snn_vision_pipeline_forward: stage is NULL");
     snn_pipeline *p = s->pipe;
     if (!p) return snn_error(SNN_E_STATE, "snn_vision_pipeline_plan must be called before a pipeline forward");
     if (s->first && !x) return snn_error(SNN_E_INVALID, "the first pipeline stage needs the input batch");

@@ -451,6 +451,9 @@ static snn_status dense_get(const char *name, void *ctx, int *rank, int64_t *sha
 
 snn_status snn_vision_stage_create(const snn_vision_model_config *c, const snn_mesh *mesh, uint64_t seed,
                                    snn_vision_stage **out) {
+    if (!out) return snn_error(SNN_E_INVALID, "snn_vision_stage_create: out is NULL");
+    *out = NULL;
+    if (!c || !mesh) return snn_error(SNN_E_INVALID, "snn_vision_stage_create needs a model config and a mesh");
     SNN_TRY(snn_vision_stage_build(c, mesh->pp, mesh->pp_size, mesh->tp, mesh->tp_size,
                                    mesh->tp_size > 1 ? mesh->tp_comm : NULL, mesh->pp_size > 1 ? mesh->pp_comm : NULL,
                                    out));

@@ -29,6 +29,7 @@
 #include "snn/checkpoint.h"
 #include "snn/loss.h"
 #include "snn/vision.h"
+#include "snn/vision_dist.h" /* the public declarations (the stage an opaque handle there) */
 
 typedef struct snn_pipeline snn_pipeline;
 

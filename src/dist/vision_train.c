@@ -74,6 +74,7 @@ snn_status snn_dist_check_rules(const char *data_parallel, int tp_size, int pp_s
 static int drop_ragged(const snn_mesh *mesh, const snn_dist_train_opts *o) { return mesh->pp_size > 1 || o->gpu; }
 
 long snn_dist_total_steps(const snn_mesh *mesh, const snn_dist_train_opts *o) {
+    if (!mesh || !o || !o->train) return 0;
     size_t per = snn_dist_sampler_num_samples((size_t)snn_dataset_size(o->train), mesh->dp_size);
     long nb = (long)snn_dist_loader_batches(per, o->batch_size, drop_ragged(mesh, o));
     long total = nb * (long)o->epochs;

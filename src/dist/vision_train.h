@@ -20,61 +20,10 @@
 #include "snn/model.h"
 #include "snn/optim.h"
 #include "snn/prepare.h"
+#include "snn/vision_dist.h"
 
-typedef struct snn_dist_epoch_report {
-    int epoch;                   /* 1-based */
-    long optimizer_step;         /* steps so far */
-    double train_loss;           /* sum(loss * batch) / sum(batch) over DP */
-    double validation_loss, validation_accuracy;
-} snn_dist_epoch_report;
-
-/* SpikingJelly's returned metrics (§2.6 step 13). Memory is the process's peak resident
- * set (getrusage): the CPU has no caching allocator, so "reserved" equals "allocated". */
-typedef struct snn_dist_metrics {
-    double train_loss, validation_loss, validation_accuracy;
-    double optimizer_step, timed_steps, training_seconds, images_per_second;
-    double peak_memory_bytes, total_peak_memory_bytes, peak_reserved_memory_bytes, total_peak_reserved_memory_bytes;
-    double data_parallel_size, pipeline_parallel_size, tensor_parallel_size, global_batch_size;
-    double skipped_steps;        /* FP16 steps skipped on overflow (the same on every rank) */
-} snn_dist_metrics;
-
-typedef struct snn_dist_train_opts {
-    snn_model *model;
-    snn_vision_stage *stage;     /* NULL with TP = PP = 1; else model == stage->model */
-    /* GPU data parallelism (TP = PP = 1): the steps and the validation run on this device
-     * model of `model`, created with opts.dp = snn_ddp_cuda_collectives over the DP group's
-     * NCCL communicator, so gradient averaging, BatchNorm broadcast and the FP8 amax
-     * reduction happen inside the captured step; prec may be NULL (the device model holds
-     * the precision). Every batch is full (the ragged last one is dropped: the step's shapes
-     * are fixed), the loss is read back once an epoch, and the timed window is wall time
-     * between device synchronisations. The host model receives the parameters at the end. */
-    struct snn_cuda_model *gpu;
-    int microbatches;            /* PP > 1: GPipe microbatches per batch (batch % K == 0) */
-    snn_precision *prec;
-    snn_optimizer *opt;
-    const snn_dataset *train, *val;
-    int time_steps;
-    int batch_size;              /* per DP rank */
-    int epochs;
-    long max_steps;              /* <= 0: no limit */
-    int timing_warmup_steps;     /* >= 0 */
-    int use_mse;                 /* loss: MSE on firing rates (else cross-entropy on mean logits) */
-    snn_encoding enc;
-    uint64_t seed;
-    snn_lr_sched sched;          /* checked by the caller; total_steps from snn_dist_total_steps */
-    float clip;                  /* > 0: clip the global gradient norm */
-    size_t bucket_bytes;         /* DDP bucket; 0: 25 MiB */
-    /* resume: optimizer steps already taken (a checkpoint's progress). The loop continues at
-     * epoch start_step / batches-per-epoch, batch start_step % batches-per-epoch, with the
-     * same samples, encodings and learning rates as the uninterrupted run; the first epoch's
-     * train_loss then averages only the batches run after the resume. */
-    long start_step;
-    /* rank 0 only, after each epoch's validation (may be NULL) */
-    void (*on_epoch)(void *ctx, const snn_dist_epoch_report *r);
-    /* every rank, after every optimizer step (may be NULL; tests check replicas here) */
-    snn_status (*on_step)(void *ctx, long step);
-    void *ctx;
-} snn_dist_train_opts;
+/* snn_dist_epoch_report, snn_dist_metrics and snn_dist_train_opts (the loop's options,
+ * documented there) are public types: include/snn/vision_dist.h. */
 
 /* Steps the loop will run (for the learning-rate schedule): batches per epoch of the DP
  * sampler times epochs, capped by max_steps. */

@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "models/mlp.h"
+#include "snn/mlp.h" /* the public declaration, checked against the definition */
 #include "models/zoo.h"
 
 snn_status snn_mlp_create(int in, int width, int depth, int classes, uint64_t seed,

@@ -7,9 +7,8 @@
 #include <time.h>
 
 #include "bench.h"
-#include "models/mlp.h"
-#include "precision/runtime.h" /* read-only: the size of the precision scratch */
 #include "snn/loss.h"
+#include "snn/mlp.h"
 #include "snn/optim.h"
 
 const char *const bench_metric_names[BM_COUNT] = {
@@ -48,9 +47,7 @@ static size_t optimizer_state_bytes(snn_optimizer *o) {
 }
 
 /* Operand copies of converted modules and the scaled dL/dy of fp16 (src/precision). */
-static size_t precision_bytes(const snn_precision *p) {
-    return (p->scratch_cap + p->dy_cap) * sizeof(float);
-}
+static size_t precision_bytes(const snn_precision *p) { return snn_precision_scratch_bytes(p); }
 
 static void die_run(snn_status st, const bench_result *r, const char *what) {
     char buf[160];

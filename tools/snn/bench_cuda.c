@@ -10,7 +10,7 @@
 #include "bench.h"
 
 #ifdef SNN_HAVE_CUDA
-#include "backend/cuda/cuda_bench.h"
+#include "snn/cuda_bench.h"
 
 static snn_cuda *g_cuda;
 static int g_cuda_dev = -1;

@@ -3,7 +3,7 @@
  * the copy bandwidth of the same GPU (cudaMemcpy device to device, read + write) as the
  * reference. Bytes counted like the CPU path, with the storage type's size e:
  *   forward reads x, writes s and h (3e per element); backward reads h and gs, writes gx (3e).
- * Mixed precision (--neuron-storage S, cuda_neuron_mp.h): x and h in S (e bytes), spikes, gs
+ * Mixed precision (--neuron-storage S, snn_cuda_neuron_forward_mp in snn/cuda.h): x and h in S (e bytes), spikes, gs
  * and gx FP32: forward 2e + 4 bytes per element, backward e + 8. */
 #include <math.h>
 #include <stdio.h>
@@ -38,8 +38,7 @@ int bench_neuron_cuda_run_mp(const snn_neuron_opts *o, float k, int T, size_t N,
 
 #include <cuda_runtime.h>
 
-#include "backend/cuda/cuda_neuron_mp.h"
-#include "snn/cuda.h"
+#include "snn/cuda.h" /* the fused and the mixed-precision neuron kernels */
 
 static snn_cuda *ctx(void) { return bench_cuda_context(); }
 

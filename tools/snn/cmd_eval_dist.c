@@ -1,4 +1,4 @@
-/* snn eval --artifact / snn predict --artifact: evaluate (or predict with) a vision artifact (vision_ckpt.h) under mpirun on any
+/* snn eval --artifact / snn predict --artifact: evaluate (or predict with) a vision artifact (snn/vision.h) under mpirun on any
  * (dp, pp, tp) layout. Every rank builds its stage from the artifact
  * (snn_vision_stage_from_artifact); the test split's batches are dealt round-robin over DP;
  * each batch streams through the pipeline (snn_vision_pipeline_forward); the last stage's
@@ -12,10 +12,9 @@
 #include "cmds.h"
 #include "common.h"
 #include "dist_cli.h"
-#include "dist/comm.h"
-#include "dist/vision_ckpt.h"
-#include "dist/vision_stage.h"
+#include "snn/dist.h"
 #include "snn/train.h"
+#include "snn/vision_dist.h"
 
 static snn_comm *g_world;
 
@@ -55,20 +54,24 @@ int cmd_eval_dist(int argc, char **argv) {
     args_parse("eval", t, n, argc, argv, 2);
     if (!artifact) die_usage("eval: --artifact is required");
     if (batch % micro) die_usage("--batch-size %d must be divisible by --pipeline-microbatches %d", batch, micro);
-    snn_mesh mesh;
-    st = snn_mesh_create(g_world, pp, tp, &mesh);
+    snn_mesh *mesh = NULL;
+    st = snn_mesh_open(g_world, pp, tp, &mesh);
     if (st != SNN_OK) die_status(st, "building the (dp, pp, tp) mesh");
     dist_cli_setup_point();
     snn_vision_stage *sg = NULL;
-    st = snn_vision_stage_from_artifact(artifact, &mesh, &sg);
+    st = snn_vision_stage_from_artifact(artifact, mesh, &sg);
     if (st != SNN_OK) die_status(st, "loading the artifact");
     dist_cli_setup_point();
-    const int T = sg->cfg.time_steps, C = sg->cfg.num_classes;
+    const snn_vision_model_config *vmc = snn_vision_stage_model_config(sg);
+    const int T = vmc->time_steps, C = vmc->num_classes;
+    const int first = snn_vision_stage_is_first(sg), last = snn_vision_stage_is_last(sg);
+    const int outputs = last && snn_vision_stage_tp_rank(sg) == 0; /* this rank scores the batches */
+    const size_t in_numel = snn_vision_stage_input_numel(sg);
     model_flags mf;
     model_flags_defaults(&mf);
-    mf.model = snn_vision_model_name(sg->cfg.kind);
+    mf.model = snn_vision_model_name(vmc->kind);
     mf.num_classes = C;
-    if (sg->cfg.kind == SNN_VISION_MODEL_SPIKFORMER) mf.image_size = sg->cfg.spikformer.image_size;
+    if (vmc->kind == SNN_VISION_MODEL_SPIKFORMER) mf.image_size = vmc->spikformer.image_size;
     snn_dataset *test = NULL;
     st = data_load(&df, &mf, seed, NULL, &test);
     if (st != SNN_OK) die_status(st, "loading the data");
@@ -76,8 +79,8 @@ int cmd_eval_dist(int argc, char **argv) {
     size_t F = snn_dataset_features(test);
     int ns = snn_dataset_size(test);
     if (ns < 1) die_usage("the %s test split has no samples to evaluate on", df.dataset);
-    if (sg->first && F != sg->in_numel)
-        die_usage("the dataset has %zu features per sample but the model expects %zu", F, sg->in_numel);
+    if (first && F != in_numel)
+        die_usage("the dataset has %zu features per sample but the model expects %zu", F, in_numel);
     if (snn_dataset_classes(test) > C)
         die_usage("the dataset has %d classes but the model outputs %d", snn_dataset_classes(test), C);
     st = snn_vision_pipeline_plan(sg, T, batch, micro);
@@ -93,13 +96,14 @@ int cmd_eval_dist(int argc, char **argv) {
     double t0 = now_seconds(), tot[3] = {0, 0, 0}; /* loss sum, correct, samples */
     long correct = 0;
     int nbatches = (ns + batch - 1) / batch;
-    for (int b = mesh.dp; st == SNN_OK && b < nbatches; b += mesh.dp_size) {
+    const int dp = snn_mesh_coord(mesh, SNN_MESH_DP), DP = snn_mesh_size(mesh, SNN_MESH_DP);
+    for (int b = dp; st == SNN_OK && b < nbatches; b += DP) {
         int valid = ns - b * batch < batch ? ns - b * batch : batch;
         for (int i = 0; i < batch; i++) idx[i] = (uint32_t)(b * batch + (i < valid ? i : 0));
         st = snn_dataset_batch(test, idx, batch, xb, yb);
         if (st == SNN_OK) st = snn_encode(SNN_ENCODING_DIRECT, xb, batch, F, T, seed, (uint64_t)b, xt);
-        if (st == SNN_OK) st = snn_vision_pipeline_forward(sg, xt, sg->last ? y : NULL);
-        if (st == SNN_OK && sg->last && sg->tp_rank == 0) {
+        if (st == SNN_OK) st = snn_vision_pipeline_forward(sg, xt, last ? y : NULL);
+        if (st == SNN_OK && outputs) {
             snn_score_batch(y, T, batch, C, yb, valid, mean, &correct, &tot[0]);
             tot[2] += valid;
         }
@@ -118,13 +122,13 @@ int cmd_eval_dist(int argc, char **argv) {
         if (json)
             printf("{\"T\":%d,\"accuracy\":%.10g,\"artifact\":\"%s\",\"data_parallel_size\":%d,\"loss\":%.10g,"
                    "\"pipeline_parallel_size\":%d,\"samples\":%.0f,\"tensor_parallel_size\":%d,\"wall_s\":%.6g}\n",
-                   T, acc, artifact, mesh.dp_size, loss, pp, tot[2], tp, dt);
+                   T, acc, artifact, DP, loss, pp, tot[2], tp, dt);
         fflush(stdout);
     }
     free(xb); free(xt); free(y); free(yb); free(idx); free(mean);
     snn_dataset_free(test);
     snn_vision_stage_free(sg);
-    snn_mesh_free(&mesh);
+    snn_mesh_close(mesh);
     snn_comm_free(g_world);
     return 0;
 }
@@ -164,23 +168,25 @@ int cmd_predict_dist(int argc, char **argv) {
     if (!artifact) die_usage("predict: --artifact is required");
     if (!input) die_usage("predict: --input is required");
     if (batch % micro) die_usage("--batch-size %d must be divisible by --pipeline-microbatches %d", batch, micro);
-    snn_mesh mesh;
-    st = snn_mesh_create(g_world, pp, tp, &mesh);
+    snn_mesh *mesh = NULL;
+    st = snn_mesh_open(g_world, pp, tp, &mesh);
     if (st != SNN_OK) die_status(st, "building the (dp, pp, tp) mesh");
     dist_cli_setup_point();
     snn_vision_stage *sg = NULL;
-    st = snn_vision_stage_from_artifact(artifact, &mesh, &sg);
+    st = snn_vision_stage_from_artifact(artifact, mesh, &sg);
     if (st != SNN_OK) die_status(st, "loading the artifact");
     dist_cli_setup_point();
     snn_dataset *ds = NULL;
     st = snn_dataset_load_idx(input, NULL, &ds);
     if (st != SNN_OK) die_status(st, NULL);
     dist_cli_setup_point();
-    const int T = sg->cfg.time_steps, C = sg->cfg.num_classes, total = snn_dataset_size(ds);
-    size_t F = snn_dataset_features(ds);
+    const snn_vision_model_config *vmc = snn_vision_stage_model_config(sg);
+    const int T = vmc->time_steps, C = vmc->num_classes, total = snn_dataset_size(ds);
+    const int last = snn_vision_stage_is_last(sg);
+    size_t F = snn_dataset_features(ds), in_numel = snn_vision_stage_input_numel(sg);
     if (total < 1) die_usage("%s holds no images", input);
-    if (sg->first && F != sg->in_numel)
-        die_usage("%s has %zu values per image but the model expects %zu", input, F, sg->in_numel);
+    if (snn_vision_stage_is_first(sg) && F != in_numel)
+        die_usage("%s has %zu values per image but the model expects %zu", input, F, in_numel);
     st = snn_vision_pipeline_plan(sg, T, batch, micro);
     if (st != SNN_OK) die_status(st, "planning the pipeline");
     float *xb = malloc(sizeof(float) * F * (size_t)batch), *xt = malloc(sizeof(float) * F * (size_t)batch * T);
@@ -189,9 +195,9 @@ int cmd_predict_dist(int argc, char **argv) {
     if (!xb || !xt || !y || !idx) die_status(snn_error(SNN_E_NOMEM, "out of memory"), NULL);
     dist_cli_setup_point();
     args_die_hook = NULL;
-    const int DP = mesh.dp_size, per = (total + DP - 1) / DP;
-    const int lo = mesh.dp * per < total ? mesh.dp * per : total, hi = lo + per < total ? lo + per : total;
-    const int outputs = sg->last && sg->tp_rank == 0, root = snn_comm_rank(g_world) == 0;
+    const int DP = snn_mesh_size(mesh, SNN_MESH_DP), dp = snn_mesh_coord(mesh, SNN_MESH_DP), per = (total + DP - 1) / DP;
+    const int lo = dp * per < total ? dp * per : total, hi = lo + per < total ? lo + per : total;
+    const int outputs = last && snn_vision_stage_tp_rank(sg) == 0, root = snn_comm_rank(g_world) == 0;
     float *lg = malloc(sizeof(float) * (size_t)C * (size_t)(per > 0 ? per : 1));
     float *all = root ? malloc(sizeof(float) * (size_t)C * (size_t)total) : NULL;
     if (!lg || (root && !all)) die_status(snn_error(SNN_E_NOMEM, "out of memory for %d x %d logits", total, C), NULL);
@@ -200,7 +206,7 @@ int cmd_predict_dist(int argc, char **argv) {
         for (int i = 0; i < batch; i++) idx[i] = (uint32_t)(start + (i < valid ? i : 0));
         st = snn_dataset_batch(ds, idx, batch, xb, NULL);
         if (st == SNN_OK) st = snn_encode(SNN_ENCODING_DIRECT, xb, batch, F, T, 0, (uint64_t)start, xt);
-        if (st == SNN_OK) st = snn_vision_pipeline_forward(sg, xt, sg->last ? y : NULL);
+        if (st == SNN_OK) st = snn_vision_pipeline_forward(sg, xt, last ? y : NULL);
         for (int i = 0; st == SNN_OK && outputs && i < valid; i++)
             for (int c = 0; c < C; c++) {
                 double v = 0;
@@ -210,7 +216,7 @@ int cmd_predict_dist(int argc, char **argv) {
     }
     /* merge on world rank 0: replica d's output rank sends its slice */
     for (int d = 0; st == SNN_OK && d < DP; d++) {
-        int src = snn_mesh_rank_of(&mesh, d, mesh.pp_size - 1, 0);
+        int src = snn_mesh_rank_of(mesh, d, snn_mesh_size(mesh, SNN_MESH_PP) - 1, 0);
         int dlo = d * per < total ? d * per : total, dn = (dlo + per < total ? dlo + per : total) - dlo;
         if (dn <= 0) continue;
         size_t cnt = (size_t)dn * C;
@@ -250,7 +256,7 @@ int cmd_predict_dist(int argc, char **argv) {
     free(xb); free(xt); free(y); free(idx);
     snn_dataset_free(ds);
     snn_vision_stage_free(sg);
-    snn_mesh_free(&mesh);
+    snn_mesh_close(mesh);
     snn_comm_free(g_world);
     return 0;
 }

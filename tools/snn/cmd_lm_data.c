@@ -24,7 +24,7 @@
 #include <cjson/cJSON.h>
 
 #include "args.h"
-#include "core/json_canon.h"
+#include "snn/json.h"
 #include "snn/tokenizer.h"
 #include "snn/tokens.h"
 

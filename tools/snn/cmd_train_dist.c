@@ -1,5 +1,5 @@
 /* snn train with data parallelism: `mpirun -np N snn train --data-parallel ddp ...`.
- * The loop lives in the library (src/dist/vision_train.c); this file parses the flags,
+ * The loop lives in the library (snn_dist_train_classification, snn/vision_dist.h); this file parses the flags,
  * builds the model, precision and optimizer on every rank, and turns failures into one
  * message for the whole job:
  *   - during set-up every rank meets the others at agreement points; a rank that fails
@@ -17,15 +17,11 @@
 #include "cmds.h"
 #include "common.h"
 #include "dist_cli.h"
-#include "dist/comm.h"
-#include "dist/ddp.h"
-#include "dist/sampler.h"
-#include "dist/vision_ckpt.h"
-#include "dist/vision_stage.h"
-#include "dist/vision_train.h"
 #include "snn/checkpoint.h"
+#include "snn/dist.h"
 #include "snn/optim.h"
 #include "snn/prepare.h"
+#include "snn/vision_dist.h"
 #include "train_cuda.h"
 
 static snn_comm *g_world;
@@ -74,7 +70,7 @@ static void jnum(FILE *f, const char *key, double v, int last) {
 typedef struct epoch_ctx {
     FILE *metrics;
     int quiet;
-    /* step checkpoints (vision_ckpt.h): every `interval` steps into cfg.checkpoint_dir */
+    /* step checkpoints (snn_vision_checkpoint_save): every `interval` steps into cfg.checkpoint_dir */
     const snn_mesh *mesh;
     const snn_vision_training_config *cfg;
     snn_model *model;
@@ -206,9 +202,10 @@ int cmd_train_dist(int argc, char **argv) {
     snn_precision_config pcfg = precision_flags_config(&pf);
     st = snn_dist_check_rules(data_parallel, tp, pp, micro, batch, &pcfg);
     if (st != SNN_OK) die_status(st, NULL);
-    snn_mesh mesh;
-    st = snn_mesh_create(g_world, pp, tp, &mesh);
+    snn_mesh *mesh = NULL;
+    st = snn_mesh_open(g_world, pp, tp, &mesh);
     if (st != SNN_OK) die_status(st, "building the (dp, pp, tp) mesh");
+    const int dp_size = snn_mesh_size(mesh, SNN_MESH_DP);
     if (!strcmp(data_parallel, "fsdp2")) die_usage("--data-parallel fsdp2 is not built; use ddp");
     int parallel = tp != 1 || pp != 1;
     if (on_gpu && parallel)
@@ -240,11 +237,11 @@ int cmd_train_dist(int argc, char **argv) {
     int need_vcfg = parallel || ckpt_dir || resume;
     st = need_vcfg ? snn_vision_model_config_from_zoo(snn_model_config_json(m), mf.T, &vmc) : SNN_OK;
     if (st != SNN_OK) die_status(st, "describing the model for checkpoints");
-    if (parallel) { /* this rank's part of the same dense model (vision_stage.h) */
-        st = snn_vision_stage_create(&vmc, &mesh, seed, &stage);
+    if (parallel) { /* this rank's part of the same dense model (snn_vision_stage_create) */
+        st = snn_vision_stage_create(&vmc, mesh, seed, &stage);
         if (st != SNN_OK) die_status(st, "building the model's stage");
         snn_model_free(m);
-        m = stage->model;
+        m = snn_vision_stage_model(stage);
     }
     dist_cli_setup_point();
     snn_precision *prec = NULL;
@@ -257,7 +254,8 @@ int cmd_train_dist(int argc, char **argv) {
     if (okind == SNN_OPTIM_SGD) oo.momentum = momentum;
     if (wd >= 0) oo.weight_decay = wd;
     int n_bn = 0;
-    if (sync_bn && (st = snn_ddp_sync_batchnorm(mesh.dp_comm, m, &n_bn)) != SNN_OK) die_status(st, "--sync-batchnorm");
+    if (sync_bn && (st = snn_ddp_sync_batchnorm(snn_mesh_comm(mesh, SNN_MESH_DP), m, &n_bn)) != SNN_OK)
+        die_status(st, "--sync-batchnorm");
     if (sync_bn && !n_bn) die_usage("--sync-batchnorm: model %s has no BatchNorm", mf.model);
     snn_optimizer *opt = NULL;
     st = snn_optimizer_create_for_model(&oo, m, &opt);
@@ -267,21 +265,21 @@ int cmd_train_dist(int argc, char **argv) {
                              .batch_size = batch, .epochs = epochs, .max_steps = max_steps,
                              .timing_warmup_steps = timing_warmup, .use_mse = use_mse, .enc = enc, .seed = seed,
                              .clip = clip, .bucket_bytes = (size_t)bucket_mb << 20, .on_epoch = on_epoch};
-    long total = snn_dist_total_steps(&mesh, &o);
-    if (total <= 0) die_usage("no training step fits: %d samples over %d ranks", snn_dataset_size(train), mesh.dp_size);
+    long total = snn_dist_total_steps(mesh, &o);
+    if (total <= 0) die_usage("no training step fits: %d samples over %d ranks", snn_dataset_size(train), dp_size);
     if (max_steps > 0 && timing_warmup >= max_steps)
         die_usage("--timing-warmup-steps %d must be < --max-steps %ld", timing_warmup, max_steps);
     /* the step schedule decays once per epoch, as snn train's: batches of one epoch */
     long per_epoch = (long)snn_dist_loader_batches(
-        snn_dist_sampler_num_samples((size_t)snn_dataset_size(train), mesh.dp_size), batch, pp > 1);
+        snn_dist_sampler_num_samples((size_t)snn_dataset_size(train), dp_size), batch, pp > 1);
     if (per_epoch < 1) per_epoch = 1;
     o.sched = (snn_lr_sched){.kind = (snn_lr_kind)lkind, .base_lr = oo.lr, .warmup_steps = warmup,
                              .warmup_start_factor = 0.1f, .total_steps = total > warmup ? total : warmup + 1,
                              .min_lr = 0, .step_size = per_epoch, .gamma = 0.5f};
     if (snn_lr_sched_check(&o.sched) != SNN_OK) die_status(SNN_E_INVALID, "learning-rate schedule");
-    if (snn_dataset_size(test) % mesh.dp_size)
+    if (snn_dataset_size(test) % dp_size)
         die_usage("validation dataset size %d must be divisible by the data-parallel size %d", snn_dataset_size(test),
-                  mesh.dp_size);
+                  dp_size);
     /* the checkpoint recipe (config.json): what must match for --resume */
     snn_vision_training_config vcfg = snn_vision_training_config_default();
     char ckpt_path[4096] = "";
@@ -316,13 +314,13 @@ int cmd_train_dist(int argc, char **argv) {
     } else if (ckpt_interval > 0) {
         die_usage("--checkpoint-interval needs --checkpoint-dir");
     }
-    epoch_ctx ec = {.metrics = NULL, .quiet = quiet, .mesh = &mesh, .cfg = &vcfg, .model = m, .prec = prec,
+    epoch_ctx ec = {.metrics = NULL, .quiet = quiet, .mesh = mesh, .cfg = &vcfg, .model = m, .prec = prec,
                     .opt = opt, .interval = ckpt_dir ? ckpt_interval : 0, .per_epoch = per_epoch, .saved_step = -1,
                     .seed = seed};
     if (resume) {
         snn_vision_progress pr;
         uint64_t rng[SNN_VISION_RNG_WORDS];
-        st = snn_vision_checkpoint_load(&mesh, &vcfg, resume, m, prec, opt, &pr, rng);
+        st = snn_vision_checkpoint_load(mesh, &vcfg, resume, m, prec, opt, &pr, rng);
         if (st != SNN_OK) die_status(st, "resuming");
         if (pr.step > total) die_usage("--resume: the checkpoint is at step %ld, past this run's %ld steps", pr.step, total);
         o.start_step = pr.step;
@@ -331,7 +329,7 @@ int cmd_train_dist(int argc, char **argv) {
     if (ckpt_dir || resume || parallel) o.on_step = on_step;
     gpu_dp *gdp = NULL;
     if (on_gpu) {
-        size_t per = snn_dist_sampler_num_samples((size_t)snn_dataset_size(train), mesh.dp_size);
+        size_t per = snn_dist_sampler_num_samples((size_t)snn_dataset_size(train), dp_size);
         if (per < (size_t)batch)
             die_usage("--device cuda needs full batches: %zu samples per rank, --batch-size %d", per, batch);
         gdp = gpu_dp_open(m, g_world, mf.T, batch, pf.device, &pcfg, &oo, clip, use_mse);
@@ -351,10 +349,10 @@ int cmd_train_dist(int argc, char **argv) {
     if (rank == 0 && !quiet)
         fprintf(stderr, "snn: training %s (%zu parameters) on %s, DP %d x PP %d x TP %d (mpi world %d, backend %s): "
                 "T=%d, batch %d per DP rank (global %d), %s lr %g, %ld steps\n", mf.model, snn_model_num_params(m),
-                df.dataset, mesh.dp_size, mesh.pp_size, mesh.tp_size, world, snn_comm_backend_name(g_world), mf.T,
-                batch, batch * mesh.dp_size, optimizer, (double)oo.lr, total);
+                df.dataset, dp_size, snn_mesh_size(mesh, SNN_MESH_PP), snn_mesh_size(mesh, SNN_MESH_TP), world,
+                snn_comm_backend_name(g_world), mf.T, batch, batch * dp_size, optimizer, (double)oo.lr, total);
     snn_dist_metrics met;
-    st = snn_dist_train_classification(&mesh, &o, &met);
+    st = snn_dist_train_classification(mesh, &o, &met);
     if (st != SNN_OK) die_status(st, "training");
     char step_dir[4096] = "";
     if (need_vcfg && (long)met.optimizer_step != ec.saved_step) {
@@ -411,7 +409,7 @@ int cmd_train_dist(int argc, char **argv) {
     else snn_model_free(m);
     snn_dataset_free(train);
     snn_dataset_free(test);
-    snn_mesh_free(&mesh);
+    snn_mesh_close(mesh);
     snn_comm_free(g_world);
     return 0;
 }

@@ -85,11 +85,8 @@ snn_status eval_cuda(snn_model *m, const snn_dataset *ds, int T, int N, snn_enco
 
 #else
 
-#include "dist/comm.h"
-#include "dist/ddp.h"
-#include "nn/model_internal.h"
-#include "precision/runtime.h"
 #include "snn/cuda.h"
+#include "snn/dist.h"
 
 static snn_dtype compute_type(const snn_precision_config *p) {
     switch (p->mode) {
@@ -107,41 +104,20 @@ static snn_dtype compute_type(const snn_precision_config *p) {
  * The checkpoint format of FP8 training is the CPU's (snn_training_checkpoint_save: per
  * converted module and operand a scale and an amax history). The tool reads and writes it
  * through a CPU precision prepared over the host model just for that and released again
- * (the runner refuses a model that still carries one). Preparation refuses a model that
- * already has an optimizer, a rule about the order of training set-up; here the precision
- * only carries state in and out, so the flag is lifted around the call. */
+ * (the runner refuses a model that still carries one): snn_prepare_model_for_state, which
+ * accepts the model's optimizer since that precision only carries state in and out. */
 static snn_status prepare_for_state(snn_model *m, const snn_precision_config *pcfg, snn_precision **p) {
-    int bound = m->optimizer_bound;
-    m->optimizer_bound = 0;
-    snn_status st = snn_prepare_model_for_precision(m, "cpu", pcfg, p);
-    m->optimizer_bound = bound;
-    return st;
+    return snn_prepare_model_for_state(m, pcfg, p);
 }
 
 static snn_status fp8_collect(snn_precision *p, train_fp8_state *s) {
     memset(s, 0, sizeof *s);
-    for (int i = 0; i < p->n_mods; i++)
-        if (p->mods[i].has_fp8_state) {
-            s->n++;
-            s->history_len = p->mods[i].sx.history_len;
-        }
+    SNN_TRY_TOOL(snn_precision_fp8_export_state(p, &s->n, &s->history_len, NULL, NULL));
     size_t hl = (size_t)(s->history_len ? s->history_len : 1);
     s->scales = malloc(sizeof(float) * 3 * (size_t)(s->n ? s->n : 1));
     s->histories = malloc(sizeof(float) * 3 * hl * (size_t)(s->n ? s->n : 1));
     if (!s->scales || !s->histories) return SNN_E_NOMEM;
-    int k = 0;
-    for (int i = 0; i < p->n_mods; i++) {
-        snn_prec_module *pm = &p->mods[i];
-        if (!pm->has_fp8_state) continue;
-        const snn_fp8_tensor_state *t[3] = {&pm->sx, &pm->sw, &pm->sdy};
-        for (int r = 0; r < 3; r++) {
-            s->scales[3 * k + r] = t[r]->scale;
-            if (s->history_len)
-                memcpy(s->histories + ((size_t)3 * k + r) * hl, t[r]->amax_history, sizeof(float) * hl);
-        }
-        k++;
-    }
-    return SNN_OK;
+    return snn_precision_fp8_export_state(p, NULL, NULL, s->scales, s->history_len ? s->histories : NULL);
 }
 
 /* A checkpoint's FP8 state (and with opt, parameters and optimizer state: a resume). */
@@ -173,26 +149,15 @@ static snn_status fp8_load(snn_cuda_model *g, const train_fp8_state *s) {
 static snn_status save_fp8_checkpoint(snn_cuda_model *g, snn_model *m, const snn_precision_config *pcfg,
                                       snn_optimizer *opt, const char *path, const char *const *meta) {
     int n = 0, hl = 0;
-    SNN_TRY(snn_cuda_model_fp8_state(g, &n, &hl, NULL, NULL));
+    SNN_TRY_TOOL(snn_cuda_model_fp8_state(g, &n, &hl, NULL, NULL));
     float *sc = malloc(sizeof(float) * 3 * (size_t)(n ? n : 1));
     float *hs = malloc(sizeof(float) * 3 * (size_t)(n ? n : 1) * (size_t)(hl ? hl : 1));
     snn_precision *p = NULL;
     snn_status st = sc && hs ? SNN_OK : SNN_E_NOMEM;
     if (st == SNN_OK) st = snn_cuda_model_fp8_state(g, NULL, NULL, sc, hl ? hs : NULL);
     if (st == SNN_OK) st = prepare_for_state(m, pcfg, &p);
-    int k = 0;
-    for (int i = 0; st == SNN_OK && hl && i < p->n_mods; i++) {
-        snn_prec_module *pm = &p->mods[i];
-        if (!pm->has_fp8_state) continue;
-        snn_fp8_tensor_state *t[3] = {&pm->sx, &pm->sw, &pm->sdy};
-        for (int r = 0; r < 3 && st == SNN_OK; r++) {
-            if (k >= n || t[r]->history_len != hl)
-                st = snn_error(SNN_E_STATE, "the GPU's FP8 state (%d modules, history %d) does not match the "
-                               "CPU's conversion of the model", n, hl);
-            else st = snn_fp8_state_load(t[r], sc[3 * k + r], hs + ((size_t)3 * k + r) * hl, hl);
-        }
-        k++;
-    }
+    /* history 0 (current, block scaling) loads nothing: the CPU precision's initial state */
+    if (st == SNN_OK) st = snn_precision_fp8_load_state(p, n, hl, sc, hs);
     if (st == SNN_OK) st = snn_training_checkpoint_save(m, p, opt, path, meta);
     snn_precision_free(p);
     free(sc);
@@ -238,7 +203,7 @@ snn_status eval_cuda(snn_model *m, const snn_dataset *ds, int T, int N, snn_enco
                      double *loss) {
     snn_dtype ct = compute_type(&pcfg);
     train_fp8_state f8 = {0};
-    if (ct == SNN_F8E4M3 && ck) SNN_TRY(fp8_state_from_ckpt(m, &pcfg, NULL, ck, &f8));
+    if (ct == SNN_F8E4M3 && ck) SNN_TRY_TOOL(fp8_state_from_ckpt(m, &pcfg, NULL, ck, &f8));
     int n = snn_dataset_size(ds);
     if (n <= 0) return SNN_E_INVALID;
     if (N > n) N = n;
@@ -329,15 +294,15 @@ gpu_dp *gpu_dp_open(snn_model *m, snn_comm *world, int T, int N, const char *dev
 snn_cuda_model *gpu_dp_model(gpu_dp *s) { return s ? s->g : NULL; }
 
 snn_status gpu_dp_save(gpu_dp *s, snn_model *m, snn_optimizer *opt, const char *path, const char *const *meta) {
-    SNN_TRY(snn_cuda_model_download(s->g));
+    SNN_TRY_TOOL(snn_cuda_model_download(s->g));
     float scale;
     int tracker;
-    SNN_TRY(snn_cuda_model_save_state(s->g, opt, &scale, &tracker));
-    SNN_TRY(snn_model_check_finite(m));
+    SNN_TRY_TOOL(snn_cuda_model_save_state(s->g, opt, &scale, &tracker));
+    SNN_TRY_TOOL(snn_model_check_finite(m));
     if (s->ct == SNN_F8E4M3) return save_fp8_checkpoint(s->g, m, &s->pcfg, opt, path, meta);
     snn_loss_scaler scaler;
     snn_loss_scaler_init(&scaler, NULL);
-    if (s->ct == SNN_F16) SNN_TRY(snn_loss_scaler_set_state(&scaler, scale, tracker));
+    if (s->ct == SNN_F16) SNN_TRY_TOOL(snn_loss_scaler_set_state(&scaler, scale, tracker));
     return snn_training_checkpoint_save_cfg(m, &s->pcfg, &scaler, opt, path, meta);
 }
 
