@@ -55,6 +55,10 @@ foreach(b neuron_bench fcsnn_bench linear_bench)
   target_link_libraries(snn_${b} PRIVATE snn)
 endforeach()
 
+# The engine against the runner on FC-SNN (C, public API only): bench/cuda/engine_bench.c
+add_executable(snn_engine_bench ${PROJECT_SOURCE_DIR}/bench/cuda/engine_bench.c)
+target_link_libraries(snn_engine_bench PRIVATE snn)
+
 # Whole-model GPU throughput (C, over the public API): bench/cuda/model_bench.c
 add_executable(snn_model_bench ${PROJECT_SOURCE_DIR}/bench/cuda/model_bench.c)
 target_include_directories(snn_model_bench PRIVATE ${PROJECT_SOURCE_DIR}/src)
