@@ -34,8 +34,8 @@ extern "C" {
 typedef struct snn_precision snn_precision;
 
 /* device: "cpu" (or NULL), "cuda", "cuda:N": the device the model is on (place it first with
- * snn_model_to; a different device is refused). fp32, fp16 and bf16 run on both devices;
- * fp8 on a GPU model is refused in this version. The model is changed in place; free the
+ * snn_model_to; a different device is refused). Every mode runs on both devices (fp8 on a
+ * GPU as the CPU's exact quantise-dequantise emulation in this version). The model is changed in place; free the
  * precision object before the model. */
 snn_status snn_prepare_model_for_precision(snn_model *m, const char *device,
                                            const snn_precision_config *cfg,
