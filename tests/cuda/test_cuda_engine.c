@@ -11,8 +11,11 @@
  * the end: a different summation order can move a rounded output by one 16-bit ulp
  * (2^-8 relative for BF16, 2^-11 for FP16), so outputs within 1 ulp of max|ref| and
  * gradients within 4 ulps. Updated parameters after one AdamW step move by lr · m/(sqrt(v)+eps)
- * ≈ ±lr, so they must agree within 1e-6 + lr · 1e-3 except where a gradient is near zero
- * (where the sign of m can differ): at most 0.1 % of the parameters. In the spiking model a
+ * ≈ ±lr, so they must agree within 1e-6 + lr · 1e-3 (FP32) or 1e-6 + lr · 16 ulps (16-bit and
+ * FP8, whose gradients may differ by a few ulps) except where a gradient is near zero (where
+ * the sign of m can differ): at most 0.1 % of the parameters in FP32, 0.5 % otherwise (H200:
+ * up to 0.18 % in FP16). From the second step on the weights differ too, so 16-bit outputs
+ * may differ by 3 ulps instead of 1.5. In the spiking model a
  * spike can flip at a threshold tie and change everything after it, so its outputs and
  * gradients are held to a relative L2 error (2e-3 in FP32, 5e-2 in 16-bit) and 1 % of its
  * parameters may differ after a step. FP8 current scaling is held the same way (its scale
@@ -184,6 +187,11 @@ static void compare_steps(const char *name, const net *n, const char *prec, int 
      * the two devices quantise with scales a few ulps apart, which moves some values by a
      * whole FP8 step (2^-3 relative for E4M3): held to the relative L2 error like the spikes */
     const int loose = n->spiking == 1 || !strcmp(prec, "fp8:current");
+    /* an AdamW update is lr · m / (sqrt(v) + eps): gradients that differ by a few 16-bit ulps
+     * (the bound above) move it by about as much, relative, from the second step on
+     * (H200: 5 % of the pre-norm block's parameters beyond 2e-6 in bf16 at step 2) */
+    const double lr = 1e-3, ptol = 1e-6 + lr * (ulp ? 16 * ulp : 1e-3);
+    const size_t off_frac = loose ? 25 : ulp ? 200 : 1000; /* at most 1/off_frac may differ */
     for (int s = 0; s < steps && x && dy && yc && gc && pc; s++) {
         snn_test_fill_uniform(x, nx, -1.0f, 1.0f, &rng);
         const float *y1, *y2;
@@ -198,8 +206,10 @@ static void compare_steps(const char *name, const net *n, const char *prec, int 
             double e = rel_l2(y2, yc, ny), b = ulp ? 0.05 : 2e-3;
             CHECK_MSG(e <= b, "%s %s step %d: outputs differ, relative L2 %.3g > %.3g", name, prec, s + 1, e, b);
         } else {
-            CHECK_MSG(yd <= ybound * ym, "%s %s step %d: outputs differ by %.3g (max|y| %.3g, bound %.3g)", name, prec,
-                      s + 1, yd, ym, ybound * ym);
+            /* from the second step on the weights differ too (by up to ptol): 3 ulps */
+            double yb = s == 0 || !ulp ? ybound : 3 * ulp;
+            CHECK_MSG(yd <= yb * ym, "%s %s step %d: outputs differ by %.3g (max|y| %.3g, bound %.3g)", name, prec,
+                      s + 1, yd, ym, yb * ym);
         }
         for (size_t i = 0; i < ny; i++) dy[i] = 2.0f * yc[i] / (float)ny;
         CHECK(snn_precision_backward(c.p, dy, c.opt, -1.0f, 0.0f, NULL, NULL) == SNN_OK);
@@ -221,8 +231,8 @@ static void compare_steps(const char *name, const net *n, const char *prec, int 
         const float *pg = snn_model_params(g.m);
         size_t off = 0;
         for (size_t i = 0; i < np; i++)
-            if (!(fabs((double)pg[i] - pc[i]) <= 1e-6 + 1e-3 * 1e-3)) off++;
-        CHECK_MSG(off <= np / (loose ? 25 : 1000), "%s %s step %d: %zu of %zu parameters differ after the AdamW step", name, prec,
+            if (!(fabs((double)pg[i] - pc[i]) <= ptol)) off++;
+        CHECK_MSG(off <= np / off_frac, "%s %s step %d: %zu of %zu parameters differ after the AdamW step", name, prec,
                   s + 1, off, np);
         if (s == 0) printf("  %-10s %-5s step 1: |dy| %.2e of %.2e, |dg| %.2e of %.2e, params off %zu/%zu\n", name,
                            prec, yd, ym, gd, gm, off, np);
