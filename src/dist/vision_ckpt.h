@@ -28,22 +28,9 @@
 #include "snn/prepare.h"
 #include "snn/vision_dist.h" /* snn_vision_progress, SNN_VISION_RNG_WORDS (public types) */
 
-/* Collective over mesh->world. model: this rank's stage model (prec, opt may be NULL).
- * rng: SNN_VISION_RNG_WORDS words of the caller's RNG state (NULL: zeros). path_out
- * (may be NULL) receives the step directory. */
-snn_status snn_vision_checkpoint_save(const snn_mesh *mesh, const snn_vision_training_config *cfg, snn_model *model,
-                                      snn_precision *prec, snn_optimizer *opt, const snn_vision_progress *progress,
-                                      const uint64_t *rng, char *path_out, size_t cap);
-/* Collective over mesh->world: resume from a step directory written with the same recipe
- * and the same TP x PP layout ("Checkpoint configuration does not match this training run"
- * otherwise; a different topology goes through the artifact). Restores the model, optimizer,
- * loss scaler, FP8 state, the model's step count, progress and rng. */
-snn_status snn_vision_checkpoint_load(const snn_mesh *mesh, const snn_vision_training_config *cfg,
-                                      const char *step_dir, snn_model *model, snn_precision *prec,
-                                      snn_optimizer *opt, snn_vision_progress *progress, uint64_t *rng);
-
-/* snn_vision_export_artifact and snn_vision_artifact_open: include/snn/vision.h */
-/* Build this rank's stage for any topology from an artifact (re-sharding each tensor). */
-snn_status snn_vision_stage_from_artifact(const char *path, const snn_mesh *mesh, snn_vision_stage **out);
+/* snn_vision_checkpoint_save / snn_vision_checkpoint_load: include/snn/vision_dist.h */
+/* snn_vision_export_artifact and snn_vision_artifact_open: include/snn/vision.h;
+ * snn_vision_stage_from_artifact (a stage for any topology from an artifact):
+ * include/snn/vision_dist.h */
 
 #endif

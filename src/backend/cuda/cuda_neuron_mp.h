@@ -41,17 +41,7 @@ extern "C" {
 #define SNN_CUDA_MP_BLOCK 256
 #define SNN_CUDA_MP_MAX_CHUNKS 64
 
-/* Doubles the gk buffer of snn_cuda_neuron_backward_mp needs for n neurons. */
-size_t snn_cuda_neuron_mp_gk_len(size_t n);
-
-snn_status snn_cuda_neuron_forward_mp(snn_cuda *c, const snn_neuron_opts *o, float k, int T, size_t n,
-                                      snn_dtype S, snn_dtype F, snn_dtype spike_type, const void *x,
-                                      const void *v0, void *s, void *h_seq, void *v_last);
-
-snn_status snn_cuda_neuron_backward_mp(snn_cuda *c, const snn_neuron_opts *o, float k, int T, size_t n,
-                                       snn_dtype S, snn_dtype F, snn_dtype B, const void *h_seq,
-                                       const void *v0, const float *gs, const float *gv_last, float *gx,
-                                       float *gv0, double *gk);
+/* snn_cuda_neuron_mp_gk_len, snn_cuda_neuron_forward_mp, snn_cuda_neuron_backward_mp: include/snn/cuda.h */
 
 #ifdef __cplusplus
 }
