@@ -127,7 +127,8 @@ static void test_precision_state(void) {
     OK(snn_precision_fp8_load_state(q, n, 0, NULL, NULL)); /* a stateless recipe: nothing */
     CHECK(snn_precision_fp8_export_state(NULL, &n, &hl, NULL, NULL) == SNN_E_INVALID);
     CHECK(snn_precision_fp8_load_state(NULL, n, hl, sc, hs) == SNN_E_INVALID);
-    CHECK(snn_prepare_model_for_state(NULL, &cfg, &q) == SNN_E_INVALID && q == NULL);
+    snn_precision *none = (snn_precision *)&none; /* poisoned: the refusal must clear it */
+    CHECK(snn_prepare_model_for_state(NULL, &cfg, &none) == SNN_E_INVALID && none == NULL);
     CHECK(snn_prepare_model_for_state(m2, &cfg, NULL) == SNN_E_INVALID);
     snn_precision_free(q);
     snn_optimizer_free(opt2);
