@@ -156,16 +156,6 @@ template <typename T> __global__ void round2d_kernel(float *C, int ldc, int M, i
 
 /* sumsq: fixed grid of partials in double (grid-stride, then a block tree), then one block
  * sums the partials in index order: deterministic. */
-__device__ double block_sum(double v, double *red) {
-    const int t = threadIdx.x;
-    red[t] = v;
-    __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (t < s) red[t] = __dadd_rn(red[t], red[t + s]);
-        __syncthreads();
-    }
-    return red[0];
-}
 
 __global__ void __launch_bounds__(256) sumsq_part_kernel(const float *x, size_t n, double *part) {
     __shared__ double red[256];
@@ -174,7 +164,7 @@ __global__ void __launch_bounds__(256) sumsq_part_kernel(const float *x, size_t 
         const double a = (double)x[i];
         acc = __dadd_rn(acc, __dmul_rn(a, a));
     }
-    acc = block_sum(acc, red);
+    acc = snn_block_sum_d(acc, red);
     if (threadIdx.x == 0) part[blockIdx.x] = acc;
 }
 
@@ -182,7 +172,7 @@ __global__ void __launch_bounds__(256) sumsq_final_kernel(const double *part, in
     __shared__ double red[256];
     double acc = 0.0;
     for (int i = threadIdx.x; i < np; i += blockDim.x) acc = __dadd_rn(acc, part[i]);
-    acc = block_sum(acc, red);
+    acc = snn_block_sum_d(acc, red);
     if (threadIdx.x == 0) *out = acc;
 }
 

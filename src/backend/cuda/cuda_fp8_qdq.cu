@@ -6,12 +6,11 @@
  *     exact and order-free, so a tree / atomic reduction gives the CPU's value. Non-negative
  *     floats order as their bit patterns, so the global max is an atomicMax on the bits.
  *   - element: out = decode(sat_rne(x * s)) * d, two FP32 multiplies each rounded on its
- *     own (__fmul_rn: nothing to contract), the FP8 cast a transcription of the CPU's
- *     fp8_encode (src/core/dtype.c: integer operations on the FP32 bits, saturating, any
- *     NaN -> 0x7F) and the decode one of snn_e4m3_to_f32 / snn_e5m2_to_f32. The hardware
- *     SATFINITE cast would also do, but the transcription needs no argument about inf and
- *     NaN codes and runs on every architecture. FTZ is off in this build (no fast math), so
- *     subnormal products and scales are kept as on the CPU.
+ *     own (__fmul_rn: nothing to contract), the FP8 cast the backend's storage traits
+ *     (Io<snn_e4m3/e5m2>: the SATFINITE conversion, round to nearest even, inf to the largest
+ *     finite value, as the CPU's saturating fp8_encode; test_cuda_mxfp8 and test_cuda_backend
+ *     hold it to the CPU bit for bit). FTZ is off in this build (no fast math), so subnormal
+ *     products and scales are kept as on the CPU.
  *   - per tensor, delayed: s, d as given; one fused kernel (amax and qdq).
  *   - per tensor, current: amax kernel, then the scale on the host with the library's own
  *     snn_fp8_scale_from_amax and d = 1/s (the CPU's code, not a copy), then the qdq kernel.
@@ -25,16 +24,9 @@
  *     it computes the same scale (transcriptions of block_scale's two rules: IEEE division,
  *     the same bit masks), then it writes the qdq values. out may be x (every element is
  *     read before its group writes).
- *
- * The helpers above the kernels compile as plain C++ too (SNN_FP8_QDQ_HOST_TEST) so they can
- * be checked on the host against the CPU library without a GPU. */
-#ifdef SNN_FP8_QDQ_HOST_TEST
-#include <math.h>
-#include <stdint.h>
-#include <string.h>
-#define SNN_HD static inline
-#else
+ */
 #include <float.h>
+#include <type_traits>
 #include <math.h>
 
 #include "backend/cuda/cuda_fp8_qdq.h"
@@ -42,7 +34,6 @@
 extern "C" {
 #include "precision/fp8.h"
 }
-#endif
 
 namespace {
 
@@ -81,54 +72,9 @@ SNN_HD float q_div(float a, float b) {
 #endif
 }
 
-/* rne_shift of src/core/dtype.c: m >> sh rounded to nearest even, 1 <= sh <= 31. */
-SNN_HD uint32_t q_rne_shift(uint32_t m, unsigned sh) {
-    return (m + ((1u << (sh - 1u)) - 1u) + ((m >> sh) & 1u)) >> sh;
-}
-
-/* fp8_encode of src/core/dtype.c with saturate = 1 (TE's quantisers are SATFINITE).
- * E5 = 0: E4M3 (P 3, bias 7, largest code 0x7E); E5 = 1: E5M2 (P 2, bias 15, 0x7B). */
-template <int E5> SNN_HD uint32_t q_encode(float f) {
-    const unsigned P = E5 ? 2u : 3u, B = E5 ? 15u : 7u;
-    const uint32_t maxcode = E5 ? 0x7Bu : 0x7Eu;
-    const uint32_t u = q_bits(f), a = u & 0x7FFFFFFFu, s = (u >> 24) & 0x80u;
-    const uint32_t normal = q_rne_shift(a, 23u - P) - ((127u - B) << P);
-    const uint32_t e = a >> 23, m = (a & 0x7FFFFFu) | 0x800000u;
-    const uint32_t top = 151u - B - P;
-    const uint32_t ec = e < top - 31u ? top - 31u : e > top - 1u ? top - 1u : e;
-    const uint32_t sub = q_rne_shift(m, top - ec);
-    uint32_t mag = a < ((127u + 1u - B) << 23) ? sub : normal;
-    mag = mag > maxcode ? maxcode : mag;
-    return a > 0x7F800000u ? 0x7Fu : (s | mag);
-}
-
-/* snn_e4m3_to_f32 / snn_e5m2_to_f32 (through snn_f16_to_f32) of src/core/dtype.c. */
-template <int E5> SNN_HD float q_decode(uint32_t b) {
-    const uint32_t s = (b & 0x80u) << 24;
-    if (!E5) {
-        const uint32_t mag = b & 0x7Fu, e = mag >> 3, m = mag & 7u;
-        const uint32_t normal = ((e + 127u - 7u) << 23) | (m << 20);
-        const uint32_t sub = q_bits(q_mul((float)m, 0x1p-9f)); /* m * 2^-9, exact */
-        const uint32_t r = e ? normal : sub;
-        return q_float(s | (mag == 0x7Fu ? 0x7FC00000u : r));
-    }
-    /* E5M2 = the upper byte of an FP16 */
-    const uint32_t h = b << 8, e = (h >> 10) & 0x1Fu;
-    uint32_t m = h & 0x3FFu;
-    if (e == 0x1Fu) return q_float(s | 0x7F800000u | (m << 13));
-    if (e != 0) return q_float(s | ((e + 112u) << 23) | (m << 13));
-    if (m == 0) return q_float(s);
-    /* subnormal FP16 (E5M2 mantissa 1..3 at bits 8..9): normalise */
-    int lz = 0;
-    while (!(m & 0x400u)) {
-        m <<= 1;
-        lz++;
-    }
-    return q_float(s | ((uint32_t)(113 - lz) << 23) | ((m & 0x3FFu) << 13));
-}
-
 template <int E5> SNN_HD float q_qdq(float x, float s, float d) {
-    return q_mul(q_decode<E5>(q_encode<E5>(q_mul(x, s))), d);
+    typedef typename std::conditional<E5 != 0, snn_e5m2, snn_e4m3>::type Q;
+    return q_mul(Io<Q>::ld(Io<Q>::st(q_mul(x, s))), d);
 }
 
 /* snn_fp8_scale_from_amax: TE's rule with amax_epsilon 0. */
@@ -141,26 +87,12 @@ SNN_HD float q_scale_from_amax(float amax, float fmax, int pow2, float vfi) {
     return s;
 }
 
-/* snn_f32_to_e8m0_ceil of src/core/dtype.c. */
-SNN_HD uint32_t q_e8m0_ceil(float x) {
-    const uint32_t u = q_bits(x), a = u & 0x7FFFFFFFu;
-    if (a > 0x7F800000u) return 0xFFu;
-    if (a == 0) return 0x00u;
-    if (u & 0x80000000u) return 0xFFu;
-    if (a >= 0x7F000000u) return 0xFEu;
-    const uint32_t e = a >> 23, m = a & 0x7FFFFFu;
-    if (e == 0) return m > 0x400000u ? 0x01u : 0x00u;
-    return e + (m != 0);
-}
-
 /* block_scale of src/precision/fp8_quant.c: mxfp8 -> E8M0 (snn_e8m0_from_amax, then
  * snn_e8m0_inv_scale and snn_e8m0_to_f32); block -> TE's rule, d = 1/s. */
-SNN_HD void q_block_scale(int mx, float fmax, int pow2, float vfi, float amax, float *s, float *d) {
+__device__ __forceinline__ void q_block_scale(int mx, float fmax, int pow2, float vfi, float amax, float *s,
+                                              float *d) {
     if (mx) {
-        const uint32_t e = q_e8m0_ceil(q_mul(amax, q_div(1.0f, fmax)));
-        const float nan = q_float(0x7FC00000u), tiny = q_float(0x00400000u); /* 2^-127 */
-        *s = e == 0xFFu ? nan : e == 0xFEu ? tiny : q_float((254u - e) << 23);
-        *d = e == 0xFFu ? nan : e == 0u ? tiny : q_float(e << 23);
+        snn_e8m0_scales(amax, fmax, s, d);
     } else {
         *s = q_scale_from_amax(amax, fmax, pow2, vfi);
         *d = q_div(1.0f, *s);
@@ -185,26 +117,16 @@ SNN_HD void q_block_of(long long b, int rows, int cols, int br, int bc, int grid
 
 } // namespace
 
-#ifndef SNN_FP8_QDQ_HOST_TEST
-
 namespace {
 
 #define QDQ_THREADS 256
-
-__device__ __forceinline__ float warp_max(float m) {
-    for (int o = 16; o > 0; o >>= 1) {
-        const float v = __shfl_xor_sync(0xFFFFFFFFu, m, o);
-        m = v > m ? v : m;
-    }
-    return m;
-}
 
 /* The CTA's max (NaN-free, non-negative values) into *gbits as bits; every thread calls. */
 __device__ __forceinline__ void cta_max_to_global(float m, unsigned *gbits) {
     __shared__ unsigned cmax;
     if (threadIdx.x == 0) cmax = 0u;
     __syncthreads();
-    m = warp_max(m);
+    m = snn_warp_max(m);
     if ((threadIdx.x & 31) == 0 && m > 0.0f) atomicMax(&cmax, __float_as_uint(m));
     __syncthreads();
     if (threadIdx.x == 0 && cmax) atomicMax(gbits, cmax);
@@ -259,7 +181,7 @@ template <int E5> __global__ void __launch_bounds__(QDQ_THREADS) qdq_blocks_kern
             }
         }
     }
-    if (G >= 32) m = warp_max(m);
+    if (G >= 32) m = snn_warp_max(m);
     if (G > 32) { /* G == blockDim.x: one block per CTA */
         if ((tid & 31) == 0) wred[tid >> 5] = m;
         __syncthreads();
@@ -364,4 +286,3 @@ extern "C" snn_status snn_cuda_fp8_qdq(snn_cuda *c, const snn_fp8_qdq *q, void *
     return SNN_OK;
 }
 
-#endif /* SNN_FP8_QDQ_HOST_TEST */

@@ -137,6 +137,49 @@ __device__ __forceinline__ float snn_warp_max(float v) {
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
 }
+/* Sum of one double per thread over the block (blockDim.x a power of two), as a tree of
+ * rounded adds (deterministic); red: blockDim.x doubles of shared memory, reusable after. */
+__device__ __forceinline__ double snn_block_sum_d(double v, double *red) {
+    const int t = threadIdx.x;
+    red[t] = v;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (t < s) red[t] = __dadd_rn(red[t], red[t + s]);
+        __syncthreads();
+    }
+    double r = red[0];
+    __syncthreads();
+    return r;
+}
+#endif
+
+/* snn_f32_to_e8m0_ceil (src/core/dtype.c): the E8M0 exponent of 2^ceil(log2 x); 0xFF for
+ * NaN or a negative x. The MXFP8 scale rule of the CPU. */
+SNN_HD unsigned snn_e8m0_ceil(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    const uint32_t a = u & 0x7FFFFFFFu;
+    if (a > 0x7F800000u) return 0xFFu;
+    if (a == 0) return 0x00u;
+    if (u & 0x80000000u) return 0xFFu;
+    if (a >= 0x7F000000u) return 0xFEu;
+    const uint32_t e = a >> 23, m = a & 0x7FFFFFu;
+    if (e == 0) return m > 0x400000u ? 0x01u : 0x00u;
+    return e + (m != 0);
+}
+/* The MXFP8 block scale of the CPU (snn_e8m0_from_amax, snn_e8m0_inv_scale, snn_e8m0_to_f32):
+ * X = 2^ceil(log2(amax · fl(1/fmax))) as E8M0; s = 1/X multiplies before the cast, d = X
+ * after (both NaN for the NaN code, 2^-127 at the ends of the range). */
+#ifdef __CUDACC__
+__device__ __forceinline__ void snn_e8m0_scales(float amax, float fmax, float *s, float *d) {
+    const unsigned e = snn_e8m0_ceil(__fmul_rn(amax, __fdiv_rn(1.0f, fmax)));
+    if (e == 0xFFu) {
+        *s = *d = __uint_as_float(0x7FC00000u);
+        return;
+    }
+    *s = e == 0xFEu ? __uint_as_float(0x00400000u) : __uint_as_float((254u - e) << 23);
+    *d = e == 0u ? __uint_as_float(0x00400000u) : __uint_as_float(e << 23);
+}
 #endif
 
 static inline int snn_cuda_is_16(snn_dtype t) { return t == SNN_F16 || t == SNN_BF16; }

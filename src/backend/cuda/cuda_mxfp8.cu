@@ -5,28 +5,6 @@
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cuda_mxfp8.h"
 
-/* snn_f32_to_e8m0_ceil (src/core/dtype.c) */
-__device__ __forceinline__ unsigned mx_e8m0_ceil(float x) {
-    const unsigned u = __float_as_uint(x), a = u & 0x7FFFFFFFu;
-    if (a > 0x7F800000u) return 0xFFu;
-    if (a == 0) return 0x00u;
-    if (u & 0x80000000u) return 0xFFu;
-    if (a >= 0x7F000000u) return 0xFEu;
-    const unsigned e = a >> 23, m = a & 0x7FFFFFu;
-    if (e == 0) return m > 0x400000u ? 0x01u : 0x00u;
-    return e + (m != 0);
-}
-
-/* snn_e8m0_inv_scale and snn_e8m0_to_f32 */
-__device__ __forceinline__ void mx_scales(float amax, float fmax, float *s, float *d) {
-    const unsigned e = mx_e8m0_ceil(__fmul_rn(amax, __fdiv_rn(1.0f, fmax)));
-    if (e == 0xFFu) {
-        *s = *d = __uint_as_float(0x7FC00000u);
-        return;
-    }
-    *s = e == 0xFEu ? __uint_as_float(0x00400000u) : __uint_as_float((254u - e) << 23);
-    *d = e == 0u ? __uint_as_float(0x00400000u) : __uint_as_float(e << 23);
-}
 
 template <typename Q> __device__ __forceinline__ float mx_qdq(float v, float s, float d) {
     return __fmul_rn(Io<Q>::ld(Io<Q>::st(__fmul_rn(v, s))), d);
@@ -53,7 +31,7 @@ __global__ void mx_rowwise_kernel(const float *__restrict__ src, int rows, int K
     }
     const float amax = snn_warp_max(fabsf(v));
     float s, d;
-    mx_scales(amax, fmax, &s, &d);
+    snn_e8m0_scales(amax, fmax, &s, &d);
     if (in) dst[(size_t)r * K + k] = mx_qdq<Q>(v, s, d);
 }
 
@@ -67,7 +45,7 @@ __global__ void mx_colwise_kernel(const float *__restrict__ src, int rows, int K
     float amax = 0.0f;
     for (int r = r0; r < r1; r++) amax = fmaxf(amax, fabsf(src[mx_idx(r, k, K, L)]));
     float s, d;
-    mx_scales(amax, fmax, &s, &d);
+    snn_e8m0_scales(amax, fmax, &s, &d);
     for (int r = r0; r < r1; r++) dst[(size_t)r * K + k] = mx_qdq<Q>(src[mx_idx(r, k, K, L)], s, d);
 }
 

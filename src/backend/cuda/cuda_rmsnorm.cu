@@ -21,19 +21,6 @@ namespace {
 #define RMS_CHUNK 64      /* vectors per dw partial (at least) */
 #define RMS_MAX_CHUNKS 512 /* cap on the number of dw partials */
 
-/* Sum of one double per thread over the block (blockDim.x a power of two <= 256). */
-__device__ double block_sum_d(double v, double *red) {
-    const int t = threadIdx.x;
-    red[t] = v;
-    __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (t < s) red[t] = __dadd_rn(red[t], red[t + s]);
-        __syncthreads();
-    }
-    double r = red[0];
-    __syncthreads(); /* red is reused by the next call */
-    return r;
-}
 
 __global__ void __launch_bounds__(256)
     rms_fwd_kernel(size_t V, int F, double eps, const float *__restrict__ x, const float *__restrict__ w,
@@ -47,7 +34,7 @@ __global__ void __launch_bounds__(256)
             const double a = (double)p[j];
             ss = __dadd_rn(ss, __dmul_rn(a, a));
         }
-        ss = block_sum_d(ss, red);
+        ss = snn_block_sum_d(ss, red);
         const double is = __ddiv_rn(1.0, __dsqrt_rn(__dadd_rn(__ddiv_rn(ss, (double)F), eps)));
         if (threadIdx.x == 0) rstd[v] = is;
         for (int j = threadIdx.x; j < F; j += blockDim.x)
@@ -65,7 +52,7 @@ __global__ void __launch_bounds__(256)
         double s = 0.0;
         for (int j = threadIdx.x; j < F; j += blockDim.x)
             s = __dadd_rn(s, __dmul_rn(__dmul_rn((double)dy[o + j], (double)w[j]), __dmul_rn((double)x[o + j], is)));
-        s = block_sum_d(s, red);
+        s = snn_block_sum_d(s, red);
         const double c = __ddiv_rn(s, (double)F);
         for (int j = threadIdx.x; j < F; j += blockDim.x) {
             const double gw = __dmul_rn((double)dy[o + j], (double)w[j]);
