@@ -24,6 +24,8 @@ snn_status snn_cpu_round(const snn_backend *be, snn_dtype t, float *dst, const f
 snn_status snn_cpu_scale(const snn_backend *be, float *dst, const float *src, float s, size_t n) {
     (void)be;
     if (n && (!dst || !src)) return snn_error(SNN_E_INVALID, "scale: NULL buffer");
+    /* the loss scaler's unscale and clipping run this over every gradient */
+#pragma omp parallel for simd schedule(static) if (n > CPU_PAR_MIN)
     for (size_t i = 0; i < n; i++) dst[i] = src[i] * s;
     return SNN_OK;
 }
