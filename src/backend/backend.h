@@ -186,6 +186,15 @@ struct snn_backend {
     snn_status (*optim_update)(const snn_backend *be, const snn_optim_update *u, size_t n, float *w,
                                const float *g, float *s0, float *s1, const uint8_t *decay_mask,
                                int *nonfinite);
+
+    /* ---- convolution and pooling (cpu_conv.c, cuda_table_conv.cu) ---- */
+    /* ---- end of convolution and pooling ---- */
+
+    /* ---- BatchNorm, dropout, token mean, spiking self-attention (cpu_layers.c, cuda_table_norm.cu) ---- */
+    /* ---- end of BatchNorm, dropout, token mean, spiking self-attention ---- */
+
+    /* ---- language-model ops (cpu_lm.c, cuda_table_lm.cu) ---- */
+    /* ---- end of language-model ops ---- */
 };
 
 const snn_backend *snn_backend_cpu(void);

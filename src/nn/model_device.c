@@ -72,8 +72,8 @@ snn_status snn_model_to(snn_model *m, const char *device) {
     snn_module_walk(m->root, check_kind, &c);
     if (c.bad)
         return snn_error(SNN_E_UNSUPPORTED,
-                         "module '%s' (%s) runs on the CPU only in this version of snn; models for '%s' may hold "
-                         "Linear, GELU, Flatten, Sequential, RMSNorm and IF/LIF/PLIF neurons",
+                         "module '%s' (%s) runs on the CPU only in this version of snn, so the model cannot be "
+                         "placed on '%s' (docs/architecture.md lists the kinds each device runs)",
                          c.bad->name[0] ? c.bad->name : "<root>", snn_module_own_ops(c.bad)->kind, device);
     snn_backend *be = NULL;
     SNN_TRY(snn_backend_cuda_create(index, &be));

@@ -76,6 +76,14 @@ static const snn_backend cpu_backend = {
     .layernorm_backward = snn_cpu_layernorm_backward,
     .layernorm_work_bytes = snn_cpu_layernorm_work_bytes,
     .optim_update = snn_cpu_optim_update,
+    /* convolution and pooling */
+    /* end of convolution and pooling */
+
+    /* BatchNorm, dropout, token mean, spiking self-attention */
+    /* end of BatchNorm, dropout, token mean, spiking self-attention */
+
+    /* language-model ops */
+    /* end of language-model ops */
 };
 
 const snn_backend *snn_backend_cpu(void) { return &cpu_backend; }

@@ -40,9 +40,7 @@
 #include "backend/cuda/cuda_layernorm.h"
 #include "backend/cuda/cuda_layers.h"
 #include "backend/cuda/cuda_neuron_mp.h"
-extern "C" {
-#include "backend/backend.h"
-}
+#include "backend/cuda/cuda_table.h"
 
 /* cuda_rmsnorm.cu and cuda_optim_table.cu (arguments checked here). */
 void snn_cuda_rmsnorm_chunks(size_t V, size_t *chunk, int *nch);
@@ -55,7 +53,7 @@ snn_status snn_cuda_table_optim_update(snn_cuda *c, const snn_optim_update *u, s
 
 namespace {
 
-#define SCRATCH_BYTES 4096 /* device scratch for host results */
+#define SCRATCH_BYTES SNN_CUDA_TABLE_SCRATCH_BYTES /* device scratch for host results */
 #define RED_BLOCKS 1024    /* partials of sumsq */
 
 /* The table and its private state; be is first so the table pointer is the struct's. */
@@ -612,6 +610,14 @@ snn_status t_optim_update(const snn_backend *be, const snn_optim_update *u, size
 
 } // namespace
 
+/* ---------------------------------------------------------------- for entries in other files */
+
+snn_cuda *snn_cuda_table_ctx(const snn_backend *be) { return tab(be)->c; }
+snn_status snn_cuda_table_check(const snn_backend *be, const char *what) { return check_be(be, what); }
+snn_status snn_cuda_table_ws(const snn_backend *be, size_t bytes, void **out) { return ws_get(be, bytes, out); }
+void *snn_cuda_table_scratch(const snn_backend *be) { return tab(be)->scratch; }
+unsigned snn_cuda_table_grid(const snn_backend *be, size_t n, unsigned block) { return grid_for(be, n, block); }
+
 /* ---------------------------------------------------------------- factory */
 
 extern "C" snn_status snn_backend_cuda_create(int device, snn_backend **out) {
@@ -659,6 +665,9 @@ extern "C" snn_status snn_backend_cuda_create(int device, snn_backend **out) {
     be->rmsnorm_forward = t_rmsnorm_forward;
     be->rmsnorm_backward = t_rmsnorm_backward;
     be->optim_update = t_optim_update;
+    snn_cuda_install_conv(be);
+    snn_cuda_install_norm(be);
+    snn_cuda_install_lm(be);
     *out = be;
     return SNN_OK;
 }

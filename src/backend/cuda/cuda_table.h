@@ -1,0 +1,35 @@
+/* What CUDA op-table entries defined outside cuda_backend.cu need from the table.
+ *
+ * The table (cuda_backend.cu) owns one snn_cuda context and stream per device, a workspace
+ * and a small scratch area. Entries for a family of ops live in their own file
+ * (cuda_table_<family>.cu) and are put into the table by that file's install function,
+ * which snn_backend_cuda_create calls. An entry:
+ *   - calls snn_cuda_table_check first (it also makes the table's GPU current);
+ *   - enqueues on snn_cuda_stream_of(snn_cuda_table_ctx(be)) only;
+ *   - may use the workspace for the duration of the call only: the GEMM entry and other
+ *     entries reuse it (so an entry that calls be->gemm must not hold a workspace pointer
+ *     across that call), and growing it waits for the stream. */
+#ifndef SNN_CUDA_TABLE_H
+#define SNN_CUDA_TABLE_H
+
+#include "backend/cuda/cuda_internal.h"
+extern "C" {
+#include "backend/backend.h"
+}
+
+/* Bytes of the scratch area: room for flags and host results of one entry at a time. */
+#define SNN_CUDA_TABLE_SCRATCH_BYTES 4096
+
+snn_cuda *snn_cuda_table_ctx(const snn_backend *be);
+snn_status snn_cuda_table_check(const snn_backend *be, const char *what);
+snn_status snn_cuda_table_ws(const snn_backend *be, size_t bytes, void **out);
+void *snn_cuda_table_scratch(const snn_backend *be);
+/* A grid-stride grid for n elements: enough blocks to fill the GPU, no more. */
+unsigned snn_cuda_table_grid(const snn_backend *be, size_t n, unsigned block);
+
+/* The families' install functions (each in its own file). */
+void snn_cuda_install_conv(snn_backend *be);  /* cuda_table_conv.cu: im2col, pooling */
+void snn_cuda_install_norm(snn_backend *be);  /* cuda_table_norm.cu: BatchNorm, dropout, token mean, SSA */
+void snn_cuda_install_lm(snn_backend *be);    /* cuda_table_lm.cu: the language-model ops */
+
+#endif
