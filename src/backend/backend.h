@@ -41,7 +41,11 @@ typedef enum snn_device_type { SNN_DEVICE_CPU = 0, SNN_DEVICE_CUDA = 1 } snn_dev
  *   bias     (may be NULL): C = alpha · op(A) op(B) + (beta · C + bias[j]) for every row: the
  *            bias joins the accumulator before the products (what a Linear layer does).
  *   c_round  epilogue: SNN_F32 none; SNN_F16 / SNN_BF16: C is rounded (RNE, overflow to inf)
- *            to that type after everything else. */
+ *            to that type after everything else.
+ *   b_store  how B is stored: SNN_F32 (the default: B points to floats) or ab_type itself (B
+ *            points to 16-bit values of that type; a backend with gemm_rounds only, see
+ *            snn_backend). A precision wrapper keeps such a copy of a weight so that the
+ *            forward's conversion also serves the backward. */
 typedef struct snn_gemm {
     int trans_a, trans_b;
     int M, N, K;
@@ -53,6 +57,7 @@ typedef struct snn_gemm {
     snn_dtype ab_type;
     const float *bias;
     snn_dtype c_round;
+    snn_dtype b_store;
 } snn_gemm;
 
 /* One SGD / Adam / AdamW update of n FP32 values with the rules of src/optim/optimizer.c
@@ -103,6 +108,10 @@ struct snn_backend {
     const char *name;            /* "cpu", "cuda" */
     snn_device_type device;
     void *ctx;                   /* the device context (snn_cuda * for CUDA), NULL on the CPU */
+    /* 1: gemm multiplies FP32 operands rounded to ab_type itself (RNE, what the caller's
+     * rounding would give) and takes a 16-bit B (snn_gemm.b_store); the caller need not round
+     * A and B first. 0 (the CPU table): operands arrive rounded, B is FP32. */
+    int gemm_rounds;
 
     /* ---- memory and streams ---- */
     /* Zeroed allocation of `bytes` (at least 256-byte aligned). */
@@ -124,6 +133,8 @@ struct snn_backend {
     /* ---- elementwise ---- */
     /* dst[i] = round_to(t, src[i]) (RNE, overflow to inf); t F32 copies. dst may be src. */
     snn_status (*round)(const snn_backend *be, snn_dtype t, float *dst, const float *src, size_t n);
+    /* dst [n] of type t (F32, F16 or BF16 storage) = src[i] rounded to t (RNE, overflow to inf). */
+    snn_status (*cast)(const snn_backend *be, snn_dtype t, void *dst, const float *src, size_t n);
     /* dst[i] = s · src[i] (one FP32 multiply). dst may be src. */
     snn_status (*scale)(const snn_backend *be, float *dst, const float *src, float s, size_t n);
     /* dst[i] = a[i] + b[i] (one FP32 add; dst may be a or b). */

@@ -32,13 +32,16 @@ static void linear_init(snn_module *m, snn_rng *rng) {
 
 /* The GEMM operand type a precision wrapper asked for (snn_run.gemm_type; F32 otherwise). */
 static snn_dtype ab_type(const snn_run *r) { return r->gemm_type ? (snn_dtype)r->gemm_type : SNN_F32; }
+/* How params[0].data is stored (a wrapper's 16-bit copy of the weight, SNN_MODULE_W16). */
+static snn_dtype w_store(const snn_run *r) { return r->w_store ? (snn_dtype)r->w_store : SNN_F32; }
 
 static snn_status linear_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
     linear_impl *l = m->impl;
     int rows = (int)(snn_rows(r) * (snn_shape_numel(m->in) / (size_t)l->in));
     snn_gemm g = {.trans_a = 0, .trans_b = 1, .M = rows, .N = l->out, .K = l->in, .alpha = 1.0f, .beta = 0.0f,
                   .A = x, .lda = l->in, .B = m->params[0].data, .ldb = l->in, .C = y, .ldc = l->out,
-                  .ab_type = ab_type(r), .bias = l->bias ? m->params[1].data : NULL, .c_round = SNN_F32};
+                  .ab_type = ab_type(r), .bias = l->bias ? m->params[1].data : NULL, .c_round = SNN_F32,
+                  .b_store = w_store(r)};
     return m->be->gemm(m->be, &g);
 }
 
@@ -57,7 +60,7 @@ static snn_status linear_backward(snn_module *m, const snn_run *r, const float *
     if (!dx) return SNN_OK;
     snn_gemm gd = {.trans_a = 0, .trans_b = 0, .M = rows, .N = l->in, .K = l->out, .alpha = 1.0f, .beta = 0.0f,
                    .A = dy, .lda = l->out, .B = m->params[0].data, .ldb = l->in, .C = dx, .ldc = l->in,
-                   .ab_type = ab_type(r), .c_round = SNN_F32};
+                   .ab_type = ab_type(r), .c_round = SNN_F32, .b_store = w_store(r)};
     return be->gemm(be, &gd);
 }
 
@@ -72,6 +75,7 @@ static const snn_module_ops linear_ops = {
     .describe = linear_describe,
     .kind = "Linear",
     .devices = SNN_DEVMASK_ALL,
+    .flags = SNN_MODULE_W16,
     .setup = linear_setup,
     .init = linear_init,
     .forward = linear_forward,

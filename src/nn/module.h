@@ -73,7 +73,11 @@ typedef struct snn_run {
     const struct snn_backend *be;
     struct snn_precision_rt *prec;
     int gemm_type;                    /* snn_dtype a precision wrapper asks GEMM modules to
-                                         multiply in (its operands hold such values); 0: F32 */
+                                         multiply in (its operands hold such values, or the
+                                         backend rounds them: snn_backend.gemm_rounds); 0: F32 */
+    int w_store;                      /* snn_dtype of params[0].data while a wrapper has put a
+                                         16-bit copy of the weight there (kinds with
+                                         SNN_MODULE_W16 only); 0: F32 */
 } snn_run;
 
 typedef struct snn_module snn_module;
@@ -89,12 +93,18 @@ typedef struct snn_module_desc {
     float scale;                         /* SpikingSelfAttentionCore */
 } snn_module_desc;
 
+/* snn_module_ops.flags: the kind reads params[0] (its weight) only as the B operand of its
+ * GEMMs and passes snn_run.w_store as that operand's b_store, so a precision wrapper may put a
+ * 16-bit copy of the weight there (converted once per forward, reused by the backward). */
+#define SNN_MODULE_W16 1u
+
 typedef struct snn_module_ops {
     const char *kind;   /* "Linear", "LIF", "Sequential", ... (names, reports; never compared) */
     /* The devices the kind's forward/backward run on: SNN_DEVMASK bits of backend.h. 0 means
      * the CPU only (the kind still touches host memory directly); a kind that calls only the
      * op table (m->be, r->be) declares SNN_DEVMASK_ALL. */
     unsigned devices;
+    unsigned flags;     /* SNN_MODULE_* below */
     snn_status (*setup)(snn_module *m, snn_shape in);
     void (*init)(snn_module *m, snn_rng *rng);
     void (*reserve)(snn_module *m, snn_arena *a, int T, int N);

@@ -39,10 +39,40 @@ static void g16_destroy(snn_module *m) {
     if (pm_of(m)->orig->destroy) pm_of(m)->orig->destroy(m);
 }
 
+/* On a backend whose GEMM rounds its operands (gemm_rounds), a kind that reads its weight only
+ * as a GEMM operand (SNN_MODULE_W16) runs on the unrounded x and dy, and on pm->w16: the
+ * weight converted to the 16-bit type once by the forward and reused by the backward. The
+ * products are the same as the rounded path's; only the passes over memory go. */
+static int g16_direct(const snn_prec_module *pm) { return pm->w16 != NULL; }
+
+static snn_status g16_direct_call(snn_module *m, const snn_run *r, int backward, const float *x, const float *y,
+                                  const float *dy, float *out) {
+    snn_prec_module *pm = pm_of(m);
+    snn_precision *p = pm->p;
+    if (!backward) SNN_TRY(m->be->cast(m->be, p->half, pm->w16, m->params[0].data, m->params[0].numel));
+    else {
+        /* the bias gradient sums the rounded dy, as on the rounded path */
+        float *dy16 = p->scratch;
+        SNN_TRY(round_buf(m, p->half, dy16, dy, out_floats(m, r)));
+        dy = dy16;
+    }
+    snn_run r16 = *r;
+    r16.gemm_type = (int)p->half;
+    r16.w_store = (int)p->half;
+    float *w = m->params[0].data;
+    m->params[0].data = (float *)pm->w16;
+    snn_status st = backward ? pm->orig->backward(m, &r16, x, y, dy, out) : pm->orig->forward(m, &r16, x, out);
+    m->params[0].data = w;
+    SNN_TRY(st);
+    size_t n = backward ? in_floats(m, r) : out_floats(m, r);
+    return out ? round_buf(m, p->half, out, out, n) : SNN_OK;
+}
+
 /* The module's own forward on rounded operands; its GEMMs are told the operands are 16-bit
  * values (a device may multiply them as such). */
 static snn_status g16_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
     snn_prec_module *pm = pm_of(m);
+    if (g16_direct(pm)) return g16_direct_call(m, r, 0, x, NULL, NULL, y);
     snn_precision *p = pm->p;
     size_t nx = in_floats(m, r), nw = m->params[0].numel;
     float *x16 = p->scratch, *w16 = x16 + nx;
@@ -61,6 +91,7 @@ static snn_status g16_forward(snn_module *m, const snn_run *r, const float *x, f
 static snn_status g16_backward(snn_module *m, const snn_run *r, const float *x, const float *y,
                                const float *dy, float *dx) {
     snn_prec_module *pm = pm_of(m);
+    if (g16_direct(pm)) return g16_direct_call(m, r, 1, x, y, dy, dx);
     snn_precision *p = pm->p;
     size_t nx = in_floats(m, r), nw = m->params[0].numel, ny = out_floats(m, r);
     float *x16 = p->scratch, *w16 = x16 + nx, *dy16 = w16 + nw;

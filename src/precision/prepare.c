@@ -362,6 +362,7 @@ void snn_precision_free(snn_precision *p) {
     }
     for (int i = 0; i < p->n_mods; i++) {
         snn_prec_module *pm = &p->mods[i];
+        if (pm->w16) p->be->free(p->be, pm->w16);
         if (pm->has_fp8_state) {
             snn_fp8_state_free(&pm->sx);
             snn_fp8_state_free(&pm->sw);
@@ -409,6 +410,8 @@ snn_status snn_precision_plan(snn_precision *p, int T, int N) {
         else if (pm->kind == SNN_PM_GEMM16) s = nx + nw + ny;
         else s = 3 * nx + 2 * ny + nw;
         if (s > need) need = s;
+        if (pm->kind == SNN_PM_GEMM16 && p->be->gemm_rounds && (pm->orig->flags & SNN_MODULE_W16) && nw && !pm->w16)
+            SNN_TRY(p->be->alloc(p->be, nw * 2, &pm->w16));
     }
     size_t ndy = B * snn_shape_numel(p->model->root->out);
     /* on the model's device; planned once per (T, N), nothing is allocated in a step */

@@ -22,6 +22,9 @@ typedef struct snn_prec_module {
     snn_fp8_tensor_state sx, sw, sdy;
     int has_fp8_state;
     int spike_input;             /* input is neuron spikes: E4M3 with unit scale, no amax pass */
+    void *w16;                   /* 16-bit GEMM on a gemm_rounds backend, SNN_MODULE_W16 kinds:
+                                    the weight in the 16-bit type (device), written by the
+                                    forward and read by the backward; NULL otherwise */
 } snn_prec_module;
 
 /* m->precision_flags bits */

@@ -17,8 +17,12 @@
  *               element (u = 2^-24: both are FP32 accumulations of exact products, the
  *               factor 2 over the textbook bound leaves room for tensor cores' truncating
  *               accumulation; TF32 would be ~1000x over), plus one ulp of the 16-bit type
- *               with c_round;
+ *               with c_round. The GEMM also runs on unrounded FP32 operands and on a 16-bit
+ *               B (the CUDA table rounds them itself: gemm_rounds, b_store) against the CPU
+ *               on the rounded ones, and with a bias that is and is not 16-byte aligned
+ *               (cuBLASLt's epilogue or not);
  *   colsum_add  |got - ref| <= 2 (rows + 1) u (|out| + sum_i |x|) per column;
+ *   cast        bit for bit (the 16-bit storage);
  *   sumsq       relative 2 n 2^-53 (double sums of positive terms);
  *   gelu        1e-5 relative above |ref| = 0.1, absolute below (erff differs in its last
  *               bits; the bound of test_cuda_attn_optim.c);
@@ -235,6 +239,22 @@ static void test_round_scale(void) {
             dfree(dy);
             dfree(din);
         }
+        for (int ti = 0; ti < 3; ti++) { /* cast: the 16-bit storage, bit for bit */
+            const snn_dtype t = types[ti];
+            const size_t bytes = n * snn_dtype_size(t);
+            unsigned char *ref = (unsigned char *)xmalloc(bytes), *got = (unsigned char *)xmalloc(bytes);
+            memset(ref, 0xA5, bytes);
+            OK(cpu->cast(cpu, t, ref, x, n));
+            void *dc = NULL;
+            OK(gpu->alloc(gpu, bytes, &dc));
+            OK(gpu->fill(gpu, (float *)dc, NAN, bytes / 4));
+            OK(gpu->cast(gpu, t, dc, dx, n));
+            down(got, dc, bytes);
+            CHECK_MSG(!memcmp(got, ref, bytes), "cast %s n=%zu: storage differs from the CPU table's",
+                      snn_dtype_name(t), n);
+            free(ref), free(got);
+            dfree(dc);
+        }
         float s;
         snn_test_fill_uniform(&s, 1, -3.0f, 3.0f, &rng);
         float *ref = hpoisoned(n);
@@ -358,8 +378,12 @@ static void test_sumsq_nonfinite(void) {
 
 static float round_one(snn_dtype t, float v) { return t == SNN_F32 ? v : snn_round_to(t, v, 0); }
 
-static void gemm_case(snn_dtype ab, snn_dtype cr, int ta, int tb, int M, int N, int K, int pad, int use_bias,
-                      int use_beta) {
+/* feed: what the GPU table gets. 0: operands the caller rounded (as the CPU table);
+ * 1: unrounded FP32 operands (the table rounds them: gemm_rounds); 2: unrounded A and B as
+ * 16-bit storage (b_store). The CPU reference always multiplies the rounded operands.
+ * use_bias 2: the bias 4 bytes past a 16-byte boundary (no epilogue). */
+static void gemm_case_fed(snn_dtype ab, snn_dtype cr, int ta, int tb, int M, int N, int K, int pad, int use_bias,
+                          int use_beta, int feed) {
     const int ra = ta ? K : M, ca = ta ? M : K, rb = tb ? N : K, cb = tb ? K : N;
     const int lda = ca + pad, ldb = cb + (pad ? pad + 1 : 0), ldc = N + (pad ? 2 : 0);
     const size_t na = (size_t)ra * lda, nb = (size_t)rb * ldb, nc = (size_t)M * ldc;
@@ -368,6 +392,9 @@ static void gemm_case(snn_dtype ab, snn_dtype cr, int ta, int tb, int M, int N, 
     float alpha, beta = 0.0f;
     snn_test_fill_uniform(&alpha, 1, 0.5f, 2.0f, &rng);
     if (use_beta) snn_test_fill_uniform(&beta, 1, -1.5f, 1.5f, &rng);
+    float *A_raw = (float *)xmalloc(na * 4), *B_raw = (float *)xmalloc(nb * 4);
+    memcpy(A_raw, A, na * 4);
+    memcpy(B_raw, B, nb * 4);
     for (size_t i = 0; i < na; i++) A[i] = round_one(ab, A[i]); /* the caller's rounding */
     for (size_t i = 0; i < nb; i++) B[i] = round_one(ab, B[i]);
     if (!use_beta) memset(C0, 0xFF, nc * 4); /* beta 0: C must not be read */
@@ -379,8 +406,17 @@ static void gemm_case(snn_dtype ab, snn_dtype cr, int ta, int tb, int M, int N, 
     g.A = A, g.B = B, g.lda = lda, g.ldb = ldb, g.C = ref, g.ldc = ldc, g.ab_type = ab;
     g.bias = use_bias ? bias : NULL, g.c_round = cr;
     OK(cpu->gemm(cpu, &g));
-    float *dA = dnewf(A, na), *dB = dnewf(B, nb), *dC = dnewf(C0, nc), *dbias = dnewf(bias, (size_t)N);
-    g.A = dA, g.B = dB, g.C = dC, g.bias = use_bias ? dbias : NULL;
+    float *dA = dnewf(feed ? A_raw : A, na), *dB = dnewf(feed == 1 ? B_raw : B, nb), *dC = dnewf(C0, nc);
+    float *dbias = dnewf(NULL, (size_t)N + 1);
+    OK(gpu->upload(gpu, dbias + (use_bias == 2), bias, (size_t)N * 4));
+    g.A = dA, g.B = dB, g.C = dC, g.bias = use_bias ? dbias + (use_bias == 2) : NULL;
+    void *dB16 = NULL;
+    if (feed == 2) {
+        OK(gpu->alloc(gpu, nb * 2, &dB16));
+        OK(gpu->cast(gpu, ab, dB16, dB, nb)); /* B_raw rounded on the way in */
+        g.B = (const float *)dB16;
+        g.b_store = ab;
+    }
     snn_status st = gpu->gemm(gpu, &g);
     CHECK_MSG(st == SNN_OK, "gemm: %s", snn_last_error());
     float *got = downf(dC, nc);
@@ -411,12 +447,18 @@ static void gemm_case(snn_dtype ab, snn_dtype cr, int ta, int tb, int M, int N, 
         for (int j = N; j < ldc; j++)
             if (fbits(got[(size_t)i * ldc + j]) != fbits(C0[(size_t)i * ldc + j])) pad_bad++;
     CHECK_MSG(bad == 0 && pad_bad == 0,
-              "gemm ab=%s c_round=%s ta=%d tb=%d M=%d N=%d K=%d pad=%d bias=%d beta=%g: %d outside the bound "
-              "(worst %.3g of it), %zu padding values touched",
-              snn_dtype_name(ab), snn_dtype_name(cr), ta, tb, M, N, K, pad, use_bias, (double)beta, bad, worst,
-              pad_bad);
-    free(A), free(B), free(C0), free(bias), free(ref), free(got);
+              "gemm ab=%s c_round=%s ta=%d tb=%d M=%d N=%d K=%d pad=%d bias=%d beta=%g feed=%d: %d outside the "
+              "bound (worst %.3g of it), %zu padding values touched",
+              snn_dtype_name(ab), snn_dtype_name(cr), ta, tb, M, N, K, pad, use_bias, (double)beta, feed, bad,
+              worst, pad_bad);
+    free(A), free(B), free(A_raw), free(B_raw), free(C0), free(bias), free(ref), free(got);
     dfree(dA), dfree(dB), dfree(dC), dfree(dbias);
+    if (dB16) dfree(dB16);
+}
+
+static void gemm_case(snn_dtype ab, snn_dtype cr, int ta, int tb, int M, int N, int K, int pad, int use_bias,
+                      int use_beta) {
+    gemm_case_fed(ab, cr, ta, tb, M, N, K, pad, use_bias, use_beta, 0);
 }
 
 static void test_gemm(void) {
@@ -437,6 +479,15 @@ static void test_gemm(void) {
                 }
     /* the bias epilogue with K = 0: C = beta C + bias */
     gemm_case(SNN_F32, SNN_F32, 0, 0, 3, 5, 0, 1, 1, 1);
+    /* the CUDA table rounds unrounded operands itself, takes a 16-bit B, and a bias that
+     * cannot go to cuBLASLt's epilogue (not 16-byte aligned) */
+    CHECK(gpu->gemm_rounds == 1 && cpu->gemm_rounds == 0);
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (int ai = 1; ai < 3; ai++)
+            for (int feed = 1; feed <= 2; feed++, ci++)
+                gemm_case_fed(abs_[ai], ci % 2 ? abs_[ai] : SNN_F32, ci % 2, (ci / 2) % 2, shapes[si].M,
+                              shapes[si].N, shapes[si].K, shapes[si].pad, 1 + (ci / 3) % 2, ci % 3 == 0, feed);
+    gemm_case_fed(SNN_F32, SNN_F32, 0, 1, 37, 53, 71, 3, 2, 1, 0);
     /* refusals */
     float *d = dnewf(NULL, 64);
     snn_gemm g;
@@ -449,6 +500,9 @@ static void test_gemm(void) {
     CHECK(gpu->gemm(gpu, &g) == SNN_E_SHAPE); /* lda < K */
     CHECK(gpu->gemm(gpu, NULL) == SNN_E_INVALID);
     CHECK(gpu->gemm_f32 == NULL);
+    g.lda = 4, g.b_store = SNN_BF16; /* a 16-bit B needs 16-bit operands */
+    CHECK(gpu->gemm(gpu, &g) == SNN_E_INVALID);
+    CHECK(cpu->gemm(cpu, &g) == SNN_E_UNSUPPORTED);
     dfree(d);
 }
 

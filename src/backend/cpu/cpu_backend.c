@@ -58,6 +58,7 @@ static const snn_backend cpu_backend = {
     .gemm = snn_cpu_gemm,
     .gemm_f32 = snn_cpu_gemm_f32,
     .round = snn_cpu_round,
+    .cast = snn_cpu_cast,
     .scale = snn_cpu_scale,
     .add = snn_cpu_add,
     .gelu_forward = snn_cpu_gelu_forward,

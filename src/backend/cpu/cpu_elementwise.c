@@ -8,6 +8,13 @@
 /* Below this many elements a parallel region costs more than it saves. */
 #define CPU_PAR_MIN ((size_t)32768)
 
+snn_status snn_cpu_cast(const snn_backend *be, snn_dtype t, void *dst, const float *src, size_t n) {
+    (void)be;
+    if (n && (!dst || !src)) return snn_error(SNN_E_INVALID, "cast: NULL buffer");
+    if (t != SNN_F32 && t != SNN_F16 && t != SNN_BF16) return snn_error(SNN_E_INVALID, "cast: target must be f32, f16 or bf16");
+    return n ? snn_convert(t, dst, SNN_F32, src, n, 0) : SNN_OK;
+}
+
 snn_status snn_cpu_round(const snn_backend *be, snn_dtype t, float *dst, const float *src, size_t n) {
     (void)be;
     if (n && (!dst || !src)) return snn_error(SNN_E_INVALID, "round: NULL buffer");

@@ -36,6 +36,7 @@
 #include <stdlib.h>
 
 #include "backend/cuda/cuda_fp8_qdq.h"
+#include "backend/cuda/cuda_gemm.h"
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cuda_layernorm.h"
 #include "backend/cuda/cuda_layers.h"
@@ -276,10 +277,17 @@ snn_status t_gemm(const snn_backend *be, const snn_gemm *g) {
     if (!g->C || (g->K > 0 && (!g->A || !g->B)))
         return snn_error(SNN_E_INVALID, "gemm: NULL operand (A %p, B %p, C %p)", (const void *)g->A,
                          (const void *)g->B, (void *)g->C);
+    const snn_dtype t = g->ab_type == SNN_F32 ? SNN_F32 : g->ab_type == SNN_BF16 ? SNN_BF16 : SNN_F16;
+    if (g->b_store != SNN_F32 && (g->b_store != g->ab_type || t == SNN_F32 || g->ab_type != t))
+        return snn_error(SNN_E_INVALID, "gemm: B stored as %s needs ab_type %s (16-bit operands)",
+                         snn_cuda_dtype_name(g->b_store), snn_cuda_dtype_name(g->b_store));
     snn_cuda *c = tab(be)->c;
     float beta = g->beta;
-    /* bias joins the product before beta C: C = beta C + bias first, then C += alpha A B */
-    if (g->bias || g->K == 0) {
+    /* bias: in cuBLASLt's epilogue (C = alpha A B + beta C + bias: the same sum in another
+     * order, within the GEMM bound) when it can; otherwise C = beta C + bias first, then
+     * C += alpha A B (backend.h's order) */
+    const int bias_epilogue = g->bias && g->K > 0 && snn_aligned(g->bias, 16);
+    if ((g->bias && !bias_epilogue) || g->K == 0) {
         const size_t total = (size_t)g->M * (size_t)g->N;
         gemm_pre_kernel<<<grid_for(be, total, 256), 256, 0, stream(be)>>>(g->C, g->ldc, g->M, g->N, beta, g->bias);
         SNN_CU_LAUNCHED("gemm bias epilogue");
@@ -287,25 +295,28 @@ snn_status t_gemm(const snn_backend *be, const snn_gemm *g) {
     }
     if (g->K > 0) {
         /* FP8 values are all exact in FP16, so an FP8 ab_type runs as an FP16 GEMM */
-        const snn_dtype t = g->ab_type == SNN_F32 ? SNN_F32 : g->ab_type == SNN_BF16 ? SNN_BF16 : SNN_F16;
         const void *A = g->A, *B = g->B;
         if (t != SNN_F32) {
-            /* the operands' values are representable in t (the caller rounded them): the
-             * conversion is exact; padding between rows is converted too and never read */
-            const size_t na = span(ra, ca, g->lda), nb = span(rb, cb, g->ldb);
+            /* the conversion rounds to t (RNE): exact for operands the caller rounded, the
+             * rounding itself otherwise (gemm_rounds); padding between rows is converted too
+             * and never read */
+            const size_t na = span(ra, ca, g->lda), nb = g->b_store == SNN_F32 ? span(rb, cb, g->ldb) : 0;
             const size_t off_b = up256(na * 2);
             void *ws;
             SNN_TRY(ws_get(be, off_b + nb * 2, &ws));
             void *a16 = ws, *b16 = (char *)ws + off_b;
             SNN_TRY(snn_cuda_convert(c, t, a16, SNN_F32, g->A, na, NULL, 0));
-            SNN_TRY(snn_cuda_convert(c, t, b16, SNN_F32, g->B, nb, NULL, 0));
             A = a16;
-            B = b16;
+            if (nb) {
+                SNN_TRY(snn_cuda_convert(c, t, b16, SNN_F32, g->B, nb, NULL, 0));
+                B = b16;
+            }
         }
         snn_cuda_gemm_desc d = snn_cuda_gd(g->trans_a ? 1 : 0, g->trans_b ? 1 : 0, g->M, g->N, g->K, t, t, SNN_F32,
                                            g->lda, g->ldb, g->ldc, 0);
         d.allow_tf32 = 0; /* FP32 products */
-        SNN_TRY(snn_cuda_gemm(c, &d, g->alpha, A, B, beta, g->C, NULL, NULL, NULL, NULL));
+        SNN_TRY(snn_cuda_gemm_bias(c, &d, g->alpha, A, B, beta, g->C, NULL, NULL, NULL, NULL,
+                                   bias_epilogue ? g->bias : NULL));
     }
     if (g->c_round != SNN_F32) SNN_TRY(launch_round2d(be, g->c_round, g->C, g->ldc, g->M, g->N));
     return SNN_OK;
@@ -326,6 +337,16 @@ snn_status t_round(const snn_backend *be, snn_dtype t, float *dst, const float *
     else round_kernel<__nv_bfloat16><<<grid, 256, 0, stream(be)>>>(dst, src, n);
     SNN_CU_LAUNCHED("round");
     return SNN_OK;
+}
+
+snn_status t_cast(const snn_backend *be, snn_dtype t, void *dst, const float *src, size_t n) {
+    SNN_TRY(check_be(be, "cast"));
+    if (t != SNN_F32 && t != SNN_F16 && t != SNN_BF16)
+        return snn_error(SNN_E_INVALID, "cast: type %s is not supported (f32, f16, bf16)", snn_cuda_dtype_name(t));
+    if (n == 0) return SNN_OK;
+    if (!dst || !src) return snn_error(SNN_E_INVALID, "cast: NULL buffer");
+    if (t == SNN_F32) return t_copy(be, dst, src, n * sizeof(float));
+    return snn_cuda_convert(tab(be)->c, t, dst, SNN_F32, src, n, NULL, 0);
 }
 
 snn_status t_scale(const snn_backend *be, float *dst, const float *src, float s, size_t n) {
@@ -646,7 +667,9 @@ extern "C" snn_status snn_backend_cuda_create(int device, snn_backend **out) {
     be->synchronize = t_synchronize;
     be->gemm = t_gemm;
     be->gemm_f32 = NULL; /* no context on that entry: host memory only */
+    be->gemm_rounds = 1;
     be->round = t_round;
+    be->cast = t_cast;
     be->scale = t_scale;
     be->add = t_add;
     be->layernorm_forward = t_layernorm_forward;

@@ -18,6 +18,7 @@ typedef struct {
     int align_a, align_b, align_c; /* pointer alignment (bytes, capped at 256) */
     int has_ascale, has_bscale, has_dscale, has_amax, beta_zero;
     int a_mode, b_mode; /* snn_cuda_scale_mode of our A and B */
+    int has_bias;       /* epilogue C[i][j] += bias[j] (FP32) */
 } plan_key;
 
 typedef struct {
@@ -219,6 +220,13 @@ static snn_status plan_build(snn_cuda_gemm_state *g, const plan_key *k, plan *p)
     cublasOperation_t tb = k->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N; /* cuBLAS B = our A */
     LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
     LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    if (k->has_bias) {
+        /* cuBLAS's rows are our columns: its per-row bias is our bias[j] */
+        cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS;
+        cudaDataType_t bt32 = CUDA_R_32F;
+        LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
+        LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt32, sizeof bt32));
+    }
     if (snn_cuda_is_fp8(at)) {
         int8_t fast = (int8_t)(k->fast ? 1 : 0);
         LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast,
@@ -263,6 +271,11 @@ static snn_status plan_pointers(plan *p, const float *as, const float *bs, const
     if (p->key.has_amax || amax)
         LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, &amax,
                                               sizeof amax));
+    return SNN_OK;
+}
+
+static snn_status plan_bias(plan *p, const float *bias) {
+    LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     return SNN_OK;
 }
 
@@ -336,7 +349,15 @@ extern "C" snn_status snn_cuda_gemm(snn_cuda *c, const snn_cuda_gemm_desc *d, fl
                                     const void *A, const void *B, float beta, void *C,
                                     const float *a_scale, const float *b_scale,
                                     const float *d_scale, float *d_amax) {
+    return snn_cuda_gemm_bias(c, d, alpha, A, B, beta, C, a_scale, b_scale, d_scale, d_amax, NULL);
+}
+
+snn_status snn_cuda_gemm_bias(snn_cuda *c, const snn_cuda_gemm_desc *d, float alpha, const void *A, const void *B,
+                              float beta, void *C, const float *a_scale, const float *b_scale, const float *d_scale,
+                              float *d_amax, const float *bias) {
     SNN_TRY(check_desc(d, beta, a_scale, b_scale, d_scale, d_amax));
+    if (bias && snn_cuda_is_fp8(d->a_type))
+        return snn_error(SNN_E_UNSUPPORTED, "GEMM bias epilogue: FP8 operands are not supported here");
     snn_cuda_gemm_state *g = snn_cuda_gemm_of(c);
     plan_key k;
     memset(&k, 0, sizeof k);
@@ -363,6 +384,7 @@ extern "C" snn_status snn_cuda_gemm(snn_cuda *c, const snn_cuda_gemm_desc *d, fl
     k.beta_zero = beta == 0.0f;
     k.a_mode = (int)d->a_scale_mode;
     k.b_mode = (int)d->b_scale_mode;
+    k.has_bias = bias != NULL;
     plan *p = NULL;
     for (int i = 0; i < g->n_plans; i++)
         if (!memcmp(&g->plans[i].key, &k, sizeof k)) {
@@ -392,6 +414,7 @@ extern "C" snn_status snn_cuda_gemm(snn_cuda *c, const snn_cuda_gemm_desc *d, fl
         p = &g->plans[g->n_plans];
         snn_status s = plan_build(g, &k, p);
         if (!s) s = plan_pointers(p, a_scale, b_scale, d_scale, d_amax);
+        if (!s && bias) s = plan_bias(p, bias);
         if (!s) s = plan_choose(g, st, p, alpha, A, B, beta, C);
         if (s) {
             plan_release(p);
@@ -400,6 +423,7 @@ extern "C" snn_status snn_cuda_gemm(snn_cuda *c, const snn_cuda_gemm_desc *d, fl
         g->n_plans++;
     } else {
         SNN_TRY(plan_pointers(p, a_scale, b_scale, d_scale, d_amax));
+        if (bias) SNN_TRY(plan_bias(p, bias));
     }
     SNN_TRY(run_plan(g, st, p, &p->algo, alpha, A, B, beta, C));
     if (d_amax != amax_user)

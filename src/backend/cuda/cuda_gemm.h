@@ -10,4 +10,10 @@ snn_status snn_cuda_gemm_state_create(size_t workspace_bytes, snn_cuda_gemm_stat
 void snn_cuda_gemm_state_destroy(snn_cuda_gemm_state *g);
 snn_cuda_gemm_state *snn_cuda_gemm_of(snn_cuda *c);
 
+/* snn_cuda_gemm with cuBLASLt's bias epilogue: C[i][j] = alpha (A B)[i][j] + beta C[i][j] + bias[j]
+ * (bias: N device FP32 values, 16-byte aligned; NULL = snn_cuda_gemm). Not for FP8 operands. */
+snn_status snn_cuda_gemm_bias(snn_cuda *c, const snn_cuda_gemm_desc *d, float alpha, const void *A, const void *B,
+                              float beta, void *C, const float *a_scale, const float *b_scale, const float *d_scale,
+                              float *d_amax, const float *bias);
+
 #endif
