@@ -28,6 +28,11 @@ struct snn_optimizer {
     int n_state;
     long steps;
     int nonfinite;       /* the last step wrote a NaN or an infinity */
+    /* On a device: host copies of the state handed out by snn_optimizer_state (read to save,
+     * written to restore). Downloaded when first handed out after a step, uploaded before
+     * the next step, so a restore written into them reaches the device. */
+    float *host_state[2];
+    int host_live;
 };
 
 snn_optim_opts snn_optim_defaults(snn_optim_kind kind) {
@@ -173,7 +178,10 @@ snn_status snn_optimizer_create_for_model(const snn_optim_opts *o, snn_model *m,
 void snn_optimizer_free(snn_optimizer *opt) {
     if (!opt) return;
     opt->be->free(opt->be, opt->mask);
-    for (int s = 0; s < 2; s++) opt->be->free(opt->be, opt->state[s]);
+    for (int s = 0; s < 2; s++) {
+        opt->be->free(opt->be, opt->state[s]);
+        free(opt->host_state[s]);
+    }
     free(opt);
 }
 
@@ -194,12 +202,20 @@ snn_status snn_optimizer_state(snn_optimizer *opt, size_t i, snn_optim_state *in
     if (i >= (size_t)opt->n_state)
         return snn_error(SNN_E_INVALID, "optimizer state index %zu out of range (%s has %d)", i,
                          snn_optim_kind_name(opt->o.kind), opt->n_state);
-    if (opt->be->device != SNN_DEVICE_CPU)
-        return snn_error(SNN_E_UNSUPPORTED, "the %s optimizer's state lives on %s; reading it from the host is not "
-                         "supported in this version", snn_optim_kind_name(opt->o.kind), opt->be->name);
     info->name = opt->state_name[i];
     info->numel = opt->n;
     info->data = opt->state[i];
+    if (opt->be->device == SNN_DEVICE_CPU) return SNN_OK;
+    if (!opt->host_live) {
+        for (int s = 0; s < opt->n_state; s++) {
+            if (!opt->host_state[s] && !(opt->host_state[s] = malloc((opt->n ? opt->n : 1) * sizeof(float))))
+                return snn_error(SNN_E_NOMEM, "out of host memory for a copy of the optimizer state (%zu floats)",
+                                 opt->n);
+            SNN_TRY(opt->be->download(opt->be, opt->host_state[s], opt->state[s], opt->n * sizeof(float)));
+        }
+        opt->host_live = 1;
+    }
+    info->data = opt->host_state[i];
     return SNN_OK;
 }
 
@@ -255,6 +271,11 @@ snn_status snn_optimizer_step(snn_optimizer *opt, float lr, int skip) {
     if (!isfinite(lr))
         return snn_error(SNN_E_INVALID, "learning rate is not finite (%g); check the schedule with snn_lr_sched_check", lr);
     if (lr < 0) lr = opt->o.lr;
+    if (opt->host_live) { /* the host copies may hold a restore */
+        for (int s = 0; s < opt->n_state; s++)
+            SNN_TRY(opt->be->upload(opt->be, opt->state[s], opt->host_state[s], opt->n * sizeof(float)));
+        opt->host_live = 0;
+    }
     snn_optim_update u = step_scalars(opt, (double)lr);
     int bad = 0;
     SNN_TRY(opt->be->optim_update(opt->be, &u, opt->n, opt->params, opt->grads, opt->state[0], opt->state[1],

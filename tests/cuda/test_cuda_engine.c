@@ -29,6 +29,10 @@
  * The pre-norm block (LayerNorm, Residual, GELU) has no thresholds, so it is held to the MLP's
  * bounds.
  *
+ * After the steps the optimizer state (exp_avg, exp_avg_sq) of the GPU model, read on the host,
+ * is compared with the CPU's by relative L2 (1e-3 FP32, 2e-2 16-bit and FP8, 0.1 where spikes
+ * or current scaling loosen the bounds above).
+ *
  * Also: the misuse refusals of placement (prepare or an optimizer before snn_model_to, a
  * CPU-only module kind, a second placement), and moving a model back to the CPU.
  * Exit 77 without a GPU. */
@@ -236,6 +240,18 @@ static void compare_steps(const char *name, const net *n, const char *prec, int 
                   s + 1, off, np);
         if (s == 0) printf("  %-10s %-5s step 1: |dy| %.2e of %.2e, |dg| %.2e of %.2e, params off %zu/%zu\n", name,
                            prec, yd, ym, gd, gm, off, np);
+    }
+    /* the optimizer state of the device model reads back on the host (a copy) like the CPU's */
+    for (int i = 0; i < 2; i++) {
+        snn_optim_state sc, sg;
+        const char *nm = i ? "exp_avg_sq" : "exp_avg";
+        st = snn_optimizer_find_state(c.opt, nm, &sc);
+        if (st == SNN_OK) st = snn_optimizer_find_state(g.opt, nm, &sg);
+        CHECK_MSG(st == SNN_OK, "%s %s: optimizer state %s: %s", name, prec, nm, snn_last_error());
+        if (st != SNN_OK) break;
+        double e = rel_l2(sg.data, sc.data, sc.numel), b = loose ? 0.1 : ulp ? 2e-2 : 1e-3;
+        CHECK_MSG(sg.numel == sc.numel && e <= b, "%s %s: optimizer state %s differs, relative L2 %.3g > %.3g", name,
+                  prec, nm, e, b);
     }
     free(x);
     free(dy);

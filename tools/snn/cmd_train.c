@@ -312,9 +312,6 @@ int cmd_train(int argc, char **argv) {
         o.checkpoint_every = tf.checkpoint_every;
         o.out_dir = tf.out;
     }
-    if (on_gpu && SEEN("--checkpoint-every"))
-        die_usage("--checkpoint-every is not available with --device cuda yet (the GPU run writes its checkpoint "
-                  "at the end and where --max-steps stops it)");
     if (strlen(o.out_dir) + 40 >= 4096)
         die_usage("--out is %zu bytes long; at most 4055 leave room for the checkpoint's name", strlen(o.out_dir));
     snn_dataset *train = NULL, *test = NULL;
@@ -350,7 +347,19 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "snn: warning: --neuron-bwd fp8 without loss scaling (only --precision fp16 scales the loss): "
                         "small surrogate gradients underflow in FP8 and the run may stop learning\n");
     if (make_dir(o.out_dir) != 0) die_usage("cannot create output directory '%s': %s", o.out_dir, strerror(errno));
-    if (on_gpu) {
+    /* On a GPU the model runs on the op-table engine (the same loop as on the CPU) when every
+     * module kind it holds has GPU kernels there; otherwise on the whole-model GPU runner,
+     * which the engine is replacing. */
+    int use_runner = 0;
+    if (on_gpu && (st = snn_model_to(m, pf.device)) != SNN_OK) {
+        if (st != SNN_E_UNSUPPORTED || !strstr(snn_last_error(), "runs on the CPU only")) die_status(st, "placing the model");
+        use_runner = 1;
+        if (!tf.quiet) fprintf(stderr, "snn: note: %s; training on the GPU model runner instead\n", snn_last_error());
+    }
+    if (use_runner && SEEN("--checkpoint-every"))
+        die_usage("--checkpoint-every is not available for this model with --device cuda yet (the GPU model runner "
+                  "writes its checkpoint at the end and where --max-steps stops it)");
+    if (use_runner) {
         if ((st = snn_precision_config_validate(&pcfg)) != SNN_OK) die_status(st, "checking the precision");
         int rc = train_cuda_run(m, &o, &rpos, resume, train, test, mf.model, pf.device, &pcfg, tf.quiet, tf.json);
         if (resume) snn_ckpt_close(resume);
