@@ -92,6 +92,8 @@ size_t snn_optimizer_numel(const snn_optimizer *opt);
 /* The parameter array the optimizer updates (NULL for NULL): lets a caller check that an
  * optimizer belongs to a given model (snn_model_params). */
 const float *snn_optimizer_params(const snn_optimizer *opt);
+/* 1 if opt updates the parameters of m (on whatever device m is placed), 0 otherwise. */
+int snn_optimizer_for_model(const snn_optimizer *opt, const snn_model *m);
 
 /* Checkpointing. State tensors, each of snn_optimizer_numel() floats, in a fixed order:
  *   SGD with momentum: "momentum_buffer"; SGD without momentum: none;

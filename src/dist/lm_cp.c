@@ -244,7 +244,7 @@ snn_status snn_lm_cp_train_step(snn_lm_cp *c, snn_optimizer *opt, const int32_t 
                                 const float *mask, int K, float lr, float clip, double *loss, float *grad_norm) {
     if (!c || !opt || !ids || !labels || K <= 0)
         return snn_error(SNN_E_INVALID, "snn_lm_cp_train_step: NULL argument or K <= 0");
-    if (snn_optimizer_params(opt) != snn_model_params(c->m))
+    if (!snn_optimizer_for_model(opt, c->m))
         return snn_error(SNN_E_INVALID, "snn_lm_cp_train_step: the optimizer belongs to another model");
     const size_t per = (size_t)c->N * (size_t)c->S;
     SNN_TRY(check_tokens(c->mb->V, ids, labels, (size_t)K * per));

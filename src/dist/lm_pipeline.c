@@ -346,7 +346,7 @@ snn_status snn_lm_stage_train_step(snn_lm_stage *s, snn_optimizer *opt, const in
                                    float lr, float clip, double *loss, float *grad_norm) {
     snn_lm_pipe *p = s->pipe;
     if (!p) return snn_error(SNN_E_STATE, "snn_lm_pipeline_plan must be called before a training step");
-    if (!opt || snn_optimizer_params(opt) != snn_model_params(s->model))
+    if (!snn_optimizer_for_model(opt, s->model))
         return snn_error(SNN_E_INVALID, "the optimizer does not belong to this stage's model");
     const int dp = s->dp ? snn_comm_size(s->dp) : 1;
     const double tokens = (double)dp * p->K * p->mb * p->S; /* every label counts: no mask */

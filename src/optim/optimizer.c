@@ -188,6 +188,9 @@ void snn_optimizer_free(snn_optimizer *opt) {
 const snn_optim_opts *snn_optimizer_opts(const snn_optimizer *opt) { return &opt->o; }
 size_t snn_optimizer_numel(const snn_optimizer *opt) { return opt->n; }
 const float *snn_optimizer_params(const snn_optimizer *opt) { return opt ? opt->params : NULL; }
+int snn_optimizer_for_model(const snn_optimizer *opt, const snn_model *m) {
+    return opt && m && opt->params == m->param_store && opt->n == m->n_params;
+}
 size_t snn_optimizer_num_states(const snn_optimizer *opt) { return (size_t)opt->n_state; }
 long snn_optimizer_steps(const snn_optimizer *opt) { return opt->steps; }
 int snn_optimizer_nonfinite(const snn_optimizer *opt) { return opt ? opt->nonfinite : 0; }

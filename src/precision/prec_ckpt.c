@@ -28,7 +28,7 @@ static snn_status save_impl(snn_model *m, const snn_precision_config *cfg, snn_p
     if (!m || !path) return snn_error(SNN_E_INVALID, "training checkpoint save: NULL model or path");
     if (p && p->model != m)
         return snn_error(SNN_E_INVALID, "training checkpoint save: the precision was prepared for another model");
-    if (opt && (snn_optimizer_params(opt) != snn_model_params(m) || snn_optimizer_numel(opt) != snn_model_num_params(m)))
+    if (opt && !snn_optimizer_for_model(opt, m))
         return snn_error(SNN_E_INVALID, "training checkpoint save: the optimizer belongs to another model");
     snn_ckpt_writer *w = NULL;
     SNN_TRY(snn_ckpt_writer_begin(&w));
@@ -171,7 +171,7 @@ static snn_status restore_impl(snn_model *m, const snn_precision_config *cfg, sn
     if (!m || !c) return snn_error(SNN_E_INVALID, "training checkpoint restore: NULL model or checkpoint");
     if (p && p->model != m)
         return snn_error(SNN_E_INVALID, "training checkpoint restore: the precision was prepared for another model");
-    if (opt && (snn_optimizer_params(opt) != snn_model_params(m) || snn_optimizer_numel(opt) != snn_model_num_params(m)))
+    if (opt && !snn_optimizer_for_model(opt, m))
         return snn_error(SNN_E_INVALID, "training checkpoint restore: the optimizer belongs to another model");
     snn_precision_config def = snn_precision_config_default();
     SNN_TRY(snn_precision_check_checkpoint(cfg ? cfg : &def, c));

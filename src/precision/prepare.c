@@ -443,7 +443,7 @@ snn_status snn_precision_backward(snn_precision *p, const float *dy, snn_optimiz
     if (!m) return snn_error(SNN_E_STATE, "snn_precision_backward: the model of this precision has been freed");
     /* An optimizer of another model would step that model's weights with its (zero)
      * gradients: this one would silently train nothing. */
-    if (snn_optimizer_params(opt) != m->param_store || snn_optimizer_numel(opt) != snn_model_num_params(m))
+    if (!snn_optimizer_for_model(opt, m))
         return snn_error(SNN_E_INVALID, "snn_precision_backward: the optimizer was created for another model "
                          "(create it with snn_optimizer_create_for_model on this precision's model)");
     if (m->T <= 0 || !m->last_x)
