@@ -205,6 +205,63 @@ struct snn_backend {
     /* ---- end of BatchNorm, dropout, token mean, spiking self-attention ---- */
 
     /* ---- language-model ops (cpu_lm.c, cuda_table_lm.cu) ---- */
+    /* Token embedding gather: y[i][:] = W[ids[i]][:] for n tokens of D values (W [vocab][D]).
+     * ids hold FP32 integer values; *bad (host) receives the index of the first token whose
+     * id is not an integer in [0, vocab) and *bad_id its value, or -1 when all are valid.
+     * With a bad id the rows of y are unspecified (nothing is read out of bounds). */
+    snn_status (*embedding_forward)(const snn_backend *be, size_t n, int D, int vocab, const float *ids,
+                                    const float *W, float *y, long long *bad, float *bad_id);
+    /* Its gradient: G[ids[i]][j] += dy[i][j] (ids valid: the forward checked them). Every
+     * element of G adds its tokens in increasing i, so the sums are the CPU's, bit for bit. */
+    snn_status (*embedding_backward)(const snn_backend *be, size_t n, int D, const float *ids, const float *dy,
+                                     float *G);
+    /* Learned positions over R rows of L values: y[b][i] = x[b][i] + W[i] (y may be x);
+     * backward G[i] += dy[b][i] over b in increasing order (dx is dy: the caller copies). */
+    snn_status (*posemb_forward)(const snn_backend *be, size_t R, size_t L, const float *x, const float *W,
+                                 float *y);
+    snn_status (*posemb_backward)(const snn_backend *be, size_t R, size_t L, const float *dy, float *G);
+    /* Rotary embedding, rotate-half pairing, on R x S rows of W values (heads of hd): the first
+     * `rot` heads of every row rotate, (u, w) = (x[i], x[i + hd/2]) -> (u c - w s', u s' + w c)
+     * with c = cs[s][i], s' = sign · sn[s][i] (cs, sn [S][hd/2]: the rows of this call's
+     * positions, device memory); the rest of the row is copied (y may be x). sign 1 forward,
+     * -1 backward (the inverse rotation). Plain FP32 multiplies and adds, no FMA. */
+    snn_status (*rope_apply)(const snn_backend *be, size_t R, int S, int W, int rot, int hd, const float *cs,
+                             const float *sn, float sign, const float *x, float *y);
+    /* Causal softmax attention on fused q|k|v rows x [R][S][(H + 2G) hd] -> y [R][S][H hd];
+     * query head h reads group g = h / (H / G):  Z = scale q k^T (row i sees keys 0..i),
+     * P = softmax(Z) (max subtracted, the sum of the exps in double, zeros above the
+     * diagonal) saved into P [R][H][S][S];  y = P v. */
+    snn_status (*attention_forward)(const snn_backend *be, int R, int S, int H, int G, int hd, float scale,
+                                    const float *x, float *y, float *P);
+    /* dx [R][S][(H + 2G) hd] overwritten from dy [R][S][H hd] and the forward's P:
+     *   dP = dy v^T, dZ = P (dP - rowsum(dP P)) (rowsum in double), dq = scale dZ k,
+     *   dk = scale Σ_heads of the group dZ^T q, dv = Σ_heads P^T dy.
+     * work: attention_work_bytes(R, H, S) bytes of device scratch. */
+    snn_status (*attention_backward)(const snn_backend *be, int R, int S, int H, int G, int hd, float scale,
+                                     const float *x, const float *P, const float *dy, float *dx, void *work);
+    size_t (*attention_work_bytes)(const snn_backend *be, int R, int H, int S);
+    /* SwiGLU over V vectors: x [V][2F] = gate a | up u -> y [V][F] = a / (1 + exp(-a)) u;
+     * backward da = dy u σ (1 + a (1 - σ)), du = dy a σ with σ = 1 / (1 + exp(-a)). */
+    snn_status (*swiglu_forward)(const snn_backend *be, size_t V, int F, const float *x, float *y);
+    snn_status (*swiglu_backward)(const snn_backend *be, size_t V, int F, const float *x, const float *dy,
+                                  float *dx);
+    /* Elastic bi-spike over T steps of E elements ([T][E], from reset; lm_layers.h):
+     *   v_0 = x_0, v_t = v_{t-1} d (a - s_{t-1}) + x_t, s_t = a rint(clamp(v_t / a, -1, 1));
+     * y = s, v saved. Backward (v, y of the forward): dv_t = [|v_t / a| <= 1] dy_t + c_{t+1},
+     * c_t = dv_t d (a - s_{t-1}); dx = dv. Plain FP32 operations in that order, no FMA. */
+    snn_status (*bispike_forward)(const snn_backend *be, int T, size_t E, float decay, float amp, const float *x,
+                                  float *y, float *v);
+    snn_status (*bispike_backward)(const snn_backend *be, int T, size_t E, float decay, float amp, const float *v,
+                                   const float *y, const float *dy, float *dx);
+    /* The LM cross-entropy of include/snn/lm.h (snn_lm_cross_entropy) on the table's memory:
+     * logits [T][N][S][V], labels [N][S] (int32), mask [N][S] (may be NULL), token_loss
+     * [N][S] (double), dlogits (may be NULL) [T][N][S][V] = grad_scale d(loss_sum)/d(logits);
+     * *loss_sum (Σ token_loss in order) and *count (Σ mask) are host values. Labels outside
+     * [0, V) are refused (the same message) before anything is written. */
+    snn_status (*lm_cross_entropy)(const snn_backend *be, const float *logits, const int32_t *labels,
+                                   const float *mask, int T, int N, int S, int V, int reduce_sum,
+                                   double *token_loss, double *loss_sum, double *count, float *dlogits,
+                                   float grad_scale);
     /* ---- end of language-model ops ---- */
 };
 

@@ -7,25 +7,27 @@
  * position i sees keys 0..i. The forward saves P (rows * heads * S * S floats) for the
  * backward:  dP = dO V^T,  dZ = P .* (dP - rowsum(dP .* P)),  dQ = scale dZ K,
  *   dK += scale dZ^T Q,  dV += P^T dO  (heads of one group accumulate into its k and v).
- * GEMMs go through the backend; folded rows are independent and run OpenMP-parallel,
- * each thread on its own S*S scratch, so results do not depend on the thread count.
+ * The arithmetic is the op table's (attention_forward / attention_backward; the CPU
+ * reference is src/backend/cpu/cpu_lm.c, whose folded rows run OpenMP-parallel, each thread
+ * on its own S*S scratch, so results do not depend on the thread count); P and the
+ * backward's scratch live in the arena.
  *
  * Decoding with a KV cache (snn_attention_attach_cache): the new keys/values of positions
  * offset..offset+S-1 are stored into the cache and the queries attend to all cached
- * positions up to their own; only the cache persists between calls. */
+ * positions up to their own; only the cache persists between calls. The cache is host
+ * memory, so that path runs on the CPU only (a model on a device refuses it). */
 #include <math.h>
-#include <omp.h>
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_lm.h"
 #include "nn/lm_layers.h"
 
 typedef struct {
     int offset; /* first member: snn_lm_set_offset writes it */
     int heads, groups, hd, seq;
     float *P;            /* [rows][heads][S][S] saved probabilities (arena) */
-    float *scratch;      /* [threads][S*S] (arena) */
-    int threads;
+    void *scratch;       /* the backward's scratch, attention_work_bytes (arena) */
     int have_forward;
     float *kc, *vc;      /* cache [rows][groups][cap][hd] (caller's) */
     int cache_rows, cap;
@@ -52,39 +54,27 @@ static snn_status attn_setup(snn_module *m, snn_shape in) {
 static void attn_reserve(snn_module *m, snn_arena *ar, int T, int N) {
     attn_impl *a = m->impl;
     size_t SS = (size_t)a->seq * (size_t)a->seq;
-    a->threads = omp_get_max_threads();
-    a->P = snn_arena_floats(ar, (size_t)T * (size_t)N * (size_t)a->heads * SS);
-    a->scratch = snn_arena_floats(ar, (size_t)a->threads * SS);
+    const int R = T * N;
+    a->P = snn_arena_floats(ar, (size_t)R * (size_t)a->heads * SS);
+    a->scratch = snn_arena_take(ar, m->be->attention_work_bytes(m->be, R, a->heads, a->seq));
     a->have_forward = 0;
 }
 
 /* Row-wise masked softmax of Z [rows][ld] in place: row i keeps columns 0..last(i) with
  * last(i) = last[i] (or i + off when last is NULL), the rest of its `cols` become 0. Shared by
- * the context-parallel attention (src/dist), whose rows sit at arbitrary global positions. */
+ * the context-parallel attention (src/dist), whose rows sit at arbitrary global positions.
+ * The CPU table's attention uses the same function (cpu_lm.c). */
 void snn_attn_softmax_rows(float *Z, int rows, int cols, int ld, int off, const int *last) {
-    for (int i = 0; i < rows; i++) {
-        float *z = Z + (size_t)i * ld;
-        int n = (last ? last[i] : i + off) + 1;
-        float mx = z[0];
-        for (int j = 1; j < n; j++) mx = z[j] > mx ? z[j] : mx;
-        double sum = 0.0;
-        for (int j = 0; j < n; j++) {
-            z[j] = expf(z[j] - mx);
-            sum += z[j];
-        }
-        float inv = (float)(1.0 / sum);
-        for (int j = 0; j < n; j++) z[j] *= inv;
-        for (int j = n; j < cols; j++) z[j] = 0.0f;
-    }
+    snn_cpu_attn_softmax_rows(Z, rows, cols, ld, off, last);
 }
-
-static void causal_softmax(float *Z, int S, int cols, int off, int ld) { snn_attn_softmax_rows(Z, S, cols, ld, off, NULL); }
 
 static snn_status attn_forward_cached(snn_module *m, const snn_run *r, const float *x, float *y) {
     attn_impl *a = m->impl;
     const int S = a->seq, hd = a->hd, H = a->heads, G = a->groups, rep = H / G;
     const int W = (H + 2 * G) * hd, OW = H * hd, cap = a->cap, off = a->offset;
     const long R = (long)snn_rows(r);
+    if (m->be->device != SNN_DEVICE_CPU)
+        return snn_error(SNN_E_UNSUPPORTED, "%s: decoding with a KV cache runs on the CPU only", m->name);
     if (R != a->cache_rows)
         return snn_error(SNN_E_SHAPE, "%s: the KV cache holds %d rows, the step has %ld", m->name,
                          a->cache_rows, R);
@@ -140,25 +130,8 @@ static snn_status attn_forward(snn_module *m, const snn_run *r, const float *x, 
     attn_impl *a = m->impl;
     if (a->kc) return attn_forward_cached(m, r, x, y);
     if (!a->P) return snn_error(SNN_E_STATE, "%s: reserve must run before forward", m->name);
-    const int S = a->seq, hd = a->hd, H = a->heads, G = a->groups, rep = H / G;
-    const int W = (H + 2 * G) * hd, OW = H * hd;
-    const long R = (long)snn_rows(r);
-    const float scale = 1.0f / sqrtf((float)hd);
-    const snn_backend *be = r->be;
-    const size_t SS = (size_t)S * S;
-#pragma omp parallel for schedule(static) if (R > 1)
-    for (long b = 0; b < R; b++) {
-        const float *xb = x + (size_t)b * S * W;
-        for (int h = 0; h < H; h++) {
-            int g = h / rep;
-            float *P = a->P + ((size_t)b * H + h) * SS;
-            be->gemm_f32(0, 1, S, S, hd, scale, xb + (size_t)h * hd, W, xb + (size_t)(H + g) * hd, W,
-                         0.0f, P, S);
-            causal_softmax(P, S, S, 0, S);
-            be->gemm_f32(0, 0, S, hd, S, 1.0f, P, S, xb + (size_t)(H + G + g) * hd, W, 0.0f,
-                         y + (size_t)b * S * OW + (size_t)h * hd, OW);
-        }
-    }
+    SNN_TRY(m->be->attention_forward(m->be, (int)snn_rows(r), a->seq, a->heads, a->groups, a->hd,
+                                     1.0f / sqrtf((float)a->hd), x, y, a->P));
     a->have_forward = 1;
     return SNN_OK;
 }
@@ -170,44 +143,8 @@ static snn_status attn_backward(snn_module *m, const snn_run *r, const float *x,
     if (a->kc) return snn_error(SNN_E_STATE, "%s: no backward while a KV cache is attached", m->name);
     if (!a->have_forward) return snn_error(SNN_E_STATE, "%s: backward called before forward", m->name);
     if (!dx) return SNN_OK;
-    const int S = a->seq, hd = a->hd, H = a->heads, G = a->groups, rep = H / G;
-    const int W = (H + 2 * G) * hd, OW = H * hd;
-    const long R = (long)snn_rows(r);
-    const float scale = 1.0f / sqrtf((float)hd);
-    const snn_backend *be = r->be;
-    const size_t SS = (size_t)S * S;
-#pragma omp parallel for schedule(static) if (R > 1)
-    for (long b = 0; b < R; b++) {
-        float *dP = a->scratch + (size_t)omp_get_thread_num() * SS;
-        const float *xb = x + (size_t)b * S * W;
-        float *dxb = dx + (size_t)b * S * W;
-        const float *dyb = dy + (size_t)b * S * OW;
-        for (int s = 0; s < S; s++) memset(dxb + (size_t)s * W + (size_t)H * hd, 0, 2 * (size_t)G * hd * sizeof(float));
-        for (int h = 0; h < H; h++) {
-            int g = h / rep;
-            const float *P = a->P + ((size_t)b * H + h) * SS;
-            const float *q = xb + (size_t)h * hd, *k = xb + (size_t)(H + g) * hd,
-                        *v = xb + (size_t)(H + G + g) * hd;
-            /* dV += P^T dO */
-            be->gemm_f32(1, 0, S, hd, S, 1.0f, P, S, dyb + (size_t)h * hd, OW, 1.0f,
-                         dxb + (size_t)(H + G + g) * hd, W);
-            /* dP = dO V^T */
-            be->gemm_f32(0, 1, S, S, hd, 1.0f, dyb + (size_t)h * hd, OW, v, W, 0.0f, dP, S);
-            for (int i = 0; i < S; i++) {
-                const float *p = P + (size_t)i * S;
-                float *d = dP + (size_t)i * S;
-                double acc = 0.0;
-                for (int j = 0; j <= i; j++) acc += (double)d[j] * p[j];
-                float c = (float)acc;
-                for (int j = 0; j <= i; j++) d[j] = p[j] * (d[j] - c);
-                for (int j = i + 1; j < S; j++) d[j] = 0.0f;
-            }
-            /* dQ = scale dZ K (overwrite), dK += scale dZ^T Q */
-            be->gemm_f32(0, 0, S, hd, S, scale, dP, S, k, W, 0.0f, dxb + (size_t)h * hd, W);
-            be->gemm_f32(1, 0, S, hd, S, scale, dP, S, q, W, 1.0f, dxb + (size_t)(H + g) * hd, W);
-        }
-    }
-    return SNN_OK;
+    return m->be->attention_backward(m->be, (int)snn_rows(r), a->seq, a->heads, a->groups, a->hd,
+                                     1.0f / sqrtf((float)a->hd), x, a->P, dy, dx, a->scratch);
 }
 
 static void attn_describe(const snn_module *m, snn_module_desc *d) {
@@ -220,6 +157,7 @@ static void attn_describe(const snn_module *m, snn_module_desc *d) {
 
 static const snn_module_ops attn_ops = {
     .kind = "CausalSelfAttention",
+    .devices = SNN_DEVMASK_ALL,
     .setup = attn_setup,
     .reserve = attn_reserve,
     .forward = attn_forward,

@@ -2,11 +2,10 @@
  *
  * The ids arrive as FP32 through the module contract; forward refuses any value that is
  * not an integer in [0, vocab) (so a corrupt batch is an error, never an out-of-bounds
- * read). Backward scatters dy into the rows of the ids; it walks the tokens in order, so the
- * sums do not depend on the thread count. The ids have no gradient (dx is ignored). */
-#include <math.h>
-#include <string.h>
-
+ * read). Backward scatters dy into the rows of the ids, every row adding its tokens in order
+ * (the op table's embedding_forward / embedding_backward). The ids have no gradient (dx is
+ * zeroed). */
+#include "backend/backend.h"
 #include "nn/layers.h"
 #include "nn/lm_layers.h"
 
@@ -38,15 +37,13 @@ static void emb_init(snn_module *m, snn_rng *rng) {
 
 static snn_status emb_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
     emb_impl *e = m->impl;
-    const size_t n = snn_rows(r) * (size_t)e->seq, D = (size_t)e->dim;
-    const float *W = m->params[0].data;
-    for (size_t i = 0; i < n; i++) {
-        float f = x[i];
-        if (!(f >= 0.0f && f < (float)e->vocab) || f != floorf(f))
-            return snn_error(SNN_E_INVALID, "Embedding %s: token %zu is %g, not an id in [0, %d)",
-                             m->name, i, (double)f, e->vocab);
-        memcpy(y + i * D, W + (size_t)f * D, D * sizeof(float));
-    }
+    const size_t n = snn_rows(r) * (size_t)e->seq;
+    long long bad = -1;
+    float f = 0.0f;
+    SNN_TRY(m->be->embedding_forward(m->be, n, e->dim, e->vocab, x, m->params[0].data, y, &bad, &f));
+    if (bad >= 0)
+        return snn_error(SNN_E_INVALID, "Embedding %s: token %zu is %g, not an id in [0, %d)", m->name, (size_t)bad,
+                         (double)f, e->vocab);
     return SNN_OK;
 }
 
@@ -54,15 +51,9 @@ static snn_status emb_backward(snn_module *m, const snn_run *r, const float *x, 
                                const float *dy, float *dx) {
     (void)y;
     emb_impl *e = m->impl;
-    const size_t n = snn_rows(r) * (size_t)e->seq, D = (size_t)e->dim;
-    float *G = m->params[0].grad;
-    for (size_t i = 0; i < n; i++) {
-        float *g = G + (size_t)x[i] * D;
-        const float *d = dy + i * D;
-        for (size_t j = 0; j < D; j++) g[j] += d[j];
-    }
-    if (dx) memset(dx, 0, n * sizeof(float));
-    return SNN_OK;
+    const size_t n = snn_rows(r) * (size_t)e->seq;
+    SNN_TRY(m->be->embedding_backward(m->be, n, e->dim, x, dy, m->params[0].grad));
+    return dx ? m->be->fill(m->be, dx, 0.0f, n) : SNN_OK;
 }
 
 static void emb_describe(const snn_module *m, snn_module_desc *d) {
@@ -73,6 +64,7 @@ static void emb_describe(const snn_module *m, snn_module_desc *d) {
 
 static const snn_module_ops emb_ops = {
     .kind = "Embedding",
+    .devices = SNN_DEVMASK_ALL,
     .setup = emb_setup,
     .init = emb_init,
     .forward = emb_forward,

@@ -44,12 +44,15 @@ static void head_init(snn_module *m, snn_rng *rng) {
     if (!h->tied) snn_init_trunc_normal(m->params[0].data, m->params[0].numel, 0.02f, rng);
 }
 
+/* Plain FP32 products through the op table's GEMM (what gemm_f32 computed on the CPU: the
+ * CPU entry without bias and rounding is that call). */
 static snn_status head_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
     head_impl *h = m->impl;
     int rows = (int)(snn_rows(r) * (snn_shape_numel(m->in) / (size_t)h->dim));
-    r->be->gemm_f32(0, 1, rows, h->vocab, h->dim, 1.0f, x, h->dim, head_weight(m)->data, h->dim, 0.0f,
-                    y, h->vocab);
-    return SNN_OK;
+    snn_gemm g = {.trans_a = 0, .trans_b = 1, .M = rows, .N = h->vocab, .K = h->dim, .alpha = 1.0f, .beta = 0.0f,
+                  .A = x, .lda = h->dim, .B = head_weight(m)->data, .ldb = h->dim, .C = y, .ldc = h->vocab,
+                  .ab_type = SNN_F32, .bias = NULL, .c_round = SNN_F32};
+    return m->be->gemm(m->be, &g);
 }
 
 static snn_status head_backward(snn_module *m, const snn_run *r, const float *x, const float *y,
@@ -58,13 +61,20 @@ static snn_status head_backward(snn_module *m, const snn_run *r, const float *x,
     head_impl *h = m->impl;
     int rows = (int)(snn_rows(r) * (snn_shape_numel(m->in) / (size_t)h->dim));
     snn_param *w = head_weight(m);
-    r->be->gemm_f32(1, 0, h->vocab, h->dim, rows, 1.0f, dy, h->vocab, x, h->dim, 1.0f, w->grad, h->dim);
-    if (dx) r->be->gemm_f32(0, 0, rows, h->dim, h->vocab, 1.0f, dy, h->vocab, w->data, h->dim, 0.0f, dx, h->dim);
-    return SNN_OK;
+    snn_gemm gw = {.trans_a = 1, .trans_b = 0, .M = h->vocab, .N = h->dim, .K = rows, .alpha = 1.0f, .beta = 1.0f,
+                   .A = dy, .lda = h->vocab, .B = x, .ldb = h->dim, .C = w->grad, .ldc = h->dim,
+                   .ab_type = SNN_F32, .bias = NULL, .c_round = SNN_F32};
+    SNN_TRY(m->be->gemm(m->be, &gw));
+    if (!dx) return SNN_OK;
+    snn_gemm gd = {.trans_a = 0, .trans_b = 0, .M = rows, .N = h->dim, .K = h->vocab, .alpha = 1.0f, .beta = 0.0f,
+                   .A = dy, .lda = h->vocab, .B = w->data, .ldb = h->dim, .C = dx, .ldc = h->dim,
+                   .ab_type = SNN_F32, .bias = NULL, .c_round = SNN_F32};
+    return m->be->gemm(m->be, &gd);
 }
 
 static const snn_module_ops head_ops = {
     .kind = "LMHead",
+    .devices = SNN_DEVMASK_ALL,
     .setup = head_setup,
     .init = head_init,
     .forward = head_forward,

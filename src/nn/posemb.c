@@ -2,6 +2,7 @@
  * The offset is 0 in training and the cache position while decoding. */
 #include <string.h>
 
+#include "backend/backend.h"
 #include "nn/layers.h"
 #include "nn/lm_layers.h"
 
@@ -35,11 +36,8 @@ static snn_status pos_forward(snn_module *m, const snn_run *r, const float *x, f
     if (p->offset < 0 || p->offset + p->seq > p->max_len)
         return snn_error(SNN_E_INVALID, "PositionEmbedding %s: positions %d..%d exceed the context %d",
                          m->name, p->offset, p->offset + p->seq - 1, p->max_len);
-    const size_t R = snn_rows(r), S = (size_t)p->seq, D = (size_t)p->dim;
-    const float *W = m->params[0].data + (size_t)p->offset * D;
-    for (size_t b = 0; b < R; b++)
-        for (size_t i = 0; i < S * D; i++) y[b * S * D + i] = x[b * S * D + i] + W[i];
-    return SNN_OK;
+    const size_t L = (size_t)p->seq * (size_t)p->dim;
+    return m->be->posemb_forward(m->be, snn_rows(r), L, x, m->params[0].data + (size_t)p->offset * (size_t)p->dim, y);
 }
 
 static snn_status pos_backward(snn_module *m, const snn_run *r, const float *x, const float *y,
@@ -47,16 +45,14 @@ static snn_status pos_backward(snn_module *m, const snn_run *r, const float *x, 
     (void)x;
     (void)y;
     pos_impl *p = m->impl;
-    const size_t R = snn_rows(r), S = (size_t)p->seq, D = (size_t)p->dim;
-    float *G = m->params[0].grad + (size_t)p->offset * D;
-    for (size_t b = 0; b < R; b++)
-        for (size_t i = 0; i < S * D; i++) G[i] += dy[b * S * D + i];
-    if (dx && dx != dy) memcpy(dx, dy, R * S * D * sizeof(float));
-    return SNN_OK;
+    const size_t R = snn_rows(r), L = (size_t)p->seq * (size_t)p->dim;
+    SNN_TRY(m->be->posemb_backward(m->be, R, L, dy, m->params[0].grad + (size_t)p->offset * (size_t)p->dim));
+    return dx && dx != dy ? m->be->copy(m->be, dx, dy, R * L * sizeof(float)) : SNN_OK;
 }
 
 static const snn_module_ops pos_ops = {
     .kind = "PositionEmbedding",
+    .devices = SNN_DEVMASK_ALL,
     .setup = pos_setup,
     .init = pos_init,
     .forward = pos_forward,

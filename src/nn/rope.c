@@ -4,18 +4,24 @@
  * (u, w) = (x[i], x[i + hd/2]) becomes (u cos - w sin, u sin + w cos) with angle
  * (offset + s) * theta^(-2i/hd). q and k heads rotate, v passes through. The backward is
  * the inverse rotation (the transpose of an orthogonal map). cos/sin come from a table
- * built at setup in double. */
+ * built at setup in double on the host; reserve takes room for it in the activation arena
+ * (device memory on a device) and the first forward or backward after reserve fills it
+ * with one upload, so every device rotates with the same FP32 table. The rotation is the op
+ * table's rope_apply. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "nn/lm_layers.h"
 
 typedef struct {
     int offset; /* first member: snn_lm_set_offset writes it */
     int heads, groups, hd, max_len, seq;
     float theta;
-    float *cs, *sn; /* [max_len][hd/2], malloc'd at setup */
+    float *cs, *sn; /* [max_len][hd/2], malloc'd at setup (host) */
+    float *dcs, *dsn; /* the same in the arena (the model's device) */
+    int table_ready;  /* dcs/dsn hold the table (after the first use since reserve) */
 } rope_impl;
 
 static snn_status rope_setup(snn_module *m, snn_shape in) {
@@ -36,6 +42,7 @@ static snn_status rope_setup(snn_module *m, snn_shape in) {
     m->n_params = 0;
     free(p->cs);
     free(p->sn);
+    p->table_ready = 0;
     size_t h2 = (size_t)p->hd / 2;
     p->cs = malloc((size_t)p->max_len * h2 * sizeof(float));
     p->sn = malloc((size_t)p->max_len * h2 * sizeof(float));
@@ -49,25 +56,33 @@ static snn_status rope_setup(snn_module *m, snn_shape in) {
     return SNN_OK;
 }
 
-static void rope_apply(rope_impl *p, size_t R, const float *x, float *y, float sign) {
-    const size_t S = (size_t)p->seq, hd = (size_t)p->hd, h2 = hd / 2;
-    const size_t W = (size_t)(p->heads + 2 * p->groups) * hd, rot = (size_t)(p->heads + p->groups);
-    for (size_t b = 0; b < R; b++)
-        for (size_t s = 0; s < S; s++) {
-            const float *xr = x + (b * S + s) * W;
-            float *yr = y + (b * S + s) * W;
-            const float *c = p->cs + ((size_t)p->offset + s) * h2, *sn = p->sn + ((size_t)p->offset + s) * h2;
-            for (size_t h = 0; h < rot; h++) {
-                const float *u = xr + h * hd;
-                float *o = yr + h * hd;
-                for (size_t i = 0; i < h2; i++) {
-                    float a = u[i], w = u[i + h2], si = sign * sn[i];
-                    o[i] = a * c[i] - w * si;
-                    o[i + h2] = a * si + w * c[i];
-                }
-            }
-            if (yr != xr) memcpy(yr + rot * hd, xr + rot * hd, (W - rot * hd) * sizeof(float));
-        }
+static void rope_reserve(snn_module *m, snn_arena *a, int T, int N) {
+    (void)T;
+    (void)N;
+    rope_impl *p = m->impl;
+    const size_t n = (size_t)p->max_len * ((size_t)p->hd / 2);
+    p->dcs = snn_arena_floats(a, n);
+    p->dsn = snn_arena_floats(a, n);
+    p->table_ready = 0;
+}
+
+static snn_status rope_table(snn_module *m) {
+    rope_impl *p = m->impl;
+    if (p->table_ready) return SNN_OK;
+    if (!p->dcs || !p->cs) return snn_error(SNN_E_STATE, "RoPE %s: reserve must run before forward", m->name);
+    const size_t bytes = (size_t)p->max_len * ((size_t)p->hd / 2) * sizeof(float);
+    SNN_TRY(m->be->upload(m->be, p->dcs, p->cs, bytes));
+    SNN_TRY(m->be->upload(m->be, p->dsn, p->sn, bytes));
+    p->table_ready = 1;
+    return SNN_OK;
+}
+
+static snn_status rope_apply(snn_module *m, const snn_run *r, const float *x, float *y, float sign) {
+    rope_impl *p = m->impl;
+    SNN_TRY(rope_table(m));
+    const size_t off = (size_t)p->offset * ((size_t)p->hd / 2);
+    return m->be->rope_apply(m->be, snn_rows(r), p->seq, (p->heads + 2 * p->groups) * p->hd, p->heads + p->groups,
+                             p->hd, p->dcs + off, p->dsn + off, sign, x, y);
 }
 
 static snn_status rope_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
@@ -75,16 +90,14 @@ static snn_status rope_forward(snn_module *m, const snn_run *r, const float *x, 
     if (p->offset < 0 || p->offset + p->seq > p->max_len)
         return snn_error(SNN_E_INVALID, "RoPE %s: positions %d..%d exceed the context %d", m->name,
                          p->offset, p->offset + p->seq - 1, p->max_len);
-    rope_apply(p, snn_rows(r), x, y, 1.0f);
-    return SNN_OK;
+    return rope_apply(m, r, x, y, 1.0f);
 }
 
 static snn_status rope_backward(snn_module *m, const snn_run *r, const float *x, const float *y,
                                 const float *dy, float *dx) {
     (void)x;
     (void)y;
-    if (dx) rope_apply(m->impl, snn_rows(r), dy, dx, -1.0f);
-    return SNN_OK;
+    return dx ? rope_apply(m, r, dy, dx, -1.0f) : SNN_OK;
 }
 
 static void rope_destroy(snn_module *m) {
@@ -96,7 +109,9 @@ static void rope_destroy(snn_module *m) {
 
 static const snn_module_ops rope_ops = {
     .kind = "RoPE",
+    .devices = SNN_DEVMASK_ALL,
     .setup = rope_setup,
+    .reserve = rope_reserve,
     .forward = rope_forward,
     .backward = rope_backward,
     .destroy = rope_destroy,

@@ -1,8 +1,8 @@
 /* SwiGLU gate: [.., 2F] -> [.., F], y = silu(a) * u with a = x[:F] (gate), u = x[F:] (up),
  * the layout of Megatron's fused gated fc1. silu(a) = a * sigmoid(a);
- * dL/da = dy * u * sigmoid(a) * (1 + a * (1 - sigmoid(a))), dL/du = dy * silu(a). */
-#include <math.h>
-
+ * dL/da = dy * u * sigmoid(a) * (1 + a * (1 - sigmoid(a))), dL/du = dy * silu(a).
+ * The arithmetic is the op table's (swiglu_forward / swiglu_backward). */
+#include "backend/backend.h"
 #include "nn/lm_layers.h"
 
 typedef struct {
@@ -25,15 +25,7 @@ static snn_status swiglu_setup(snn_module *m, snn_shape in) {
 
 static snn_status swiglu_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
     swiglu_impl *s = m->impl;
-    const long long V = (long long)(snn_rows(r) * s->vectors);
-    const size_t F = (size_t)s->features;
-#pragma omp parallel for schedule(static) if ((size_t)V * F >= 32768)
-    for (long long v = 0; v < V; v++) {
-        const float *a = x + (size_t)v * 2 * F, *u = a + F;
-        float *o = y + (size_t)v * F;
-        for (size_t j = 0; j < F; j++) o[j] = a[j] / (1.0f + expf(-a[j])) * u[j];
-    }
-    return SNN_OK;
+    return m->be->swiglu_forward(m->be, snn_rows(r) * s->vectors, s->features, x, y);
 }
 
 static snn_status swiglu_backward(snn_module *m, const snn_run *r, const float *x, const float *y,
@@ -41,23 +33,12 @@ static snn_status swiglu_backward(snn_module *m, const snn_run *r, const float *
     (void)y;
     if (!dx) return SNN_OK;
     swiglu_impl *s = m->impl;
-    const long long V = (long long)(snn_rows(r) * s->vectors);
-    const size_t F = (size_t)s->features;
-#pragma omp parallel for schedule(static) if ((size_t)V * F >= 32768)
-    for (long long v = 0; v < V; v++) {
-        const float *a = x + (size_t)v * 2 * F, *u = a + F, *g = dy + (size_t)v * F;
-        float *da = dx + (size_t)v * 2 * F, *du = da + F;
-        for (size_t j = 0; j < F; j++) {
-            float sg = 1.0f / (1.0f + expf(-a[j]));
-            da[j] = g[j] * u[j] * sg * (1.0f + a[j] * (1.0f - sg));
-            du[j] = g[j] * a[j] * sg;
-        }
-    }
-    return SNN_OK;
+    return m->be->swiglu_backward(m->be, snn_rows(r) * s->vectors, s->features, x, dy, dx);
 }
 
 static const snn_module_ops swiglu_ops = {
     .kind = "SwiGLU",
+    .devices = SNN_DEVMASK_ALL,
     .setup = swiglu_setup,
     .forward = swiglu_forward,
     .backward = swiglu_backward,

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/cpu_lm.h"
 #include "backend/cpu/cpu_ops.h"
 #include "core/error_internal.h"
 
@@ -84,6 +85,19 @@ static const snn_backend cpu_backend = {
     /* end of BatchNorm, dropout, token mean, spiking self-attention */
 
     /* language-model ops */
+    .embedding_forward = snn_cpu_embedding_forward,
+    .embedding_backward = snn_cpu_embedding_backward,
+    .posemb_forward = snn_cpu_posemb_forward,
+    .posemb_backward = snn_cpu_posemb_backward,
+    .rope_apply = snn_cpu_rope_apply,
+    .attention_forward = snn_cpu_attention_forward,
+    .attention_backward = snn_cpu_attention_backward,
+    .attention_work_bytes = snn_cpu_attention_work_bytes,
+    .swiglu_forward = snn_cpu_swiglu_forward,
+    .swiglu_backward = snn_cpu_swiglu_backward,
+    .bispike_forward = snn_cpu_bispike_forward,
+    .bispike_backward = snn_cpu_bispike_backward,
+    .lm_cross_entropy = snn_cpu_lm_cross_entropy,
     /* end of language-model ops */
 };
 

@@ -1,4 +1,581 @@
-/* The CUDA table's entries for the language-model ops (backend.h). */
+/* The CUDA table's entries for the language-model ops (backend.h, "language-model ops").
+ *
+ * Correct and deterministic first (a fused flash-style attention is later work): every
+ * value is computed by one thread in a fixed order, and block reductions are fixed trees, so
+ * a run repeats itself bit for bit. Against the CPU table (tests/cuda/test_cuda_table_lm.c):
+ *   bit for bit: embedding gather and gradient (each G element adds its tokens in order, one
+ *     thread per (column, id bucket)), position add and gradient (one thread per element
+ *     walks the rows in order), RoPE (the table's FP32 cos/sin, explicit _rn operations: no
+ *     FMA, as the CPU compiled in ISO C, which does not contract), elastic bi-spike forward
+ *     and backward (same operations, same order, rintf is exact);
+ *   to rounding: attention (dot products in FP32 in another order than the CPU's BLAS, expf
+ *     within 2 ulps of glibc's, sums of exps in double as on the CPU, a tree instead of a
+ *     sequence), SwiGLU (expf), the LM loss (the T reduction is the CPU's, bit for bit; expf,
+ *     log and the double tree sum of the exps differ in the last bits).
+ * Entries that return values to the host (embedding_forward's bad token, the loss totals and
+ * its label check) wait for the stream through a download of the table's scratch. */
+#include <math.h>
+
 #include "backend/cuda/cuda_table.h"
 
-void snn_cuda_install_lm(snn_backend *be) { (void)be; }
+namespace {
+
+inline cudaStream_t st_of(const snn_backend *be) { return snn_cuda_stream_of(snn_cuda_table_ctx(be)); }
+
+#define GRID_STRIDE(i, n) \
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
+
+/* Block reductions over blockDim.x (a power of two) values: fixed trees, deterministic. */
+__device__ float block_max_f(float v, float *red) {
+    const int t = threadIdx.x;
+    red[t] = v;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (t < s) red[t] = fmaxf(red[t], red[t + s]);
+        __syncthreads();
+    }
+    float r = red[0];
+    __syncthreads();
+    return r;
+}
+
+/* An invalid id or label (index) found by any thread: the smallest index wins. */
+__device__ __forceinline__ void note_bad(unsigned long long *first, size_t i) {
+    atomicMin(first, (unsigned long long)i);
+}
+
+const unsigned long long NONE = ~0ull;
+
+/* ---------------------------------------------------------------- embedding */
+
+__device__ __forceinline__ bool id_ok(float f, int vocab) { return (f >= 0.0f && f < (float)vocab) && f == floorf(f); }
+
+__global__ void emb_fwd_kernel(size_t n, int D, int vocab, const float *ids, const float *W, float *y,
+                               unsigned long long *bad) {
+    const size_t total = n * (size_t)D;
+    GRID_STRIDE(e, total) {
+        const size_t i = e / (size_t)D, j = e % (size_t)D;
+        const float f = ids[i];
+        if (id_ok(f, vocab)) {
+            y[e] = W[(size_t)f * (size_t)D + j];
+        } else {
+            y[e] = 0.0f;
+            if (j == 0) note_bad(bad, i);
+        }
+    }
+}
+
+/* One thread per (column j, bucket): it owns G[id][j] for every id of its bucket
+ * (id % nb) and adds their tokens in increasing i: the CPU's order for every element. */
+__global__ void emb_bwd_kernel(size_t n, int D, int nb, const float *ids, const float *dy, float *G) {
+    const size_t total = (size_t)D * (size_t)nb;
+    GRID_STRIDE(e, total) {
+        const int j = (int)(e % (size_t)D), bucket = (int)(e / (size_t)D);
+        for (size_t i = 0; i < n; i++) {
+            const int id = (int)ids[i];
+            if (id % nb != bucket) continue;
+            float *g = G + (size_t)id * (size_t)D + j;
+            *g = __fadd_rn(*g, dy[i * (size_t)D + j]);
+        }
+    }
+}
+
+snn_status t_embedding_forward(const snn_backend *be, size_t n, int D, int vocab, const float *ids, const float *W,
+                               float *y, long long *bad, float *bad_id) {
+    SNN_TRY(snn_cuda_table_check(be, "embedding_forward"));
+    if (!bad || !bad_id) return snn_error(SNN_E_INVALID, "embedding_forward: NULL bad-token outputs");
+    *bad = -1;
+    *bad_id = 0.0f;
+    if (D <= 0 || vocab <= 0) return snn_error(SNN_E_INVALID, "embedding_forward: D and vocab must be positive");
+    if (n == 0) return SNN_OK;
+    if (!ids || !W || !y) return snn_error(SNN_E_INVALID, "embedding_forward: NULL pointer");
+    snn_cuda *c = snn_cuda_table_ctx(be);
+    unsigned long long *first = (unsigned long long *)snn_cuda_table_scratch(be);
+    SNN_CU_TRY(cudaMemsetAsync(first, 0xFF, sizeof *first, st_of(be)));
+    const size_t total = n * (size_t)D;
+    emb_fwd_kernel<<<snn_cuda_table_grid(be, total, 256), 256, 0, st_of(be)>>>(n, D, vocab, ids, W, y, first);
+    SNN_CU_LAUNCHED("embedding_forward");
+    unsigned long long f = NONE;
+    SNN_TRY(snn_cuda_download(c, &f, first, sizeof f));
+    if (f != NONE) {
+        *bad = (long long)f;
+        SNN_TRY(snn_cuda_download(c, bad_id, ids + f, sizeof(float)));
+    }
+    return SNN_OK;
+}
+
+snn_status t_embedding_backward(const snn_backend *be, size_t n, int D, const float *ids, const float *dy, float *G) {
+    SNN_TRY(snn_cuda_table_check(be, "embedding_backward"));
+    if (D <= 0) return snn_error(SNN_E_INVALID, "embedding_backward: D must be positive");
+    if (n == 0) return SNN_OK;
+    if (!ids || !dy || !G) return snn_error(SNN_E_INVALID, "embedding_backward: NULL pointer");
+    /* enough (column, bucket) threads to fill the GPU; each scans the n ids */
+    int nb = (int)((32768 + (size_t)D - 1) / (size_t)D);
+    if (nb > 256) nb = 256;
+    if (nb < 1) nb = 1;
+    const size_t total = (size_t)D * (size_t)nb;
+    emb_bwd_kernel<<<snn_grid(total, 128), 128, 0, st_of(be)>>>(n, D, nb, ids, dy, G);
+    SNN_CU_LAUNCHED("embedding_backward");
+    return SNN_OK;
+}
+
+/* ---------------------------------------------------------------- positions */
+
+__global__ void pos_fwd_kernel(size_t R, size_t L, const float *x, const float *W, float *y) {
+    GRID_STRIDE(e, R * L) y[e] = __fadd_rn(x[e], W[e % L]);
+}
+
+__global__ void pos_bwd_kernel(size_t R, size_t L, const float *dy, float *G) {
+    GRID_STRIDE(i, L) {
+        float g = G[i];
+        for (size_t b = 0; b < R; b++) g = __fadd_rn(g, dy[b * L + i]);
+        G[i] = g;
+    }
+}
+
+snn_status t_posemb_forward(const snn_backend *be, size_t R, size_t L, const float *x, const float *W, float *y) {
+    SNN_TRY(snn_cuda_table_check(be, "posemb_forward"));
+    if (!R || !L) return SNN_OK;
+    if (!x || !W || !y) return snn_error(SNN_E_INVALID, "posemb_forward: NULL pointer");
+    pos_fwd_kernel<<<snn_cuda_table_grid(be, R * L, 256), 256, 0, st_of(be)>>>(R, L, x, W, y);
+    SNN_CU_LAUNCHED("posemb_forward");
+    return SNN_OK;
+}
+
+snn_status t_posemb_backward(const snn_backend *be, size_t R, size_t L, const float *dy, float *G) {
+    SNN_TRY(snn_cuda_table_check(be, "posemb_backward"));
+    if (!R || !L) return SNN_OK;
+    if (!dy || !G) return snn_error(SNN_E_INVALID, "posemb_backward: NULL pointer");
+    pos_bwd_kernel<<<snn_grid(L, 128), 128, 0, st_of(be)>>>(R, L, dy, G);
+    SNN_CU_LAUNCHED("posemb_backward");
+    return SNN_OK;
+}
+
+/* ---------------------------------------------------------------- RoPE */
+
+/* One thread per rotated pair (both outputs from both inputs: safe in place) or per copied
+ * value of the row's tail. */
+__global__ void rope_kernel(size_t rows, int S, int W, int rot, int hd, const float *cs, const float *sn, float sign,
+                            const float *x, float *y) {
+    const int h2 = hd / 2;
+    const size_t pairs = (size_t)rot * (size_t)h2, rest = (size_t)W - (size_t)rot * (size_t)hd;
+    const size_t copy = x == y ? 0 : rest, per = pairs + copy;
+    GRID_STRIDE(e, rows * per) {
+        const size_t row = e / per, k = e % per;
+        const float *xr = x + row * (size_t)W;
+        float *yr = y + row * (size_t)W;
+        if (k < pairs) {
+            const int h = (int)(k / (size_t)h2), i = (int)(k % (size_t)h2);
+            const size_t s = row % (size_t)S;
+            const float c = cs[s * (size_t)h2 + i], si = __fmul_rn(sign, sn[s * (size_t)h2 + i]);
+            const float a = xr[(size_t)h * hd + i], w = xr[(size_t)h * hd + i + h2];
+            yr[(size_t)h * hd + i] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(w, si));
+            yr[(size_t)h * hd + i + h2] = __fadd_rn(__fmul_rn(a, si), __fmul_rn(w, c));
+        } else {
+            const size_t col = (size_t)rot * (size_t)hd + (k - pairs);
+            yr[col] = xr[col];
+        }
+    }
+}
+
+snn_status t_rope_apply(const snn_backend *be, size_t R, int S, int W, int rot, int hd, const float *cs,
+                        const float *sn, float sign, const float *x, float *y) {
+    SNN_TRY(snn_cuda_table_check(be, "rope_apply"));
+    if (S < 0 || hd <= 0 || hd % 2 || rot < 0 || (size_t)rot * (size_t)hd > (size_t)(W > 0 ? W : 0))
+        return snn_error(SNN_E_INVALID, "rope_apply: bad geometry (S %d, W %d, rot %d, hd %d)", S, W, rot, hd);
+    if (!R || !S) return SNN_OK;
+    if (!cs || !sn || !x || !y) return snn_error(SNN_E_INVALID, "rope_apply: NULL pointer");
+    const size_t rows = R * (size_t)S, per = (size_t)rot * (size_t)(hd / 2) + (x == y ? 0 : (size_t)W - (size_t)rot * hd);
+    if (!per) return SNN_OK;
+    rope_kernel<<<snn_cuda_table_grid(be, rows * per, 256), 256, 0, st_of(be)>>>(rows, S, W, rot, hd, cs, sn, sign, x,
+                                                                                    y);
+    SNN_CU_LAUNCHED("rope_apply");
+    return SNN_OK;
+}
+
+/* ---------------------------------------------------------------- attention */
+
+#define ATT_THREADS 128
+
+snn_status attn_check(const char *what, int R, int S, int H, int G, int hd) {
+    if (R < 0 || S < 0 || H <= 0 || G <= 0 || H % G || hd <= 0)
+        return snn_error(SNN_E_INVALID, "%s: bad geometry (R %d, S %d, heads %d, groups %d, head size %d)", what, R, S,
+                         H, G, hd);
+    return SNN_OK;
+}
+
+/* Dynamic shared memory of S floats per block; above the default 48 KiB the kernel opts in. */
+template <typename K> snn_status smem_for(K kernel, size_t bytes, const char *what) {
+    if (bytes <= 48 * 1024) return SNN_OK;
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return snn_error(SNN_E_UNSUPPORTED, "%s: a sequence of %zu positions needs more shared memory than the GPU has",
+                         what, bytes / sizeof(float));
+    }
+    return SNN_OK;
+}
+
+/* One block per (row b, head h, query i): the scores of keys 0..i, their softmax (max,
+ * exps, the sum in double), the probabilities into P (zeros after i) and y_i = P_i v. */
+__global__ void __launch_bounds__(ATT_THREADS) attn_fwd_kernel(int S, int H, int G, int hd, float scale,
+                                                              const float *x, float *y, float *P) {
+    extern __shared__ float z[];
+    __shared__ float redf[ATT_THREADS];
+    __shared__ double redd[ATT_THREADS];
+    const int i = blockIdx.x % S, h = (blockIdx.x / S) % H;
+    const size_t b = blockIdx.x / ((size_t)S * H);
+    const int rep = H / G, g = h / rep, W = (H + 2 * G) * hd, OW = H * hd;
+    const float *xb = x + b * (size_t)S * W;
+    const float *q = xb + (size_t)i * W + (size_t)h * hd;
+    float mx = -INFINITY;
+    for (int j = threadIdx.x; j <= i; j += blockDim.x) {
+        const float *k = xb + (size_t)j * W + (size_t)(H + g) * hd;
+        float d = 0.0f;
+        for (int e = 0; e < hd; e++) d = fmaf(q[e], k[e], d);
+        d = __fmul_rn(scale, d);
+        z[j] = d;
+        mx = fmaxf(mx, d);
+    }
+    mx = block_max_f(mx, redf);
+    double sum = 0.0;
+    for (int j = threadIdx.x; j <= i; j += blockDim.x) {
+        const float p = expf(__fsub_rn(z[j], mx));
+        z[j] = p;
+        sum += (double)p;
+    }
+    sum = snn_block_sum_d(sum, redd);
+    const float inv = (float)(1.0 / sum);
+    float *Pr = P + ((b * H + h) * (size_t)S + i) * (size_t)S;
+    for (int j = threadIdx.x; j < S; j += blockDim.x) {
+        float p = 0.0f;
+        if (j <= i) {
+            p = __fmul_rn(z[j], inv);
+            z[j] = p;
+        }
+        Pr[j] = p;
+    }
+    __syncthreads();
+    float *o = y + (b * (size_t)S + i) * OW + (size_t)h * hd;
+    for (int e = threadIdx.x; e < hd; e += blockDim.x) {
+        float acc = 0.0f;
+        for (int j = 0; j <= i; j++) acc = fmaf(z[j], xb[(size_t)j * W + (size_t)(H + G + g) * hd + e], acc);
+        o[e] = acc;
+    }
+}
+
+snn_status t_attention_forward(const snn_backend *be, int R, int S, int H, int G, int hd, float scale,
+                               const float *x, float *y, float *P) {
+    SNN_TRY(snn_cuda_table_check(be, "attention_forward"));
+    SNN_TRY(attn_check("attention_forward", R, S, H, G, hd));
+    if (!R || !S) return SNN_OK;
+    if (!x || !y || !P) return snn_error(SNN_E_INVALID, "attention_forward: NULL pointer");
+    const size_t blocks = (size_t)R * H * S, smem = (size_t)S * sizeof(float);
+    if (blocks > 0x7fffffffu) return snn_error(SNN_E_UNSUPPORTED, "attention_forward: %zu query rows", blocks);
+    SNN_TRY(smem_for(attn_fwd_kernel, smem, "attention_forward"));
+    attn_fwd_kernel<<<(unsigned)blocks, ATT_THREADS, smem, st_of(be)>>>(S, H, G, hd, scale, x, y, P);
+    SNN_CU_LAUNCHED("attention_forward");
+    return SNN_OK;
+}
+
+/* Backward, pass 1: one block per (b, h, i): dP_ij = dy_i v_j (j <= i), c = Σ_j dP P (double),
+ * dZ_ij = P_ij (dP_ij - c) into dZ [R][H][S][S], dq_i = scale Σ_j dZ_ij k_j. */
+__global__ void __launch_bounds__(ATT_THREADS) attn_bwd_q_kernel(int S, int H, int G, int hd, float scale,
+                                                                const float *x, const float *P, const float *dy,
+                                                                float *dx, float *dZ) {
+    extern __shared__ float dz[];
+    __shared__ double redd[ATT_THREADS];
+    const int i = blockIdx.x % S, h = (blockIdx.x / S) % H;
+    const size_t b = blockIdx.x / ((size_t)S * H);
+    const int rep = H / G, g = h / rep, W = (H + 2 * G) * hd, OW = H * hd;
+    const float *xb = x + b * (size_t)S * W;
+    const float *go = dy + (b * (size_t)S + i) * OW + (size_t)h * hd;
+    const float *Pr = P + ((b * H + h) * (size_t)S + i) * (size_t)S;
+    double acc = 0.0;
+    for (int j = threadIdx.x; j <= i; j += blockDim.x) {
+        const float *v = xb + (size_t)j * W + (size_t)(H + G + g) * hd;
+        float d = 0.0f;
+        for (int e = 0; e < hd; e++) d = fmaf(go[e], v[e], d);
+        dz[j] = d;
+        acc += (double)d * (double)Pr[j];
+    }
+    const float c = (float)snn_block_sum_d(acc, redd);
+    float *dZr = dZ + ((b * H + h) * (size_t)S + i) * (size_t)S;
+    for (int j = threadIdx.x; j <= i; j += blockDim.x) {
+        const float d = __fmul_rn(Pr[j], __fsub_rn(dz[j], c));
+        dz[j] = d;
+        dZr[j] = d;
+    }
+    __syncthreads();
+    float *dq = dx + (b * (size_t)S + i) * W + (size_t)h * hd;
+    for (int e = threadIdx.x; e < hd; e += blockDim.x) {
+        float a = 0.0f;
+        for (int j = 0; j <= i; j++) a = fmaf(dz[j], xb[(size_t)j * W + (size_t)(H + g) * hd + e], a);
+        dq[e] = __fmul_rn(scale, a);
+    }
+}
+
+/* Pass 2: one block per (b, group g, key j): dk_j = scale Σ_{h of g} Σ_{i >= j} dZ_ij q_i,
+ * dv_j = Σ_{h of g} Σ_{i >= j} P_ij dy_i (overwritten, heads and queries in order). */
+__global__ void attn_bwd_kv_kernel(int S, int H, int G, int hd, float scale, const float *x, const float *P,
+                                   const float *dy, float *dx, const float *dZ) {
+    const int j = blockIdx.x % S, g = (blockIdx.x / S) % G;
+    const size_t b = blockIdx.x / ((size_t)S * G);
+    const int rep = H / G, W = (H + 2 * G) * hd, OW = H * hd;
+    const float *xb = x + b * (size_t)S * W;
+    float *dk = dx + (b * (size_t)S + j) * W + (size_t)(H + g) * hd, *dv = dk + (size_t)G * hd;
+    for (int e = threadIdx.x; e < hd; e += blockDim.x) {
+        float ak = 0.0f, av = 0.0f;
+        for (int h = g * rep; h < (g + 1) * rep; h++) {
+            const size_t base = (b * H + h) * (size_t)S;
+            for (int i = j; i < S; i++) {
+                const size_t pij = (base + i) * (size_t)S + j;
+                ak = fmaf(dZ[pij], xb[(size_t)i * W + (size_t)h * hd + e], ak);
+                av = fmaf(P[pij], dy[(b * (size_t)S + i) * OW + (size_t)h * hd + e], av);
+            }
+        }
+        dk[e] = __fmul_rn(scale, ak);
+        dv[e] = av;
+    }
+}
+
+size_t t_attention_work_bytes(const snn_backend *be, int R, int H, int S) {
+    (void)be;
+    /* dZ [R][H][S][S] */
+    return (size_t)(R > 0 ? R : 0) * (size_t)(H > 0 ? H : 0) * (size_t)(S > 0 ? S : 0) * (size_t)(S > 0 ? S : 0) *
+           sizeof(float);
+}
+
+snn_status t_attention_backward(const snn_backend *be, int R, int S, int H, int G, int hd, float scale,
+                                const float *x, const float *P, const float *dy, float *dx, void *work) {
+    SNN_TRY(snn_cuda_table_check(be, "attention_backward"));
+    SNN_TRY(attn_check("attention_backward", R, S, H, G, hd));
+    if (!R || !S) return SNN_OK;
+    if (!x || !P || !dy || !dx || !work) return snn_error(SNN_E_INVALID, "attention_backward: NULL pointer");
+    const size_t qb = (size_t)R * H * S, kb = (size_t)R * G * S, smem = (size_t)S * sizeof(float);
+    if (qb > 0x7fffffffu) return snn_error(SNN_E_UNSUPPORTED, "attention_backward: %zu query rows", qb);
+    SNN_TRY(smem_for(attn_bwd_q_kernel, smem, "attention_backward"));
+    attn_bwd_q_kernel<<<(unsigned)qb, ATT_THREADS, smem, st_of(be)>>>(S, H, G, hd, scale, x, P, dy, dx,
+                                                                       (float *)work);
+    SNN_CU_LAUNCHED("attention_backward (queries)");
+    const unsigned kt = hd >= 128 ? 128 : hd >= 64 ? 64 : 32;
+    attn_bwd_kv_kernel<<<(unsigned)kb, kt, 0, st_of(be)>>>(S, H, G, hd, scale, x, P, dy, dx, (const float *)work);
+    SNN_CU_LAUNCHED("attention_backward (keys, values)");
+    return SNN_OK;
+}
+
+/* ---------------------------------------------------------------- SwiGLU */
+
+__global__ void swiglu_fwd_kernel(size_t V, int F, const float *x, float *y) {
+    GRID_STRIDE(e, V * (size_t)F) {
+        const size_t v = e / (size_t)F, j = e % (size_t)F;
+        const float a = x[v * 2 * F + j], u = x[v * 2 * F + F + j];
+        y[e] = __fmul_rn(__fdiv_rn(a, __fadd_rn(1.0f, expf(-a))), u);
+    }
+}
+
+__global__ void swiglu_bwd_kernel(size_t V, int F, const float *x, const float *dy, float *dx) {
+    GRID_STRIDE(e, V * (size_t)F) {
+        const size_t v = e / (size_t)F, j = e % (size_t)F;
+        const float a = x[v * 2 * F + j], u = x[v * 2 * F + F + j], g = dy[e];
+        const float sg = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-a)));
+        dx[v * 2 * F + j] =
+            __fmul_rn(__fmul_rn(__fmul_rn(g, u), sg), __fadd_rn(1.0f, __fmul_rn(a, __fsub_rn(1.0f, sg))));
+        dx[v * 2 * F + F + j] = __fmul_rn(__fmul_rn(g, a), sg);
+    }
+}
+
+snn_status t_swiglu_forward(const snn_backend *be, size_t V, int F, const float *x, float *y) {
+    SNN_TRY(snn_cuda_table_check(be, "swiglu_forward"));
+    if (F <= 0) return snn_error(SNN_E_INVALID, "swiglu_forward: F must be positive (got %d)", F);
+    if (!V) return SNN_OK;
+    if (!x || !y) return snn_error(SNN_E_INVALID, "swiglu_forward: NULL pointer");
+    swiglu_fwd_kernel<<<snn_cuda_table_grid(be, V * (size_t)F, 256), 256, 0, st_of(be)>>>(V, F, x, y);
+    SNN_CU_LAUNCHED("swiglu_forward");
+    return SNN_OK;
+}
+
+snn_status t_swiglu_backward(const snn_backend *be, size_t V, int F, const float *x, const float *dy, float *dx) {
+    SNN_TRY(snn_cuda_table_check(be, "swiglu_backward"));
+    if (F <= 0) return snn_error(SNN_E_INVALID, "swiglu_backward: F must be positive (got %d)", F);
+    if (!V) return SNN_OK;
+    if (!x || !dy || !dx) return snn_error(SNN_E_INVALID, "swiglu_backward: NULL pointer");
+    swiglu_bwd_kernel<<<snn_cuda_table_grid(be, V * (size_t)F, 256), 256, 0, st_of(be)>>>(V, F, x, dy, dx);
+    SNN_CU_LAUNCHED("swiglu_backward");
+    return SNN_OK;
+}
+
+/* ---------------------------------------------------------------- elastic bi-spike */
+
+__device__ __forceinline__ float bis_fire(float v, float a) {
+    float z = __fdiv_rn(v, a);
+    z = z > 1.0f ? 1.0f : (z < -1.0f ? -1.0f : z);
+    return __fmul_rn(a, rintf(z));
+}
+
+__global__ void bis_fwd_kernel(int T, size_t E, float d, float a, const float *x, float *y, float *v) {
+    GRID_STRIDE(e, E) {
+        float vv = 0.0f, sp = 0.0f;
+        for (int t = 0; t < T; t++) {
+            const size_t i = (size_t)t * E + e;
+            vv = t == 0 ? x[i] : __fadd_rn(__fmul_rn(__fmul_rn(vv, d), __fsub_rn(a, sp)), x[i]);
+            sp = bis_fire(vv, a);
+            v[i] = vv;
+            y[i] = sp;
+        }
+    }
+}
+
+__global__ void bis_bwd_kernel(int T, size_t E, float d, float a, const float *v, const float *y, const float *dy,
+                               float *dx) {
+    GRID_STRIDE(e, E) {
+        float carry = 0.0f;
+        for (int t = T - 1; t >= 0; t--) {
+            const size_t i = (size_t)t * E + e;
+            const float dv = __fadd_rn(fabsf(__fdiv_rn(v[i], a)) <= 1.0f ? dy[i] : 0.0f, carry);
+            dx[i] = dv;
+            if (t > 0) carry = __fmul_rn(__fmul_rn(dv, d), __fsub_rn(a, y[i - E]));
+        }
+    }
+}
+
+snn_status t_bispike_forward(const snn_backend *be, int T, size_t E, float decay, float amp, const float *x, float *y,
+                             float *v) {
+    SNN_TRY(snn_cuda_table_check(be, "bispike_forward"));
+    if (T < 0) return snn_error(SNN_E_INVALID, "bispike_forward: negative T (%d)", T);
+    if (!T || !E) return SNN_OK;
+    if (!x || !y || !v) return snn_error(SNN_E_INVALID, "bispike_forward: NULL pointer");
+    bis_fwd_kernel<<<snn_cuda_table_grid(be, E, 256), 256, 0, st_of(be)>>>(T, E, decay, amp, x, y, v);
+    SNN_CU_LAUNCHED("bispike_forward");
+    return SNN_OK;
+}
+
+snn_status t_bispike_backward(const snn_backend *be, int T, size_t E, float decay, float amp, const float *v,
+                              const float *y, const float *dy, float *dx) {
+    SNN_TRY(snn_cuda_table_check(be, "bispike_backward"));
+    if (T < 0) return snn_error(SNN_E_INVALID, "bispike_backward: negative T (%d)", T);
+    if (!T || !E) return SNN_OK;
+    if (!v || !y || !dy || !dx) return snn_error(SNN_E_INVALID, "bispike_backward: NULL pointer");
+    bis_bwd_kernel<<<snn_cuda_table_grid(be, E, 256), 256, 0, st_of(be)>>>(T, E, decay, amp, v, y, dy, dx);
+    SNN_CU_LAUNCHED("bispike_backward");
+    return SNN_OK;
+}
+
+/* ---------------------------------------------------------------- LM loss */
+
+#define CE_THREADS 256
+
+__global__ void ce_check_kernel(const int32_t *labels, size_t NS, int V, unsigned long long *bad) {
+    GRID_STRIDE(i, NS) if (labels[i] < 0 || labels[i] >= V) note_bad(bad, i);
+}
+
+/* The CPU's T reduction of one logit: FP32 adds in t order, then the scale. */
+__device__ __forceinline__ float zred(const float *l, int T, size_t stride, float inv) {
+    float s = 0.0f;
+    for (int t = 0; t < T; t++) s = __fadd_rn(s, l[(size_t)t * stride]);
+    return __fmul_rn(s, inv);
+}
+
+/* One block per token: z (into dlogits' t = 0 slice when there is one), its max, the exps and
+ * their sum in double, the token's loss, then the gradient into every time slice. */
+__global__ void __launch_bounds__(CE_THREADS) ce_kernel(const float *logits, const int32_t *labels, const float *mask,
+                                                       int T, size_t NS, int V, float inv, float gt,
+                                                       double *token_loss, float *dlogits, float grad_scale) {
+    __shared__ float redf[CE_THREADS];
+    __shared__ double redd[CE_THREADS];
+    const size_t i = blockIdx.x, stride = NS * (size_t)V;
+    const float *l = logits + i * (size_t)V;
+    const float mk = mask ? mask[i] : 1.0f;
+    const int lab = labels[i];
+    float *d = dlogits ? dlogits + i * (size_t)V : NULL;
+    float mx = -INFINITY;
+    for (int v = threadIdx.x; v < V; v += blockDim.x) {
+        const float z = zred(l + v, T, stride, inv);
+        if (d) d[v] = z;
+        mx = fmaxf(mx, z);
+    }
+    mx = block_max_f(mx, redf);
+    const float zl = zred(l + lab, T, stride, inv);
+    double se = 0.0;
+    for (int v = threadIdx.x; v < V; v += blockDim.x) {
+        const float e = expf(__fsub_rn(d ? d[v] : zred(l + v, T, stride, inv), mx));
+        if (d) d[v] = e;
+        se += (double)e;
+    }
+    se = snn_block_sum_d(se, redd);
+    if (threadIdx.x == 0) token_loss[i] = (double)mk * ((double)mx + log(se) - (double)zl);
+    if (!d) return;
+    const float c = __fmul_rn(__fmul_rn(grad_scale, mk), gt), is = (float)(1.0 / se);
+    for (int v = threadIdx.x; v < V; v += blockDim.x) {
+        const float g = __fmul_rn(c, __fsub_rn(__fmul_rn(d[v], is), v == lab ? 1.0f : 0.0f));
+        for (int t = 0; t < T; t++) d[(size_t)t * stride + v] = g;
+    }
+}
+
+/* The totals in token order (one thread: the CPU's sums of the per-token values). */
+__global__ void ce_total_kernel(const double *token_loss, const float *mask, size_t NS, double *out) {
+    if (blockIdx.x || threadIdx.x) return;
+    double ls = 0.0, cn = 0.0;
+    for (size_t i = 0; i < NS; i++) {
+        ls = __dadd_rn(ls, token_loss[i]);
+        cn = __dadd_rn(cn, mask ? (double)mask[i] : 1.0);
+    }
+    out[0] = ls;
+    out[1] = cn;
+}
+
+snn_status t_lm_cross_entropy(const snn_backend *be, const float *logits, const int32_t *labels, const float *mask,
+                              int T, int N, int S, int V, int reduce_sum, double *token_loss, double *loss_sum,
+                              double *count, float *dlogits, float grad_scale) {
+    SNN_TRY(snn_cuda_table_check(be, "lm_cross_entropy"));
+    if (!logits || !labels || !token_loss || !loss_sum || !count)
+        return snn_error(SNN_E_INVALID, "LM loss: logits, labels and outputs must not be NULL");
+    if (T <= 0 || N <= 0 || S <= 0 || V <= 0)
+        return snn_error(SNN_E_INVALID, "LM loss: T, N, S and V must be positive (got %d, %d, %d, %d)", T, N, S, V);
+    snn_cuda *c = snn_cuda_table_ctx(be);
+    const size_t NS = (size_t)N * (size_t)S;
+    if (NS > 0x7fffffffu) return snn_error(SNN_E_UNSUPPORTED, "LM loss: %zu tokens in one call", NS);
+    /* the scratch: [0] the first bad label, [1..2] the totals */
+    unsigned long long *bad = (unsigned long long *)snn_cuda_table_scratch(be);
+    double *tot = (double *)snn_cuda_table_scratch(be) + 1;
+    SNN_CU_TRY(cudaMemsetAsync(bad, 0xFF, sizeof *bad, st_of(be)));
+    ce_check_kernel<<<snn_cuda_table_grid(be, NS, 256), 256, 0, st_of(be)>>>(labels, NS, V, bad);
+    SNN_CU_LAUNCHED("LM loss label check");
+    unsigned long long f = NONE;
+    SNN_TRY(snn_cuda_download(c, &f, bad, sizeof f));
+    if (f != NONE) {
+        int32_t lab = 0;
+        SNN_TRY(snn_cuda_download(c, &lab, labels + f, sizeof lab));
+        return snn_error(SNN_E_INVALID, "LM loss: label %d at token %lld is outside [0, %d)", (int)lab, (long long)f,
+                         V);
+    }
+    const float inv = reduce_sum ? 1.0f : 1.0f / (float)T, gt = reduce_sum ? 1.0f : 1.0f / (float)T;
+    ce_kernel<<<(unsigned)NS, CE_THREADS, 0, st_of(be)>>>(logits, labels, mask, T, NS, V, inv, gt, token_loss, dlogits,
+                                                          grad_scale);
+    SNN_CU_LAUNCHED("LM loss");
+    ce_total_kernel<<<1, 32, 0, st_of(be)>>>(token_loss, mask, NS, tot);
+    SNN_CU_LAUNCHED("LM loss totals");
+    double h[2];
+    SNN_TRY(snn_cuda_download(c, h, tot, sizeof h));
+    *loss_sum = h[0];
+    *count = h[1];
+    return SNN_OK;
+}
+
+} // namespace
+
+void snn_cuda_install_lm(snn_backend *be) {
+    be->embedding_forward = t_embedding_forward;
+    be->embedding_backward = t_embedding_backward;
+    be->posemb_forward = t_posemb_forward;
+    be->posemb_backward = t_posemb_backward;
+    be->rope_apply = t_rope_apply;
+    be->attention_forward = t_attention_forward;
+    be->attention_backward = t_attention_backward;
+    be->attention_work_bytes = t_attention_work_bytes;
+    be->swiglu_forward = t_swiglu_forward;
+    be->swiglu_backward = t_swiglu_backward;
+    be->bispike_forward = t_bispike_forward;
+    be->bispike_backward = t_bispike_backward;
+    be->lm_cross_entropy = t_lm_cross_entropy;
+}
