@@ -26,7 +26,8 @@
  *
  * Models: Reshape - BatchNorm - Dropout - TokenMean uses only bit-identical entries (and the
  * bit-identical AdamW update), so outputs, gradients, parameters and BatchNorm buffers must
- * match exactly. Linear - BatchNorm - LIF - Reshape - SSA - BatchNorm - LIF - Dropout -
+ * match exactly; also with SyncBatchNorm's group sum (a callback that doubles every sum, as
+ * two identical replicas would), which on the GPU goes through a host copy of the sums. Linear - BatchNorm - LIF - Reshape - SSA - BatchNorm - LIF - Dropout -
  * TokenMean - Linear adds Linear's FP32 GEMMs (summation order differs) and thresholds (a
  * spike can flip at a tie and change what follows), so it is held to the relative L2 error
  * of test_cuda_engine.c's spiking model (2e-3) and 1 % of the parameters may differ after a
@@ -41,6 +42,8 @@
 
 #include "backend/backend.h"
 #include "harness.h"
+#include "nn/layers.h"
+#include "nn/model_internal.h"
 #include "snn/rng.h"
 #include "snn/snn.h"
 
@@ -408,7 +411,19 @@ static snn_status add(snn_module *seq, snn_status made, snn_module **child) {
         if (st_ != SNN_OK) return st_;                                                                           \
     } while (0)
 
-enum { M_EXACT, M_SSA, M_CONVSNN, M_SPIKFORMER };
+enum { M_EXACT, M_EXACT_SYNC, M_SSA, M_CONVSNN, M_SPIKFORMER };
+
+/* SyncBatchNorm's group sum as two identical replicas give it (every sum, the count
+ * included, doubles): on the GPU the sums go through the module's host buffer. */
+static snn_status twin_sum(void *ctx, double *buf, size_t n) {
+    (void)ctx;
+    for (size_t i = 0; i < n; i++) buf[i] *= 2.0;
+    return SNN_OK;
+}
+
+static void set_twin(snn_module *m, void *ctx) {
+    *(int *)ctx += snn_batchnorm_set_sync(m, twin_sum, NULL);
+}
 #define EX_C 13
 #define EX_L 11
 #define SS_IN 24
@@ -433,7 +448,7 @@ static snn_status build(int kind, uint64_t seed, snn_model **out, size_t *in, si
     }
     TRY(snn_sequential_create(&seq));
     snn_status st = SNN_OK;
-    if (kind == M_EXACT) {
+    if (kind == M_EXACT || kind == M_EXACT_SYNC) {
         /* only bit-identical entries: Reshape, BatchNorm on [C, L], Dropout, TokenMean */
         int shape[2] = {EX_C, EX_L};
         st = add(seq, snn_reshape_create(2, shape, &c), &c);
@@ -480,6 +495,11 @@ static snn_status side_make(int kind, uint64_t seed, const char *dev, int T, int
     snn_precision_config cfg;
     TRY(snn_precision_config_parse("fp32", NULL, NULL, NULL, NULL, &cfg));
     TRY(build(kind, seed, &s->m, in, outn));
+    if (kind == M_EXACT_SYNC) {
+        int n_bn = 0;
+        snn_module_walk(s->m->root, set_twin, &n_bn);
+        if (n_bn != 1) return snn_error(SNN_E_STATE, "expected one BatchNorm, found %d", n_bn);
+    }
     TRY(snn_model_to(s->m, dev));
     TRY(snn_prepare_model_for_precision(s->m, dev, &cfg, &s->p));
     snn_optim_opts oo = snn_optim_defaults(SNN_OPTIM_ADAMW);
@@ -530,12 +550,12 @@ static void compare_model(const char *name, int kind, int T, int N, int steps) {
         side_free(&g);
         return;
     }
-    const int exact = kind == M_EXACT;
+    const int exact = kind == M_EXACT || kind == M_EXACT_SYNC;
     size_t nx = (size_t)T * N * in, ny = (size_t)T * N * outn;
     size_t np = snn_model_num_params(c.m), nb = snn_model_num_buffers(c.m);
     float *x = xmalloc(nx * 4), *dy = xmalloc(ny * 4), *yc = xmalloc(ny * 4), *gc = xmalloc(np * 4);
     for (int s = 0; s < steps; s++) {
-        snn_test_fill_uniform(x, nx, kind == M_EXACT ? 1.0f : -1.0f, kind == M_EXACT ? 3.0f : 1.0f, &rng);
+        snn_test_fill_uniform(x, nx, exact ? 1.0f : -1.0f, exact ? 3.0f : 1.0f, &rng);
         const float *y1 = NULL, *y2 = NULL;
         OK(snn_model_forward(c.m, x, 1, &y1));
         if (!y1) break;
@@ -613,6 +633,7 @@ static void compare_model(const char *name, int kind, int T, int N, int steps) {
 static void test_models(void) {
     compare_model("exact", M_EXACT, 3, 5, 3);
     compare_model("exact1", M_EXACT, 1, 2, 2); /* two values per channel */
+    compare_model("sync", M_EXACT_SYNC, 2, 3, 2); /* SyncBatchNorm through the host buffer */
     compare_model("ssa", M_SSA, 4, 6, 3);
     compare_model("convsnn", M_CONVSNN, 4, 4, 2);
     compare_model("spikformer", M_SPIKFORMER, 2, 2, 2);
