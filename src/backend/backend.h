@@ -202,6 +202,65 @@ struct snn_backend {
     /* ---- end of convolution and pooling ---- */
 
     /* ---- BatchNorm, dropout, token mean, spiking self-attention (cpu_layers.c, cuda_table_norm.cu) ---- */
+    /* BatchNorm over x [B][C][S] (channel c of row i is x[(i·C + c)·S + k], k < S). Every sum
+     * is in double and runs in one order on every backend: per (row, channel) the S values in
+     * increasing k starting from 0.0, then those row partials added in increasing i starting
+     * from 0.0. With that order and the per-element formulas below (each operation rounded
+     * once, no FMA) every backend gives the same bits.
+     * batchnorm_stats: acc[c] = Σ x when sum is NULL; else the second pass around the mean,
+     * acc[c] = Σ d·d with d = x - sum[c]/count (sum[c]/count in double). */
+    snn_status (*batchnorm_stats)(const snn_backend *be, size_t B, int C, size_t S, const float *x,
+                                  const double *sum, double count, double *acc);
+    /* Forward. training: mean = sum/count, invstd = 1/sqrt(sqsum/count + eps) (biased
+     * variance), running_mean = (float)((1 - mom)·running_mean + mom·mean), running_var the
+     * same with the unbiased sqsum/(count - 1) (count > 1); eval (sum, sqsum unused, may be
+     * NULL): mean = running_mean, invstd = 1/sqrt(running_var + eps), running stats untouched.
+     * mean, invstd [C] written (what the backward needs); y = (float)((x - mean)·(invstd·w) + b)
+     * in double. eps and momentum enter as doubles of the floats. */
+    snn_status (*batchnorm_forward)(const snn_backend *be, size_t B, int C, size_t S, int training, float eps,
+                                    float momentum, double count, const double *sum, const double *sqsum,
+                                    const float *x, const float *w, const float *b, float *running_mean,
+                                    float *running_var, double *mean, double *invstd, float *y);
+    /* Backward sums (the order above): gsum[c] = Σ dy, gdot[c] = Σ dy·((x - mean)·invstd);
+     * then db[c] += (float)gsum[c], dw[c] += (float)gdot[c]. */
+    snn_status (*batchnorm_backward_sums)(const snn_backend *be, size_t B, int C, size_t S, const float *x,
+                                          const float *dy, const double *mean, const double *invstd,
+                                          double *gsum, double *gdot, float *dw, float *db);
+    /* dx written, in double with k = w·invstd: training (the forward normalised with batch
+     * statistics over count values per channel): (float)(k·(dy - gsum/count - x̂·(gdot/count)))
+     * with x̂ = (x - mean)·invstd; eval: (float)(k·dy) (gsum, gdot unused). */
+    snn_status (*batchnorm_backward_input)(const snn_backend *be, size_t B, int C, size_t S, int training,
+                                           double count, const float *x, const float *dy, const float *w,
+                                           const double *mean, const double *invstd, const double *gsum,
+                                           const double *gdot, float *dx);
+
+    /* Dropout mask [n]: mask[i] = snn_rng_uniform(seed, stream, base + i) >= p ? scale : 0 with
+     * scale = p < 1 ? 1/(1 - p) : 0 (FP32). A pure function of its arguments: bit-identical. */
+    snn_status (*dropout_mask)(const snn_backend *be, uint64_t seed, uint64_t stream, uint64_t base, float p,
+                               size_t n, float *mask);
+    /* y[t][i] = x[t][i] · mask[i] for t < T, i < n (one FP32 multiply; the mask of all steps,
+     * as SpikingJelly's multi-step dropout; also its backward, with dy and dx). Bit-identical. */
+    snn_status (*dropout_apply)(const snn_backend *be, int T, size_t n, const float *x, const float *mask,
+                                float *y);
+
+    /* Token mean over rows of L: y[i] = (Σ_l x[i][l], FP32 adds in increasing l from 0) · (1/L)
+     * with 1/L rounded to FP32 first; backward dx[i][l] = dy[i] · (1/L). Bit-identical. */
+    snn_status (*token_mean_forward)(const snn_backend *be, size_t rows, int L, const float *x, float *y);
+    snn_status (*token_mean_backward)(const snn_backend *be, size_t rows, int L, const float *dy, float *dx);
+
+    /* Spiking self-attention core (Spikformer's SSA without softmax) on B rows of x [3C][L]:
+     * q, k, v are channels [0, C), [C, 2C), [2C, 3C), head h owns d = C/heads channels of each.
+     * Per (row, head), with Q, K, V its [d][L] slices: A = V Kᵀ (d x d), Y = scale · A Q,
+     * y [B][C][L]. Backward (dx [B][3C][L] written): dA = scale · dY Qᵀ, dQ = scale · Aᵀ dY,
+     * dV = dA K, dK = dAᵀ V. FP32 products and sums in the backend's order (GEMM-like, not
+     * bit-identical across backends; 0/1 spikes make A's sums integers, exact below 2^24).
+     * work: ssa_work_bytes(B, C, L, heads) bytes on the device, kept intact from a forward to
+     * the backward of the same x (the CPU saves A there; a backend may recompute it). */
+    snn_status (*ssa_forward)(const snn_backend *be, size_t B, int C, int L, int heads, float scale,
+                              const float *x, float *y, void *work);
+    snn_status (*ssa_backward)(const snn_backend *be, size_t B, int C, int L, int heads, float scale,
+                               const float *x, const float *dy, float *dx, void *work);
+    size_t (*ssa_work_bytes)(const snn_backend *be, size_t B, int C, int L, int heads);
     /* ---- end of BatchNorm, dropout, token mean, spiking self-attention ---- */
 
     /* ---- language-model ops (cpu_lm.c, cuda_table_lm.cu) ---- */

@@ -1,7 +1,6 @@
 /* Modules that only Spikformer uses: a reshape, the token mean of the head, and the
- * spiking self-attention core (no softmax). */
-#include <string.h>
-
+ * spiking self-attention core (no softmax). Their data moves only through the op table
+ * (copy, token_mean_*, ssa_*), so they run on every device. */
 #include "backend/backend.h"
 #include "models/spikformer_parts.h"
 
@@ -22,18 +21,20 @@ static snn_status reshape_setup(snn_module *m, snn_shape in) {
 }
 
 static snn_status reshape_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
-    memcpy(y, x, snn_rows(r) * snn_shape_numel(m->in) * sizeof(float));
-    return SNN_OK;
+    return m->be->copy(m->be, y, x, snn_rows(r) * snn_shape_numel(m->in) * sizeof(float));
 }
 
 static snn_status reshape_backward(snn_module *m, const snn_run *r, const float *x, const float *y,
                                    const float *dy, float *dx) {
-    if (dx) memcpy(dx, dy, snn_rows(r) * snn_shape_numel(m->in) * sizeof(float));
-    return SNN_OK;
+    if (!dx) return SNN_OK;
+    return m->be->copy(m->be, dx, dy, snn_rows(r) * snn_shape_numel(m->in) * sizeof(float));
 }
 
-static const snn_module_ops reshape_ops = {
-    .kind = "Reshape", .setup = reshape_setup, .forward = reshape_forward, .backward = reshape_backward};
+static const snn_module_ops reshape_ops = {.kind = "Reshape",
+                                           .devices = SNN_DEVMASK_ALL,
+                                           .setup = reshape_setup,
+                                           .forward = reshape_forward,
+                                           .backward = reshape_backward};
 
 snn_module *snn_reshape_new(snn_shape to) {
     snn_module *m = snn_module_new(&reshape_ops, sizeof(reshape_impl));
@@ -52,36 +53,20 @@ static snn_status tmean_setup(snn_module *m, snn_shape in) {
 }
 
 static snn_status tmean_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
-    size_t rows = snn_rows(r) * (size_t)m->in.d[0];
-    int L = m->in.d[1];
-    float inv = 1.0f / (float)L;
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < rows; i++) {
-        const float *p = x + i * (size_t)L;
-        float s = 0;
-        for (int l = 0; l < L; l++) s += p[l];
-        y[i] = s * inv;
-    }
-    return SNN_OK;
+    return m->be->token_mean_forward(m->be, snn_rows(r) * (size_t)m->in.d[0], m->in.d[1], x, y);
 }
 
 static snn_status tmean_backward(snn_module *m, const snn_run *r, const float *x, const float *y,
                                  const float *dy, float *dx) {
     if (!dx) return SNN_OK;
-    size_t rows = snn_rows(r) * (size_t)m->in.d[0];
-    int L = m->in.d[1];
-    float inv = 1.0f / (float)L;
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < rows; i++) {
-        float g = dy[i] * inv;
-        float *p = dx + i * (size_t)L;
-        for (int l = 0; l < L; l++) p[l] = g;
-    }
-    return SNN_OK;
+    return m->be->token_mean_backward(m->be, snn_rows(r) * (size_t)m->in.d[0], m->in.d[1], dy, dx);
 }
 
-static const snn_module_ops tmean_ops = {
-    .kind = "TokenMean", .setup = tmean_setup, .forward = tmean_forward, .backward = tmean_backward};
+static const snn_module_ops tmean_ops = {.kind = "TokenMean",
+                                         .devices = SNN_DEVMASK_ALL,
+                                         .setup = tmean_setup,
+                                         .forward = tmean_forward,
+                                         .backward = tmean_backward};
 
 snn_module *snn_token_mean_new(void) { return snn_module_new(&tmean_ops, 0); }
 
@@ -93,8 +78,7 @@ snn_module *snn_token_mean_new(void) { return snn_module_new(&tmean_ops, 0); }
 typedef struct {
     int heads;
     float scale;
-    float *attn; /* [B, heads, d, d] saved for backward */
-    float *dA;   /* [B, heads, d, d] scratch */
+    void *work; /* the backend's ssa work area (arena): what the forward saves for backward */
 } ssa_impl;
 
 static snn_status ssa_setup(snn_module *m, snn_shape in) {
@@ -110,54 +94,21 @@ static snn_status ssa_setup(snn_module *m, snn_shape in) {
 
 static void ssa_reserve(snn_module *m, snn_arena *a, int T, int N) {
     ssa_impl *s = m->impl;
-    int C = m->out.d[0], d = C / s->heads;
-    size_t n = (size_t)T * N * (size_t)s->heads * d * d;
-    s->attn = snn_arena_floats(a, n);
-    s->dA = snn_arena_floats(a, n);
+    size_t B = (size_t)T * (size_t)N;
+    s->work = snn_arena_take(a, m->be->ssa_work_bytes(m->be, B, m->out.d[0], m->out.d[1], s->heads));
 }
 
 static snn_status ssa_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
     ssa_impl *s = m->impl;
-    int C = m->out.d[0], L = m->out.d[1], H = s->heads, d = C / H;
-    size_t B = snn_rows(r);
-    const snn_backend *be = r->be;
-    for (size_t b = 0; b < B; b++) {
-        for (int h = 0; h < H; h++) {
-            const float *q = x + b * 3 * (size_t)C * L + (size_t)h * d * L;
-            const float *k = q + (size_t)C * L;
-            const float *v = k + (size_t)C * L;
-            float *A = s->attn + (b * H + (size_t)h) * d * d;
-            float *out = y + b * (size_t)C * L + (size_t)h * d * L;
-            be->gemm_f32(0, 1, d, d, L, 1.0f, v, L, k, L, 0.0f, A, d);
-            be->gemm_f32(0, 0, d, L, d, s->scale, A, d, q, L, 0.0f, out, L);
-        }
-    }
-    return SNN_OK;
+    return m->be->ssa_forward(m->be, snn_rows(r), m->out.d[0], m->out.d[1], s->heads, s->scale, x, y, s->work);
 }
 
 static snn_status ssa_backward(snn_module *m, const snn_run *r, const float *x, const float *y,
                                const float *dy, float *dx) {
     if (!dx) return SNN_OK;
     ssa_impl *s = m->impl;
-    int C = m->out.d[0], L = m->out.d[1], H = s->heads, d = C / H;
-    size_t B = snn_rows(r);
-    const snn_backend *be = r->be;
-    for (size_t b = 0; b < B; b++) {
-        for (int h = 0; h < H; h++) {
-            size_t off = b * 3 * (size_t)C * L + (size_t)h * d * L;
-            const float *q = x + off, *k = q + (size_t)C * L, *v = k + (size_t)C * L;
-            float *dq = dx + off, *dk = dq + (size_t)C * L, *dv = dk + (size_t)C * L;
-            const float *A = s->attn + (b * H + (size_t)h) * d * d;
-            float *dA = s->dA + (b * H + (size_t)h) * d * d;
-            const float *g = dy + b * (size_t)C * L + (size_t)h * d * L;
-            /* Y = s A Q: dA = s dY Q^T, dQ = s A^T dY; A = V K^T: dV = dA K, dK = dA^T V */
-            be->gemm_f32(0, 1, d, d, L, s->scale, g, L, q, L, 0.0f, dA, d);
-            be->gemm_f32(1, 0, d, L, d, s->scale, A, d, g, L, 0.0f, dq, L);
-            be->gemm_f32(0, 0, d, L, d, 1.0f, dA, d, k, L, 0.0f, dv, L);
-            be->gemm_f32(1, 0, d, L, d, 1.0f, dA, d, v, L, 0.0f, dk, L);
-        }
-    }
-    return SNN_OK;
+    return m->be->ssa_backward(m->be, snn_rows(r), m->out.d[0], m->out.d[1], s->heads, s->scale, x, dy, dx,
+                               s->work);
 }
 
 static void ssa_describe(const snn_module *m, snn_module_desc *d) {
@@ -169,6 +120,7 @@ static void ssa_describe(const snn_module *m, snn_module_desc *d) {
 static const snn_module_ops ssa_ops = {
     .describe = ssa_describe,
     .kind = "SpikingSelfAttentionCore",
+    .devices = SNN_DEVMASK_ALL,
     .setup = ssa_setup,
     .reserve = ssa_reserve,
     .forward = ssa_forward,

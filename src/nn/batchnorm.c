@@ -15,12 +15,15 @@
  * measured). Backward differentiates the mode the forward ran in: the full batch-statistics
  * gradient after a training forward, the affine map after an eval forward.
  *
- * Parallel: each OpenMP thread owns a contiguous block of channels and walks the rows in
- * order, so the sums have a fixed order (bit-reproducible for any thread count) and a [C]
- * input (S = 1) is still read contiguously. */
+ * The arithmetic is the op table's (batchnorm_* in backend.h; the CPU reference is
+ * src/backend/cpu/cpu_layers.c): every sum has one fixed order, so the CPU and the CUDA table
+ * give the same bits. The statistics, saved mean/invstd and sums live in the arena (device
+ * memory on a GPU); SyncBatchNorm's group sums go through a small host buffer (taken in
+ * setup) when the model is not on the CPU. */
 #include <math.h>
-#include <omp.h>
+#include <stdlib.h>
 
+#include "backend/backend.h"
 #include "nn/layers.h"
 
 typedef struct {
@@ -33,13 +36,11 @@ typedef struct {
     double fwd_count;      /* values per channel the last training forward normalised over */
     snn_status (*sync)(void *ctx, double *buf, size_t n); /* SyncBatchNorm: sum over the group */
     void *sync_ctx;
+    double *host;          /* [2C + 1] host copy of the sums for the group sum off the CPU */
     int have_forward;
 } bn_impl;
 
 enum { P_WEIGHT, P_BIAS, P_RMEAN, P_RVAR };
-
-/* Work below this many elements runs on one thread (a parallel region costs microseconds). */
-#define BN_PAR_MIN 32768
 
 static snn_status bn_setup(snn_module *m, snn_shape in) {
     bn_impl *b = m->impl;
@@ -61,6 +62,9 @@ static snn_status bn_setup(snn_module *m, snn_shape in) {
                          snn_shape_str(in, s, sizeof s));
     b->C = in.d[0];
     b->S = (int)(snn_shape_numel(in) / (size_t)b->C);
+    free(b->host);
+    b->host = malloc((2 * (size_t)b->C + 1) * sizeof(double));
+    if (!b->host) return snn_error(SNN_E_NOMEM, "BatchNorm(%d): out of memory", b->features);
     m->out = in;
     m->n_params = 0;
     snn_module_add_param(m, "weight", snn_shape1(b->C), SNN_PARAM_WEIGHT, 0);
@@ -92,23 +96,27 @@ static void bn_reserve(snn_module *m, snn_arena *a, int T, int N) {
     b->have_forward = 0;
 }
 
-/* This thread's contiguous block [*c0, *c1) of the C channels. */
-static void channel_block(int C, int *c0, int *c1) {
-    int nth = omp_get_num_threads(), tid = omp_get_thread_num();
-    int q = C / nth, r = C % nth;
-    *c0 = tid * q + (tid < r ? tid : r);
-    *c1 = *c0 + q + (tid < r ? 1 : 0);
-}
-
 /* Synchronised statistics (SyncBatchNorm): the per-channel sums are summed over the group
  * before they are used, so every replica normalises with the statistics of the whole
- * distributed batch and its backward subtracts the whole batch's projections. */
-static snn_status bn_sync(bn_impl *b, double *buf, size_t n) {
-    return b->sync ? b->sync(b->sync_ctx, buf, n) : SNN_OK;
+ * distributed batch and its backward subtracts the whole batch's projections. buf [n] is
+ * memory of the model's device; with count != NULL the count rides along as element n (the
+ * arena leaves room for it) and comes back summed. */
+static snn_status bn_sync(snn_module *m, double *buf, size_t n, double *count) {
+    bn_impl *b = m->impl;
+    if (!b->sync) return SNN_OK;
+    const snn_backend *be = m->be;
+    double *h = be->device == SNN_DEVICE_CPU ? buf : b->host;
+    if (h != buf) SNN_TRY(be->download(be, h, buf, n * sizeof(double)));
+    if (count) h[n] = *count;
+    SNN_TRY(b->sync(b->sync_ctx, h, n + (count ? 1 : 0)));
+    if (count) *count = h[n];
+    if (h != buf) SNN_TRY(be->upload(be, buf, h, n * sizeof(double)));
+    return SNN_OK;
 }
 
 static snn_status bn_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
     bn_impl *b = m->impl;
+    const snn_backend *be = m->be;
     const size_t B = snn_rows(r), C = (size_t)b->C, S = (size_t)b->S;
     const int training = r->training;
     if (training && B * S < 2 && !b->sync)
@@ -118,85 +126,22 @@ static snn_status bn_forward(snn_module *m, const snn_run *r, const float *x, fl
                          m->name, B, S);
     if (!b->mean)
         return snn_error(SNN_E_STATE, "BatchNorm %s: reserve must run before forward", m->name);
-    const float *w = m->params[P_WEIGHT].data, *bias = m->params[P_BIAS].data;
-    float *rmean = m->params[P_RMEAN].data, *rvar = m->params[P_RVAR].data;
-    const double mom = b->momentum, eps = b->eps;
-    double *mean = b->mean, *invstd = b->invstd;
-    double *acc0 = b->acc0, *acc1 = b->acc1;
-    const int par = B * C * S >= BN_PAR_MIN;
     double cnt = (double)(B * S); /* values per channel (of the whole group when synchronised) */
 
     if (training) {
-#pragma omp parallel if (par)
-        {
-            int c0, c1;
-            channel_block((int)C, &c0, &c1);
-            for (int c = c0; c < c1; c++) acc0[c] = 0.0;
-            for (size_t i = 0; i < B; i++)
-                for (int c = c0; c < c1; c++) {
-                    const float *p = x + (i * C + (size_t)c) * S;
-                    double s = 0.0;
-                    for (size_t k = 0; k < S; k++) s += p[k];
-                    acc0[c] += s;
-                }
-        }
+        SNN_TRY(be->batchnorm_stats(be, B, b->C, S, x, NULL, 0.0, b->acc0));
         if (b->sync) {
-            acc0[C] = cnt;
-            SNN_TRY(bn_sync(b, acc0, C + 1));
-            cnt = acc0[C];
+            SNN_TRY(bn_sync(m, b->acc0, C, &cnt));
             if (cnt < 2)
                 return snn_error(SNN_E_INVALID, "BatchNorm %s needs more than one value per channel in "
                                  "training (%g over the synchronised group)", m->name, cnt);
         }
-#pragma omp parallel if (par)
-        {
-            int c0, c1;
-            channel_block((int)C, &c0, &c1);
-            for (int c = c0; c < c1; c++) {
-                acc0[c] /= cnt;
-                acc1[c] = 0.0;
-            }
-            /* second pass around the mean: no cancellation as in E[x^2] - E[x]^2 */
-            for (size_t i = 0; i < B; i++)
-                for (int c = c0; c < c1; c++) {
-                    const float *p = x + (i * C + (size_t)c) * S;
-                    const double mu = acc0[c];
-                    double s = 0.0;
-                    for (size_t k = 0; k < S; k++) {
-                        double d = (double)p[k] - mu;
-                        s += d * d;
-                    }
-                    acc1[c] += s;
-                }
-        }
-        SNN_TRY(bn_sync(b, acc1, C));
+        SNN_TRY(be->batchnorm_stats(be, B, b->C, S, x, b->acc0, cnt, b->acc1));
+        SNN_TRY(bn_sync(m, b->acc1, C, NULL));
     }
-#pragma omp parallel if (par)
-    {
-        int c0, c1;
-        channel_block((int)C, &c0, &c1);
-        if (training) {
-            for (int c = c0; c < c1; c++) {
-                double var = acc1[c] / cnt;
-                double unbiased = acc1[c] / (cnt - 1.0);
-                mean[c] = acc0[c];
-                invstd[c] = 1.0 / sqrt(var + eps);
-                rmean[c] = (float)((1.0 - mom) * rmean[c] + mom * acc0[c]);
-                rvar[c] = (float)((1.0 - mom) * rvar[c] + mom * unbiased);
-            }
-        } else {
-            for (int c = c0; c < c1; c++) {
-                mean[c] = rmean[c];
-                invstd[c] = 1.0 / sqrt((double)rvar[c] + eps);
-            }
-        }
-        for (size_t i = 0; i < B; i++)
-            for (int c = c0; c < c1; c++) {
-                const size_t o = (i * C + (size_t)c) * S;
-                const double mu = mean[c], sc = invstd[c] * w[c], be = bias[c];
-                for (size_t k = 0; k < S; k++) y[o + k] = (float)((x[o + k] - mu) * sc + be);
-            }
-    }
+    SNN_TRY(be->batchnorm_forward(be, B, b->C, S, training, b->eps, b->momentum, cnt, b->acc0, b->acc1, x,
+                                  m->params[P_WEIGHT].data, m->params[P_BIAS].data, m->params[P_RMEAN].data,
+                                  m->params[P_RVAR].data, b->mean, b->invstd, y));
     b->fwd_training = training;
     b->fwd_count = cnt;
     b->have_forward = 1;
@@ -207,69 +152,30 @@ static snn_status bn_backward(snn_module *m, const snn_run *r, const float *x, c
                               const float *dy, float *dx) {
     (void)y;
     bn_impl *b = m->impl;
+    const snn_backend *be = m->be;
     if (!b->have_forward)
         return snn_error(SNN_E_STATE, "BatchNorm %s: backward called before forward", m->name);
     const size_t B = snn_rows(r), C = (size_t)b->C, S = (size_t)b->S;
-    const double cnt = b->fwd_count;
     const int training = b->fwd_training;
-    const float *w = m->params[P_WEIGHT].data;
-    float *dw = m->params[P_WEIGHT].grad, *db = m->params[P_BIAS].grad;
-    const double *mean = b->mean, *invstd = b->invstd;
     double *acc0 = b->acc0, *acc1 = b->acc1;
-    const int par = B * C * S >= BN_PAR_MIN;
-
-#pragma omp parallel if (par)
-    {
-        int c0, c1;
-        channel_block((int)C, &c0, &c1);
-        /* sum dy and sum dy * x_hat: the bias and weight gradients, and (in training)
-         * the two projections the batch statistics subtract from dx */
-        for (int c = c0; c < c1; c++) acc0[c] = acc1[c] = 0.0;
-        for (size_t i = 0; i < B; i++)
-            for (int c = c0; c < c1; c++) {
-                const size_t o = (i * C + (size_t)c) * S;
-                const double mu = mean[c], is = invstd[c];
-                double s0 = 0.0, s1 = 0.0;
-                for (size_t k = 0; k < S; k++) {
-                    s0 += dy[o + k];
-                    s1 += dy[o + k] * ((x[o + k] - mu) * is);
-                }
-                acc0[c] += s0;
-                acc1[c] += s1;
-            }
-        /* this replica's share: the data-parallel gradient average adds the others' */
-        for (int c = c0; c < c1; c++) {
-            db[c] += (float)acc0[c];
-            dw[c] += (float)acc1[c];
-        }
-    }
+    /* this replica's share of dw, db: the data-parallel gradient average adds the others' */
+    SNN_TRY(be->batchnorm_backward_sums(be, B, b->C, S, x, dy, b->mean, b->invstd, acc0, acc1,
+                                        m->params[P_WEIGHT].grad, m->params[P_BIAS].grad));
     if (!dx) return SNN_OK;
     if (training && b->sync) {
-        for (size_t c = 0; c < C; c++) acc0[C + c] = acc1[c]; /* one message: [sum dy | sum dy x_hat] */
-        SNN_TRY(bn_sync(b, acc0, 2 * C));
-        for (size_t c = 0; c < C; c++) acc1[c] = acc0[C + c];
+        /* one message: [sum dy | sum dy x_hat] */
+        SNN_TRY(be->copy(be, acc0 + C, acc1, C * sizeof(double)));
+        SNN_TRY(bn_sync(m, acc0, 2 * C, NULL));
+        SNN_TRY(be->copy(be, acc1, acc0 + C, C * sizeof(double)));
     }
-#pragma omp parallel if (par)
-    {
-        int c0, c1;
-        channel_block((int)C, &c0, &c1);
-        for (size_t i = 0; i < B; i++)
-            for (int c = c0; c < c1; c++) {
-                const size_t o = (i * C + (size_t)c) * S;
-                const double mu = mean[c], is = invstd[c], k_ = w[c] * is;
-                if (training) {
-                    /* dx = w/std * (dy - mean(dy) - x_hat * mean(dy * x_hat)) */
-                    const double a = acc0[c] / cnt, bb = acc1[c] / cnt;
-                    for (size_t k = 0; k < S; k++) {
-                        double xh = (x[o + k] - mu) * is;
-                        dx[o + k] = (float)(k_ * (dy[o + k] - a - xh * bb));
-                    }
-                } else {
-                    for (size_t k = 0; k < S; k++) dx[o + k] = (float)(k_ * dy[o + k]);
-                }
-            }
-    }
-    return SNN_OK;
+    return be->batchnorm_backward_input(be, B, b->C, S, training, b->fwd_count, x, dy, m->params[P_WEIGHT].data,
+                                        b->mean, b->invstd, acc0, acc1, dx);
+}
+
+static void bn_destroy(snn_module *m) {
+    bn_impl *b = m->impl;
+    free(b->host);
+    b->host = NULL;
 }
 
 static void bn_describe(const snn_module *m, snn_module_desc *d) {
@@ -282,11 +188,13 @@ static void bn_describe(const snn_module *m, snn_module_desc *d) {
 static const snn_module_ops bn_ops = {
     .describe = bn_describe,
     .kind = "BatchNorm",
+    .devices = SNN_DEVMASK_ALL,
     .setup = bn_setup,
     .init = bn_init,
     .reserve = bn_reserve,
     .forward = bn_forward,
     .backward = bn_backward,
+    .destroy = bn_destroy,
 };
 
 int snn_batchnorm_set_sync(snn_module *m, snn_status (*sum)(void *ctx, double *buf, size_t n), void *ctx) {

@@ -5,9 +5,9 @@
  *
  * The mask is a pure function of (model seed, module stream, step, n, i) through Philox
  * (see snn_dropout_stream in layers_conv.h), so a CUDA backend or a resumed run draws the
- * same mask. It lives in the arena ([N * numel]) for backward. */
-#include <string.h>
-
+ * same mask. It lives in the arena ([N * numel]) for backward. Drawing and applying it are
+ * the op table's (dropout_mask, dropout_apply), so the module runs on any device. */
+#include "backend/backend.h"
 #include "nn/layers_conv.h"
 
 typedef struct {
@@ -45,24 +45,11 @@ static int dropout_active(const dropout_impl *d, const snn_run *r) { return r->t
 
 static snn_status dropout_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
     dropout_impl *d = m->impl;
+    const snn_backend *be = m->be;
     const size_t per_t = (size_t)r->N * d->numel;
-    if (!dropout_active(d, r)) {
-        memcpy(y, x, sizeof(float) * (size_t)r->T * per_t);
-        return SNN_OK;
-    }
-    const float p = d->p, scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
-    const uint64_t stream = snn_dropout_stream(m), base = r->step * per_t;
-    float *mask = d->mask;
-#pragma omp parallel for schedule(static) if(per_t * 8 > SNN_PAR_MIN_WORK)
-    for (long i = 0; i < (long)per_t; i++)
-        mask[i] = snn_rng_uniform(r->seed, stream, base + (uint64_t)i) >= p ? scale : 0.0f;
-    for (int t = 0; t < r->T; t++) {
-        const float *xt = x + (size_t)t * per_t;
-        float *yt = y + (size_t)t * per_t;
-#pragma omp parallel for schedule(static) if(per_t > SNN_PAR_MIN_WORK)
-        for (long i = 0; i < (long)per_t; i++) yt[i] = xt[i] * mask[i];
-    }
-    return SNN_OK;
+    if (!dropout_active(d, r)) return be->copy(be, y, x, sizeof(float) * (size_t)r->T * per_t);
+    SNN_TRY(be->dropout_mask(be, r->seed, snn_dropout_stream(m), r->step * per_t, d->p, per_t, d->mask));
+    return be->dropout_apply(be, r->T, per_t, x, d->mask, y);
 }
 
 static snn_status dropout_backward(snn_module *m, const snn_run *r, const float *x, const float *y,
@@ -70,20 +57,11 @@ static snn_status dropout_backward(snn_module *m, const snn_run *r, const float 
     (void)x;
     (void)y;
     dropout_impl *d = m->impl;
+    const snn_backend *be = m->be;
     const size_t per_t = (size_t)r->N * d->numel;
     if (!dx) return SNN_OK;
-    if (!dropout_active(d, r)) {
-        memcpy(dx, dy, sizeof(float) * (size_t)r->T * per_t);
-        return SNN_OK;
-    }
-    const float *mask = d->mask;
-    for (int t = 0; t < r->T; t++) {
-        const float *gt = dy + (size_t)t * per_t;
-        float *dt = dx + (size_t)t * per_t;
-#pragma omp parallel for schedule(static) if(per_t > SNN_PAR_MIN_WORK)
-        for (long i = 0; i < (long)per_t; i++) dt[i] = gt[i] * mask[i];
-    }
-    return SNN_OK;
+    if (!dropout_active(d, r)) return be->copy(be, dx, dy, sizeof(float) * (size_t)r->T * per_t);
+    return be->dropout_apply(be, r->T, per_t, dy, d->mask, dx);
 }
 
 static void dropout_describe(const snn_module *m, snn_module_desc *d) {
@@ -94,6 +72,7 @@ static void dropout_describe(const snn_module *m, snn_module_desc *d) {
 static const snn_module_ops dropout_ops = {
     .describe = dropout_describe,
     .kind = "Dropout",
+    .devices = SNN_DEVMASK_ALL,
     .setup = dropout_setup,
     .reserve = dropout_reserve,
     .forward = dropout_forward,

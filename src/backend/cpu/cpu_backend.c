@@ -5,6 +5,7 @@
 
 #include "backend/cpu/cpu_lm.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/cpu_layers.h" /* BatchNorm, dropout, token mean, SSA */
 #include "core/error_internal.h"
 
 static snn_status cpu_alloc(const snn_backend *be, size_t bytes, void **out) {
@@ -82,6 +83,17 @@ static const snn_backend cpu_backend = {
     /* end of convolution and pooling */
 
     /* BatchNorm, dropout, token mean, spiking self-attention */
+    .batchnorm_stats = snn_cpu_batchnorm_stats,
+    .batchnorm_forward = snn_cpu_batchnorm_forward,
+    .batchnorm_backward_sums = snn_cpu_batchnorm_backward_sums,
+    .batchnorm_backward_input = snn_cpu_batchnorm_backward_input,
+    .dropout_mask = snn_cpu_dropout_mask,
+    .dropout_apply = snn_cpu_dropout_apply,
+    .token_mean_forward = snn_cpu_token_mean_forward,
+    .token_mean_backward = snn_cpu_token_mean_backward,
+    .ssa_forward = snn_cpu_ssa_forward,
+    .ssa_backward = snn_cpu_ssa_backward,
+    .ssa_work_bytes = snn_cpu_ssa_work_bytes,
     /* end of BatchNorm, dropout, token mean, spiking self-attention */
 
     /* language-model ops */

@@ -12,6 +12,7 @@
  * Products are explicit __fmul_rn where a sum follows, so nvcc cannot contract into FMA. */
 #include "backend/cuda/cuda_model_internal.h"
 #include "backend/cuda/cuda_neuron_body.h"
+#include "backend/cuda/cuda_philox.h"
 extern "C" {
 #include "nn/layers_conv.h"
 }
@@ -48,34 +49,7 @@ __global__ void plif_chain_kernel(const float *w, const float *gk, float *gw) {
     *gw += (float)((double)*gk * k * (1.0 - k));
 }
 
-/* ---- Philox-4x32-10, the same function as src/core/rng.c (host and device, so that the
- * transcription can be checked against the CPU's on the host) ---- */
-SNN_HD uint32_t umulhi32(uint32_t a, uint32_t b) {
-#ifdef __CUDA_ARCH__
-    return __umulhi(a, b);
-#else
-    return (uint32_t)(((uint64_t)a * b) >> 32);
-#endif
-}
-
-SNN_HD uint32_t philox_first(uint64_t seed, uint64_t stream, uint64_t index) {
-    uint32_t c0 = (uint32_t)index, c1 = (uint32_t)(index >> 32);
-    uint32_t c2 = (uint32_t)stream, c3 = (uint32_t)(stream >> 32);
-    uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
-#pragma unroll
-    for (int round = 0; round < 10; round++) {
-        const uint32_t hi0 = umulhi32(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;
-        const uint32_t hi1 = umulhi32(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;
-        const uint32_t n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
-        c0 = n0;
-        c1 = lo1;
-        c2 = n2;
-        c3 = lo0;
-        k0 += 0x9E3779B9u;
-        k1 += 0xBB67AE85u;
-    }
-    return c0;
-}
+/* Philox-4x32-10: cuda_philox.h (shared with the op table's dropout). */
 
 /* One thread per (sample, element): draw the mask once, apply it at every step. */
 __global__ void dropout_fwd_kernel(const float *x, float *y, float *mask, size_t per_t, int T,

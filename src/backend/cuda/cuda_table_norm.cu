@@ -1,4 +1,354 @@
-/* The CUDA table's entries for BatchNorm, dropout masks, token mean and spiking self-attention (backend.h). */
+/* The CUDA table's entries for BatchNorm, dropout masks, token mean and spiking
+ * self-attention (backend.h says what each computes; the CPU reference is
+ * src/backend/cpu/cpu_layers.c).
+ *
+ * BatchNorm: backend.h fixes the order of every sum (per (row, channel) the S values in
+ * increasing k, then the rows in increasing i), so these kernels follow it exactly and give
+ * the CPU's bits: one thread per (row, channel) sums its S values into a double partial in
+ * the table's workspace, then one thread per channel adds the B partials in row order. Every
+ * double operation is an explicit __d*_rn intrinsic, so nvcc cannot contract a multiply and
+ * an add into an FMA the CPU (-std=c17, contraction off) does not do; division and sqrt are
+ * the IEEE ones on both sides. The runner's kernels (cuda_norm.cu: a one-pass shifted
+ * variance over tree reductions) are faster but do not compute this contract, so they stay
+ * with the runner. The per-(row, channel) loop reads S contiguous floats per thread (not
+ * coalesced across a warp when S > 1): fine for the planes of the zoo's models, not tuned.
+ *
+ * Dropout: the mask is Philox (cuda_philox.h, shared with the runner) at base + i, the same
+ * function as snn_rng_uniform; scale is computed on the host as the CPU does. Bit-identical.
+ * Token mean: the forward walks each row in order (one thread per row: the runner's
+ * warp-shuffle sum has another order); the backward is the runner's kernel (dy · (1/L),
+ * exactly the contract). SSA: the runner's kernels (cuda_attn.cu), which recompute A in the
+ * backward; the work area is their scratch. */
+#include <limits.h>
+
+#include "backend/cuda/cuda_layers.h"
+#include "backend/cuda/cuda_philox.h"
 #include "backend/cuda/cuda_table.h"
 
-void snn_cuda_install_norm(snn_backend *be) { (void)be; }
+namespace {
+
+#define NT 256 /* threads per block */
+
+inline cudaStream_t st_of(const snn_backend *be) { return snn_cuda_stream_of(snn_cuda_table_ctx(be)); }
+
+/* ---------------------------------------------------------------- BatchNorm */
+
+/* part[i·C + c] = Σ_k x[i][c][k] (sum == NULL) or Σ_k (x - sum[c]/count)², from 0.0 in k order. */
+__global__ void bn_row_kernel(const float *__restrict__ x, size_t B, int C, size_t S,
+                              const double *__restrict__ sum, double count, double *__restrict__ part) {
+    const size_t n = B * (size_t)C;
+    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < n; e += (size_t)gridDim.x * blockDim.x) {
+        const float *p = x + e * S;
+        double s = 0.0;
+        if (!sum) {
+            for (size_t k = 0; k < S; k++) s = __dadd_rn(s, (double)p[k]);
+        } else {
+            const double mu = __ddiv_rn(sum[e % (size_t)C], count);
+            for (size_t k = 0; k < S; k++) {
+                const double d = __dsub_rn((double)p[k], mu);
+                s = __dadd_rn(s, __dmul_rn(d, d));
+            }
+        }
+        part[e] = s;
+    }
+}
+
+/* acc[c] = Σ_i part[i·C + c] from 0.0 in row order. */
+__global__ void bn_col_kernel(const double *__restrict__ part, size_t B, int C, double *__restrict__ acc) {
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x) {
+        double a = 0.0;
+        for (size_t i = 0; i < B; i++) a = __dadd_rn(a, part[i * (size_t)C + (size_t)c]);
+        acc[c] = a;
+    }
+}
+
+__global__ void bn_stats_final_kernel(int C, int training, double eps, double mom, double count,
+                                      const double *__restrict__ sum, const double *__restrict__ sqsum,
+                                      float *__restrict__ rmean, float *__restrict__ rvar, double *__restrict__ mean,
+                                      double *__restrict__ invstd) {
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x) {
+        if (training) {
+            const double mu = __ddiv_rn(sum[c], count);
+            const double var = __ddiv_rn(sqsum[c], count);
+            const double unbiased = __ddiv_rn(sqsum[c], __dsub_rn(count, 1.0));
+            mean[c] = mu;
+            invstd[c] = __ddiv_rn(1.0, __dsqrt_rn(__dadd_rn(var, eps)));
+            const double keep = __dsub_rn(1.0, mom);
+            rmean[c] = (float)__dadd_rn(__dmul_rn(keep, (double)rmean[c]), __dmul_rn(mom, mu));
+            rvar[c] = (float)__dadd_rn(__dmul_rn(keep, (double)rvar[c]), __dmul_rn(mom, unbiased));
+        } else {
+            mean[c] = (double)rmean[c];
+            invstd[c] = __ddiv_rn(1.0, __dsqrt_rn(__dadd_rn((double)rvar[c], eps)));
+        }
+    }
+}
+
+__global__ void bn_apply_kernel(const float *__restrict__ x, size_t B, int C, size_t S, const double *__restrict__ mean,
+                                const double *__restrict__ invstd, const float *__restrict__ w,
+                                const float *__restrict__ b, float *__restrict__ y) {
+    const size_t n = B * (size_t)C * S;
+    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < n; e += (size_t)gridDim.x * blockDim.x) {
+        const int c = (int)((e / S) % (size_t)C);
+        const double sc = __dmul_rn(invstd[c], (double)w[c]);
+        y[e] = (float)__dadd_rn(__dmul_rn(__dsub_rn((double)x[e], mean[c]), sc), (double)b[c]);
+    }
+}
+
+/* p0[i·C + c] = Σ_k dy, p1[i·C + c] = Σ_k dy·((x - mean)·invstd), from 0.0 in k order. */
+__global__ void bn_grad_row_kernel(const float *__restrict__ x, const float *__restrict__ dy, size_t B, int C,
+                                   size_t S, const double *__restrict__ mean, const double *__restrict__ invstd,
+                                   double *__restrict__ p0, double *__restrict__ p1) {
+    const size_t n = B * (size_t)C;
+    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < n; e += (size_t)gridDim.x * blockDim.x) {
+        const size_t c = e % (size_t)C;
+        const double mu = mean[c], is = invstd[c];
+        const float *px = x + e * S, *pg = dy + e * S;
+        double s0 = 0.0, s1 = 0.0;
+        for (size_t k = 0; k < S; k++) {
+            const double g = (double)pg[k];
+            s0 = __dadd_rn(s0, g);
+            s1 = __dadd_rn(s1, __dmul_rn(g, __dmul_rn(__dsub_rn((double)px[k], mu), is)));
+        }
+        p0[e] = s0;
+        p1[e] = s1;
+    }
+}
+
+__global__ void bn_grad_col_kernel(const double *__restrict__ p0, const double *__restrict__ p1, size_t B, int C,
+                                   double *__restrict__ gsum, double *__restrict__ gdot, float *__restrict__ dw,
+                                   float *__restrict__ db) {
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x) {
+        double a0 = 0.0, a1 = 0.0;
+        for (size_t i = 0; i < B; i++) {
+            a0 = __dadd_rn(a0, p0[i * (size_t)C + (size_t)c]);
+            a1 = __dadd_rn(a1, p1[i * (size_t)C + (size_t)c]);
+        }
+        gsum[c] = a0;
+        gdot[c] = a1;
+        db[c] = __fadd_rn(db[c], (float)a0);
+        dw[c] = __fadd_rn(dw[c], (float)a1);
+    }
+}
+
+__global__ void bn_dx_kernel(const float *__restrict__ x, const float *__restrict__ dy, size_t B, int C, size_t S,
+                             int training, double count, const float *__restrict__ w, const double *__restrict__ mean,
+                             const double *__restrict__ invstd, const double *__restrict__ gsum,
+                             const double *__restrict__ gdot, float *__restrict__ dx) {
+    const size_t n = B * (size_t)C * S;
+    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < n; e += (size_t)gridDim.x * blockDim.x) {
+        const int c = (int)((e / S) % (size_t)C);
+        const double is = invstd[c], k = __dmul_rn((double)w[c], is), g = (double)dy[e];
+        if (training) {
+            const double a = __ddiv_rn(gsum[c], count), bb = __ddiv_rn(gdot[c], count);
+            const double xh = __dmul_rn(__dsub_rn((double)x[e], mean[c]), is);
+            dx[e] = (float)__dmul_rn(k, __dsub_rn(__dsub_rn(g, a), __dmul_rn(xh, bb)));
+        } else {
+            dx[e] = (float)__dmul_rn(k, g);
+        }
+    }
+}
+
+snn_status bn_args(const snn_backend *be, const char *what, size_t B, int C, size_t S, const void *x) {
+    SNN_TRY(snn_cuda_table_check(be, what));
+    if (C <= 0 || (B && S && !x)) return snn_error(SNN_E_INVALID, "%s: bad arguments (C = %d)", what, C);
+    return SNN_OK;
+}
+
+unsigned grid(const snn_backend *be, size_t n) { return snn_cuda_table_grid(be, n ? n : 1, NT); }
+
+snn_status t_batchnorm_stats(const snn_backend *be, size_t B, int C, size_t S, const float *x, const double *sum,
+                             double count, double *acc) {
+    SNN_TRY(bn_args(be, "batchnorm_stats", B, C, S, x));
+    if (!acc) return snn_error(SNN_E_INVALID, "batchnorm_stats: acc is NULL");
+    const size_t rows = B * (size_t)C;
+    cudaStream_t st = st_of(be);
+    if (!rows) {
+        SNN_CU_TRY(cudaMemsetAsync(acc, 0, (size_t)C * sizeof(double), st));
+        return SNN_OK;
+    }
+    void *ws = NULL;
+    SNN_TRY(snn_cuda_table_ws(be, rows * sizeof(double), &ws));
+    double *part = (double *)ws;
+    if (S == 0) {
+        SNN_CU_TRY(cudaMemsetAsync(part, 0, rows * sizeof(double), st));
+    } else {
+        bn_row_kernel<<<grid(be, rows), NT, 0, st>>>(x, B, C, S, sum, count, part);
+        SNN_CU_LAUNCHED("batchnorm_stats");
+    }
+    bn_col_kernel<<<grid(be, (size_t)C), NT, 0, st>>>(part, B, C, acc);
+    SNN_CU_LAUNCHED("batchnorm_stats (channels)");
+    return SNN_OK;
+}
+
+snn_status t_batchnorm_forward(const snn_backend *be, size_t B, int C, size_t S, int training, float eps,
+                               float momentum, double count, const double *sum, const double *sqsum, const float *x,
+                               const float *w, const float *b, float *running_mean, float *running_var, double *mean,
+                               double *invstd, float *y) {
+    SNN_TRY(bn_args(be, "batchnorm_forward", B, C, S, x));
+    if (!w || !b || !running_mean || !running_var || !mean || !invstd || (B && S && !y) ||
+        (training && (!sum || !sqsum)))
+        return snn_error(SNN_E_INVALID, "batchnorm_forward: NULL argument");
+    cudaStream_t st = st_of(be);
+    bn_stats_final_kernel<<<grid(be, (size_t)C), NT, 0, st>>>(C, training, (double)eps, (double)momentum, count, sum,
+                                                              sqsum, running_mean, running_var, mean, invstd);
+    SNN_CU_LAUNCHED("batchnorm_forward (statistics)");
+    const size_t n = B * (size_t)C * S;
+    if (n) {
+        bn_apply_kernel<<<grid(be, n), NT, 0, st>>>(x, B, C, S, mean, invstd, w, b, y);
+        SNN_CU_LAUNCHED("batchnorm_forward");
+    }
+    return SNN_OK;
+}
+
+snn_status t_batchnorm_backward_sums(const snn_backend *be, size_t B, int C, size_t S, const float *x,
+                                     const float *dy, const double *mean, const double *invstd, double *gsum,
+                                     double *gdot, float *dw, float *db) {
+    SNN_TRY(bn_args(be, "batchnorm_backward_sums", B, C, S, x));
+    if (!mean || !invstd || !gsum || !gdot || !dw || !db || (B && S && !dy))
+        return snn_error(SNN_E_INVALID, "batchnorm_backward_sums: NULL argument");
+    const size_t rows = B * (size_t)C;
+    cudaStream_t st = st_of(be);
+    double *p0 = NULL, *p1 = NULL;
+    if (rows) {
+        void *ws = NULL;
+        SNN_TRY(snn_cuda_table_ws(be, 2 * rows * sizeof(double), &ws));
+        p0 = (double *)ws;
+        p1 = p0 + rows;
+        if (S == 0) {
+            SNN_CU_TRY(cudaMemsetAsync(p0, 0, 2 * rows * sizeof(double), st));
+        } else {
+            bn_grad_row_kernel<<<grid(be, rows), NT, 0, st>>>(x, dy, B, C, S, mean, invstd, p0, p1);
+            SNN_CU_LAUNCHED("batchnorm_backward_sums");
+        }
+    }
+    bn_grad_col_kernel<<<grid(be, (size_t)C), NT, 0, st>>>(p0, p1, B, C, gsum, gdot, dw, db);
+    SNN_CU_LAUNCHED("batchnorm_backward_sums (channels)");
+    return SNN_OK;
+}
+
+snn_status t_batchnorm_backward_input(const snn_backend *be, size_t B, int C, size_t S, int training, double count,
+                                      const float *x, const float *dy, const float *w, const double *mean,
+                                      const double *invstd, const double *gsum, const double *gdot, float *dx) {
+    SNN_TRY(bn_args(be, "batchnorm_backward_input", B, C, S, x));
+    if (!w || !mean || !invstd || (B && S && (!dy || !dx)) || (training && (!gsum || !gdot)))
+        return snn_error(SNN_E_INVALID, "batchnorm_backward_input: NULL argument");
+    const size_t n = B * (size_t)C * S;
+    if (!n) return SNN_OK;
+    bn_dx_kernel<<<grid(be, n), NT, 0, st_of(be)>>>(x, dy, B, C, S, training, count, w, mean, invstd, gsum, gdot, dx);
+    SNN_CU_LAUNCHED("batchnorm_backward_input");
+    return SNN_OK;
+}
+
+/* ---------------------------------------------------------------- dropout */
+
+__global__ void dropout_mask_kernel(uint64_t seed, uint64_t stream, uint64_t base, float p, float scale, size_t n,
+                                    float *__restrict__ mask) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        mask[i] = philox_uniform(seed, stream, base + (uint64_t)i) >= p ? scale : 0.0f;
+}
+
+__global__ void dropout_apply_kernel(const float *__restrict__ x, const float *__restrict__ mask, size_t n, size_t total,
+                                     float *__restrict__ y) {
+    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < total; e += (size_t)gridDim.x * blockDim.x)
+        y[e] = __fmul_rn(x[e], mask[e % n]);
+}
+
+snn_status t_dropout_mask(const snn_backend *be, uint64_t seed, uint64_t stream, uint64_t base, float p, size_t n,
+                          float *mask) {
+    SNN_TRY(snn_cuda_table_check(be, "dropout_mask"));
+    if (n && !mask) return snn_error(SNN_E_INVALID, "dropout_mask: mask is NULL");
+    if (!n) return SNN_OK;
+    const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f; /* on the host: the CPU's rounding */
+    dropout_mask_kernel<<<grid(be, n), NT, 0, st_of(be)>>>(seed, stream, base, p, scale, n, mask);
+    SNN_CU_LAUNCHED("dropout_mask");
+    return SNN_OK;
+}
+
+snn_status t_dropout_apply(const snn_backend *be, int T, size_t n, const float *x, const float *mask, float *y) {
+    SNN_TRY(snn_cuda_table_check(be, "dropout_apply"));
+    if (T < 0 || (T && n && (!x || !mask || !y))) return snn_error(SNN_E_INVALID, "dropout_apply: bad arguments");
+    const size_t total = (size_t)T * n;
+    if (!total) return SNN_OK;
+    dropout_apply_kernel<<<grid(be, total), NT, 0, st_of(be)>>>(x, mask, n, total, y);
+    SNN_CU_LAUNCHED("dropout_apply");
+    return SNN_OK;
+}
+
+/* ---------------------------------------------------------------- token mean */
+
+__global__ void tmean_rows_kernel(const float *__restrict__ x, size_t rows, int L, float inv, float *__restrict__ y) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < rows; i += (size_t)gridDim.x * blockDim.x) {
+        const float *p = x + i * (size_t)L;
+        float s = 0.0f;
+        for (int l = 0; l < L; l++) s = __fadd_rn(s, p[l]);
+        y[i] = __fmul_rn(s, inv);
+    }
+}
+
+snn_status t_token_mean_forward(const snn_backend *be, size_t rows, int L, const float *x, float *y) {
+    SNN_TRY(snn_cuda_table_check(be, "token_mean_forward"));
+    if (L <= 0 || (rows && (!x || !y))) return snn_error(SNN_E_INVALID, "token_mean_forward: bad arguments");
+    if (!rows) return SNN_OK;
+    tmean_rows_kernel<<<grid(be, rows), NT, 0, st_of(be)>>>(x, rows, L, 1.0f / (float)L, y);
+    SNN_CU_LAUNCHED("token_mean_forward");
+    return SNN_OK;
+}
+
+snn_status t_token_mean_backward(const snn_backend *be, size_t rows, int L, const float *dy, float *dx) {
+    SNN_TRY(snn_cuda_table_check(be, "token_mean_backward"));
+    if (L <= 0 || (rows && (!dy || !dx))) return snn_error(SNN_E_INVALID, "token_mean_backward: bad arguments");
+    if (!rows) return SNN_OK;
+    if (rows > (size_t)INT_MAX)
+        return snn_error(SNN_E_INVALID, "token_mean_backward: %zu rows (2^31 at most on CUDA)", rows);
+    return snn_cuda_token_mean_backward(snn_cuda_table_ctx(be), dy, dx, (int)rows, 1, L);
+}
+
+/* ---------------------------------------------------------------- spiking self-attention */
+
+snn_status ssa_args(const snn_backend *be, const char *what, size_t B, int C, int L, int heads, const void *x,
+                    const void *y) {
+    SNN_TRY(snn_cuda_table_check(be, what));
+    if (C <= 0 || L <= 0 || heads <= 0 || C % heads)
+        return snn_error(SNN_E_INVALID, "%s: C = %d, L = %d, heads = %d (C must be a positive multiple of heads)",
+                         what, C, L, heads);
+    if (B > (size_t)INT_MAX) return snn_error(SNN_E_INVALID, "%s: %zu rows (2^31 at most on CUDA)", what, B);
+    if (B && (!x || !y)) return snn_error(SNN_E_INVALID, "%s: NULL argument", what);
+    return SNN_OK;
+}
+
+size_t t_ssa_work_bytes(const snn_backend *be, size_t B, int C, int L, int heads) {
+    (void)be;
+    if (!B || B > (size_t)INT_MAX) return 0;
+    return snn_cuda_ssa_work_bytes((int)B, C, L, heads);
+}
+
+snn_status t_ssa_forward(const snn_backend *be, size_t B, int C, int L, int heads, float scale, const float *x,
+                         float *y, void *work) {
+    SNN_TRY(ssa_args(be, "ssa_forward", B, C, L, heads, x, y));
+    if (!B) return SNN_OK;
+    return snn_cuda_ssa_forward(snn_cuda_table_ctx(be), x, y, (int)B, C, L, heads, scale, work);
+}
+
+snn_status t_ssa_backward(const snn_backend *be, size_t B, int C, int L, int heads, float scale, const float *x,
+                          const float *dy, float *dx, void *work) {
+    SNN_TRY(ssa_args(be, "ssa_backward", B, C, L, heads, x, dx));
+    if (!B) return SNN_OK;
+    if (!dy) return snn_error(SNN_E_INVALID, "ssa_backward: dy is NULL");
+    return snn_cuda_ssa_backward(snn_cuda_table_ctx(be), x, dy, dx, (int)B, C, L, heads, scale, work);
+}
+
+} // namespace
+
+void snn_cuda_install_norm(snn_backend *be) {
+    be->batchnorm_stats = t_batchnorm_stats;
+    be->batchnorm_forward = t_batchnorm_forward;
+    be->batchnorm_backward_sums = t_batchnorm_backward_sums;
+    be->batchnorm_backward_input = t_batchnorm_backward_input;
+    be->dropout_mask = t_dropout_mask;
+    be->dropout_apply = t_dropout_apply;
+    be->token_mean_forward = t_token_mean_forward;
+    be->token_mean_backward = t_token_mean_backward;
+    be->ssa_forward = t_ssa_forward;
+    be->ssa_backward = t_ssa_backward;
+    be->ssa_work_bytes = t_ssa_work_bytes;
+}
