@@ -15,6 +15,9 @@
 /* Column scratch per module for the batched strategy: enough samples for a long GEMM
  * without a huge buffer. */
 #define SNN_CONV_COL_FLOATS ((size_t)1 << 21)
+/* On a device table (batched only, no cache to fit, plenty of memory) a larger budget:
+ * GEMMs long enough to fill the GPU (64 MiB of columns; not tuned yet). */
+#define SNN_CONV_COL_FLOATS_DEVICE ((size_t)1 << 24)
 /* Per-sample GEMMs narrower than this (P = H'*W') go batched. */
 #define SNN_CONV_MIN_WIDE 128
 /* Grouped dW: samples per group, and the largest total of partial sums (floats). */
@@ -27,9 +30,11 @@ void snn_conv_set_max_chunk(int samples) { g_chunk = samples > 0 ? samples : 0; 
 void snn_conv_set_strategy(int strategy) { g_strategy = strategy >= 0 && strategy <= 2 ? strategy : 0; }
 
 void snn_conv_engine_reserve(snn_conv_engine *e, const snn_backend *be, snn_arena *a, size_t B) {
+    const int cpu = !be || be->device == SNN_DEVICE_CPU;
     size_t K = (size_t)e->g.C * e->g.kh * e->g.kw, P = (size_t)e->g.Ho * e->g.Wo;
     size_t per = (K > (size_t)e->out_ch ? K : (size_t)e->out_ch) * P;
-    size_t chunk = g_chunk ? (size_t)g_chunk : SNN_CONV_COL_FLOATS / (per ? per : 1);
+    size_t budget = cpu ? SNN_CONV_COL_FLOATS : SNN_CONV_COL_FLOATS_DEVICE;
+    size_t chunk = g_chunk ? (size_t)g_chunk : budget / (per ? per : 1);
     if (chunk < 1) chunk = 1;
     if (chunk > B) chunk = B;
     e->chunk = (int)chunk;
@@ -37,7 +42,6 @@ void snn_conv_engine_reserve(snn_conv_engine *e, const snn_backend *be, snn_aren
     /* Pointwise layers stay batched even for wide rows: equal forward, faster backward.
      * The per-sample strategy runs the table's entries on OpenMP threads: the CPU's only
      * (a device table has one stream, and its batched GEMMs are the efficient form). */
-    const int cpu = !be || be->device == SNN_DEVICE_CPU;
     e->per_sample = cpu && (g_strategy ? g_strategy == 2 : !e->direct && P >= SNN_CONV_MIN_WIDE);
     /* The per-sample loop runs on at most this many threads (num_threads clause), so the
      * column blocks stay valid if the OpenMP thread count grows later. */

@@ -5,7 +5,6 @@
  * MaxPool keeps the argmax of each output (an int32 index into its input plane) in the
  * arena; backward scatters dy there. The loops are the op table's pooling entries
  * (backend.h; the CPU's run over the B*C planes in parallel). */
-
 #include <limits.h>
 
 #include "nn/layers_conv.h"
@@ -54,7 +53,8 @@ static snn_status plane_geom(const snn_module *m, const snn_run *r, snn_conv_geo
     const pool_impl *q = m->impl;
     size_t planes = snn_rows(r) * (size_t)q->C;
     if (planes > (size_t)INT_MAX)
-        return snn_error(SNN_E_SHAPE, "%s: %zu planes in one batch are more than %d", m->ops->kind, planes, INT_MAX);
+        return snn_error(SNN_E_SHAPE, "%s: %zu planes in one batch are more than %d",
+                         snn_module_own_ops(m)->kind, planes, INT_MAX);
     snn_conv_geom v = {(int)planes, q->H, q->W, q->k, q->k, q->s, q->s, q->p, q->p, q->Ho, q->Wo};
     *g = v;
     return SNN_OK;
