@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend/conv_geom.h" /* the convolution and pooling entries' geometry */
 #include "snn/dtype.h"
 #include "snn/error.h"
 #include "snn/neuron.h"
@@ -199,6 +200,63 @@ struct snn_backend {
                                int *nonfinite);
 
     /* ---- convolution and pooling (cpu_conv.c, cuda_table_conv.cu) ---- */
+    /* Images are FP32 NCHW: a sample is x[C][H][W] (g->C, g->H, g->W), in_n = C*H*W floats,
+     * the nb samples of a batch consecutive. A column matrix has K = C*kh*kw rows, `ld` floats
+     * apart (ld >= nb*P, P = Ho*Wo); sample s occupies columns [s*P, (s+1)*P) and row
+     * r = (c*kh + i)*kw + j holds x[c][oh*sh - ph + i][ow*sw - pw + j] at column s*P + oh*Wo + ow
+     * (0 outside the image): a Conv2d is im2col, the gemm entry W[O][K] · col[K][nb*P] and
+     * conv_scatter. A 1-D convolution is H = 1, kh = 1, sh = 1, ph = 0. Everything below is
+     * exact (copies, comparisons, or the same FP32 operations in the same order on every
+     * backend) except conv_bias_grad, whose double sum may run in another order. */
+    /* col <- the unfolded columns of nb samples of x; every entry of the K rows in
+     * [0, nb*P) is written (the columns of a row beyond nb*P are left alone). Exact. */
+    snn_status (*im2col)(const snn_backend *be, const snn_conv_geom *g, int nb, const float *x, float *col,
+                         size_t ld);
+    /* The adjoint: dx (nb samples, overwritten) = for every pixel the sum of the column
+     * entries that read it, added in increasing row r (tap) order starting from +0.0f
+     * (0 + a first, as dx = 0; dx += ...); pixels no window reads become 0. Exact. */
+    snn_status (*col2im)(const snn_backend *be, const snn_conv_geom *g, int nb, const float *col, size_t ld,
+                         float *dx);
+    /* The GEMM output of nb samples, src[O][ld] (sample s at columns s*P), into y[nb][O][P]:
+     * y[s][o][p] = src[o*ld + s*P + p] + (bias ? bias[o] : 0.0f) (one FP32 add; without a bias
+     * the + 0.0f still runs, so -0 becomes +0). src NULL: y[s][o][p] = bias[o] (a copy; bias
+     * required), the start of a GEMM that accumulates onto its bias (beta 1). Exact. */
+    snn_status (*conv_scatter)(const snn_backend *be, int nb, int O, size_t P, const float *src, size_t ld,
+                               const float *bias, float *y);
+    /* The inverse layout change: dst[o*ld + s*P + p] = src[s][o][p] for nb samples (copies). */
+    snn_status (*conv_gather)(const snn_backend *be, int nb, int O, size_t P, const float *src, float *dst,
+                              size_t ld);
+    /* A convolution's bias gradient over B samples dy[B][O][P]:
+     * db[o] += (float)(Σ_b Σ_p dy[b][o][p]) with the sum in double. The CPU sums b then p in
+     * increasing order; another backend may sum in another (fixed) order, so the double sums
+     * differ by a few double ulps and the result by at most one FP32 rounding of them. */
+    snn_status (*conv_bias_grad)(const snn_backend *be, size_t B, int O, size_t P, const float *dy, float *db);
+    /* dst[i] += (Σ_g part[g*n + i]) for i < n: the FP32 sum starts at +0.0f and adds the
+     * groups g = 0 .. groups-1 in order, then joins dst in one add (the grouped dW of a
+     * convolution: partial sums of fixed sample groups). Exact. */
+    snn_status (*sum_groups_add)(const snn_backend *be, int groups, size_t n, const float *part, float *dst);
+    /* y[b][c][r] = x[b][r][c] for B matrices of R x C (copies; x and y must not overlap). */
+    snn_status (*transpose)(const snn_backend *be, size_t B, int R, int C, const float *x, float *y);
+    /* Pooling over g->C planes of g->H x g->W (every (sample, channel) plane of a batch: C is
+     * the number of planes), kernel kh x kw, stride sh x sw, padding ph x pw with
+     * ph <= kh/2, pw <= kw/2 (every window overlaps the image), floor mode: y[C][Ho][Wo].
+     * Windows are clipped to the image and scanned row by row.
+     * Max: y = the first maximum of the window (a NaN wins at once and propagates);
+     * argmax[C][Ho][Wo] (int32) = its index ih*W + iw in its plane (a window of -inf only:
+     * the first pixel's). Exact. */
+    snn_status (*maxpool_forward)(const snn_backend *be, const snn_conv_geom *g, const float *x, float *y,
+                                  int32_t *argmax);
+    /* dx (overwritten) = for every pixel the sum of dy over the outputs whose argmax it is,
+     * added in increasing output order starting from +0.0f. Exact. */
+    snn_status (*maxpool_backward)(const snn_backend *be, const snn_conv_geom *g, const float *dy,
+                                   const int32_t *argmax, float *dx);
+    /* Average (padding counts as 0 and in the divisor): acc = +0.0f plus the window's pixels
+     * in scan order (FP32 adds), y = acc · (1.0f / (kh·kw)). Exact. */
+    snn_status (*avgpool_forward)(const snn_backend *be, const snn_conv_geom *g, const float *x, float *y);
+    /* dx (overwritten) = for every pixel, starting from +0.0f, the sum over the windows that
+     * hold it, in increasing output order, of dy · (1.0f / (kh·kw)) (one FP32 multiply each,
+     * then the add). Exact. */
+    snn_status (*avgpool_backward)(const snn_backend *be, const snn_conv_geom *g, const float *dy, float *dx);
     /* ---- end of convolution and pooling ---- */
 
     /* ---- BatchNorm, dropout, token mean, spiking self-attention (cpu_layers.c, cuda_table_norm.cu) ---- */

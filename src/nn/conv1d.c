@@ -48,23 +48,21 @@ static void conv1d_init(snn_module *m, snn_rng *rng) {
 
 static void conv1d_reserve(snn_module *m, snn_arena *a, int T, int N) {
     conv1d_impl *c = m->impl;
-    snn_conv_engine_reserve(&c->e, a, (size_t)T * (size_t)N);
+    snn_conv_engine_reserve(&c->e, m->be, a, (size_t)T * (size_t)N);
 }
 
 static snn_status conv1d_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
     conv1d_impl *c = m->impl;
-    snn_conv_engine_forward(&c->e, r, snn_rows(r), m->params[0].data, c->bias ? m->params[1].data : NULL, x,
-                            y);
-    return SNN_OK;
+    return snn_conv_engine_forward(&c->e, r, m->be, snn_rows(r), m->params[0].data,
+                                   c->bias ? m->params[1].data : NULL, x, y);
 }
 
 static snn_status conv1d_backward(snn_module *m, const snn_run *r, const float *x, const float *y,
                                   const float *dy, float *dx) {
     (void)y;
     conv1d_impl *c = m->impl;
-    snn_conv_engine_backward(&c->e, r, snn_rows(r), m->params[0].data, m->params[0].grad,
-                             c->bias ? m->params[1].grad : NULL, x, dy, dx);
-    return SNN_OK;
+    return snn_conv_engine_backward(&c->e, r, m->be, snn_rows(r), m->params[0].data, m->params[0].grad,
+                                    c->bias ? m->params[1].grad : NULL, x, dy, dx);
 }
 
 static void conv1d_describe(const snn_module *m, snn_module_desc *d) {
@@ -80,6 +78,7 @@ static void conv1d_describe(const snn_module *m, snn_module_desc *d) {
 static const snn_module_ops conv1d_ops = {
     .describe = conv1d_describe,
     .kind = "Conv1d",
+    .devices = SNN_DEVMASK_ALL,
     .setup = conv1d_setup,
     .init = conv1d_init,
     .reserve = conv1d_reserve,

@@ -6,6 +6,7 @@
  * (a per-sample GEMM repacks W for little work). */
 #include <math.h>
 #include <omp.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "backend/backend.h"
@@ -14,6 +15,9 @@
 /* Column scratch per module for the batched strategy: enough samples for a long GEMM
  * without a huge buffer. */
 #define SNN_CONV_COL_FLOATS ((size_t)1 << 21)
+/* On a device table (batched only, no cache to fit, plenty of memory) a larger budget:
+ * GEMMs long enough to fill the GPU (64 MiB of columns; not tuned yet). */
+#define SNN_CONV_COL_FLOATS_DEVICE ((size_t)1 << 24)
 /* Per-sample GEMMs narrower than this (P = H'*W') go batched. */
 #define SNN_CONV_MIN_WIDE 128
 /* Grouped dW: samples per group, and the largest total of partial sums (floats). */
@@ -25,16 +29,20 @@ void snn_conv_set_dw_grouped(int mode) { g_dw_grouped = mode >= 0 && mode <= 2 ?
 void snn_conv_set_max_chunk(int samples) { g_chunk = samples > 0 ? samples : 0; }
 void snn_conv_set_strategy(int strategy) { g_strategy = strategy >= 0 && strategy <= 2 ? strategy : 0; }
 
-void snn_conv_engine_reserve(snn_conv_engine *e, snn_arena *a, size_t B) {
+void snn_conv_engine_reserve(snn_conv_engine *e, const snn_backend *be, snn_arena *a, size_t B) {
+    const int cpu = !be || be->device == SNN_DEVICE_CPU;
     size_t K = (size_t)e->g.C * e->g.kh * e->g.kw, P = (size_t)e->g.Ho * e->g.Wo;
     size_t per = (K > (size_t)e->out_ch ? K : (size_t)e->out_ch) * P;
-    size_t chunk = g_chunk ? (size_t)g_chunk : SNN_CONV_COL_FLOATS / (per ? per : 1);
+    size_t budget = cpu ? SNN_CONV_COL_FLOATS : SNN_CONV_COL_FLOATS_DEVICE;
+    size_t chunk = g_chunk ? (size_t)g_chunk : budget / (per ? per : 1);
     if (chunk < 1) chunk = 1;
     if (chunk > B) chunk = B;
     e->chunk = (int)chunk;
     e->direct = e->g.kh == 1 && e->g.kw == 1 && e->g.sh == 1 && e->g.sw == 1 && e->g.ph == 0 && e->g.pw == 0;
-    /* Pointwise layers stay batched even for wide rows: equal forward, faster backward. */
-    e->per_sample = g_strategy ? g_strategy == 2 : !e->direct && P >= SNN_CONV_MIN_WIDE;
+    /* Pointwise layers stay batched even for wide rows: equal forward, faster backward.
+     * The per-sample strategy runs the table's entries on OpenMP threads: the CPU's only
+     * (a device table has one stream, and its batched GEMMs are the efficient form). */
+    e->per_sample = cpu && (g_strategy ? g_strategy == 2 : !e->direct && P >= SNN_CONV_MIN_WIDE);
     /* The per-sample loop runs on at most this many threads (num_threads clause), so the
      * column blocks stay valid if the OpenMP thread count grows later. */
     e->threads = e->per_sample && !e->direct ? omp_get_max_threads() : 1;
@@ -49,12 +57,46 @@ void snn_conv_engine_reserve(snn_conv_engine *e, snn_arena *a, size_t B) {
     e->buf = snn_arena_floats(a, (size_t)e->out_ch * P * chunk);
 }
 
-static void forward_per_sample(snn_conv_engine *e, const snn_run *r, size_t B, const float *W,
-                               const float *bias, const float *x, float *y) {
+/* The GEMM operand type a precision wrapper asked for (snn_run.gemm_type; F32 otherwise):
+ * a 16-bit mode holds x, dy and W rounded to it, and im2col / gather only copy them. */
+static snn_dtype ab_type(const snn_run *r) { return r->gemm_type ? (snn_dtype)r->gemm_type : SNN_F32; }
+
+/* C[M][N] (ldc) = op(A) op(B) + beta C through the table's GEMM. */
+static snn_status mm(const snn_backend *be, const snn_run *r, int ta, int tb, int M, int N, int K, const float *A,
+                     int lda, const float *Bm, int ldb, float beta, float *C, int ldc) {
+    snn_gemm g = {.trans_a = ta, .trans_b = tb, .M = M, .N = N, .K = K, .alpha = 1.0f, .beta = beta, .A = A,
+                  .lda = lda, .B = Bm, .ldb = ldb, .C = C, .ldc = ldc, .ab_type = ab_type(r), .bias = NULL,
+                  .c_round = SNN_F32};
+    return be->gemm(be, &g);
+}
+
+/* The first failure of the per-sample loops' worker threads: its status and message (the
+ * message is thread-local, so it is copied out for the calling thread). */
+typedef struct {
+    snn_status st;
+    char msg[256];
+} worker_err;
+
+static void worker_fail(worker_err *w, snn_status st) {
+    if (st == SNN_OK) return;
+#pragma omp critical(snn_conv_worker_err)
+    if (w->st == SNN_OK) {
+        w->st = st;
+        snprintf(w->msg, sizeof w->msg, "%s", snn_last_error());
+    }
+}
+
+static snn_status worker_status(const worker_err *w) {
+    return w->st == SNN_OK ? SNN_OK : snn_error(w->st, "%s", w->msg);
+}
+
+static snn_status forward_per_sample(snn_conv_engine *e, const snn_run *r, const snn_backend *be, size_t B,
+                                     const float *W, const float *bias, const float *x, float *y) {
     const snn_conv_geom *g = &e->g;
     const int O = e->out_ch;
     const size_t K = (size_t)g->C * g->kh * g->kw, P = (size_t)g->Ho * g->Wo;
     const size_t in_n = (size_t)g->C * g->H * g->W, out_n = (size_t)O * P;
+    worker_err err = {SNN_OK, ""};
 #pragma omp parallel num_threads(e->direct ? omp_get_max_threads() : e->threads) \
     if(B * O * K * P > SNN_PAR_MIN_WORK)
     {
@@ -63,21 +105,23 @@ static void forward_per_sample(snn_conv_engine *e, const snn_run *r, size_t B, c
         for (long b = 0; b < (long)B; b++) {
             float *yb = y + (size_t)b * out_n;
             const float *cb = x + (size_t)b * in_n; /* a pointwise layer's columns are x itself */
+            snn_status st = SNN_OK;
             if (!e->direct) {
-                snn_im2col_f32(g, cb, col, P);
+                st = be->im2col(be, g, 1, cb, col, P);
                 cb = col;
             }
-            if (bias)
-                for (int o = 0; o < O; o++)
-                    for (size_t p = 0; p < P; p++) yb[(size_t)o * P + p] = bias[o];
-            r->be->gemm_f32(0, 0, O, (int)P, (int)K, 1.0f, W, (int)K, cb, (int)P, bias ? 1.0f : 0.0f, yb,
-                            (int)P);
+            /* y = bias, then the product accumulates onto it */
+            if (st == SNN_OK && bias) st = be->conv_scatter(be, 1, O, P, NULL, P, bias, yb);
+            if (st == SNN_OK)
+                st = mm(be, r, 0, 0, O, (int)P, (int)K, W, (int)K, cb, (int)P, bias ? 1.0f : 0.0f, yb, (int)P);
+            worker_fail(&err, st);
         }
     }
+    return worker_status(&err);
 }
 
-static void forward_batched(snn_conv_engine *e, const snn_run *r, size_t B, const float *W,
-                            const float *bias, const float *x, float *y) {
+static snn_status forward_batched(snn_conv_engine *e, const snn_run *r, const snn_backend *be, size_t B,
+                                  const float *W, const float *bias, const float *x, float *y) {
     const snn_conv_geom *g = &e->g;
     const int O = e->out_ch;
     const size_t K = (size_t)g->C * g->kh * g->kw, P = (size_t)g->Ho * g->Wo;
@@ -85,38 +129,31 @@ static void forward_batched(snn_conv_engine *e, const snn_run *r, size_t B, cons
     for (size_t b0 = 0; b0 < B; b0 += (size_t)e->chunk) {
         const int nb = (int)(B - b0 < (size_t)e->chunk ? B - b0 : (size_t)e->chunk);
         const size_t ld = (size_t)nb * P;
-#pragma omp parallel for schedule(static) if((size_t)nb * K * P > SNN_PAR_MIN_WORK)
-        for (int s = 0; s < nb; s++) snn_im2col_f32(g, x + (b0 + (size_t)s) * in_n, e->col + (size_t)s * P, ld);
-        r->be->gemm_f32(0, 0, O, (int)ld, (int)K, 1.0f, W, (int)K, e->col, (int)ld, 0.0f, e->buf, (int)ld);
-#pragma omp parallel for schedule(static) if((size_t)nb * out_n > SNN_PAR_MIN_WORK)
-        for (int s = 0; s < nb; s++) {
-            float *ys = y + (b0 + (size_t)s) * out_n;
-            for (int o = 0; o < O; o++) {
-                const float *src = e->buf + (size_t)o * ld + (size_t)s * P;
-                float *dst = ys + (size_t)o * P, bo = bias ? bias[o] : 0.0f;
-                for (size_t p = 0; p < P; p++) dst[p] = src[p] + bo;
-            }
-        }
+        SNN_TRY(be->im2col(be, g, nb, x + b0 * in_n, e->col, ld));
+        SNN_TRY(mm(be, r, 0, 0, O, (int)ld, (int)K, W, (int)K, e->col, (int)ld, 0.0f, e->buf, (int)ld));
+        SNN_TRY(be->conv_scatter(be, nb, O, P, e->buf, ld, bias, y + b0 * out_n));
     }
+    return SNN_OK;
 }
 
-void snn_conv_engine_forward(snn_conv_engine *e, const snn_run *r, size_t B, const float *W,
-                             const float *bias, const float *x, float *y) {
-    if (e->per_sample) forward_per_sample(e, r, B, W, bias, x, y);
-    else forward_batched(e, r, B, W, bias, x, y);
+snn_status snn_conv_engine_forward(snn_conv_engine *e, const snn_run *r, const snn_backend *be, size_t B,
+                                   const float *W, const float *bias, const float *x, float *y) {
+    if (e->per_sample) return forward_per_sample(e, r, be, B, W, bias, x, y);
+    return forward_batched(e, r, be, B, W, bias, x, y);
 }
 
 /* dW for a small weight (O*K): a single GEMM with a tiny output threads poorly, so fixed
  * groups of samples run in parallel, each into its own partial sum (serial GEMMs straight
  * on dy, no gather), and the partials are added in group order: the result does not
- * depend on the thread count. */
-static void dw_grouped(snn_conv_engine *e, const snn_run *r, size_t B, float *dW, const float *x,
-                       const float *dy) {
+ * depend on the thread count. CPU only (the per-sample strategy). */
+static snn_status dw_grouped(snn_conv_engine *e, const snn_run *r, const snn_backend *be, size_t B, float *dW,
+                             const float *x, const float *dy) {
     const snn_conv_geom *g = &e->g;
     const int O = e->out_ch;
     const size_t K = (size_t)g->C * g->kh * g->kw, P = (size_t)g->Ho * g->Wo, OK = (size_t)O * K;
     const size_t in_n = (size_t)g->C * g->H * g->W, out_n = (size_t)O * P;
     const long groups = (long)e->n_groups;
+    worker_err err = {SNN_OK, ""};
 #pragma omp parallel num_threads(e->threads) if(B * OK * P > SNN_PAR_MIN_WORK)
     {
         float *col = e->col + (size_t)omp_get_thread_num() * K * P;
@@ -124,59 +161,43 @@ static void dw_grouped(snn_conv_engine *e, const snn_run *r, size_t B, float *dW
         for (long gi = 0; gi < groups; gi++) {
             float *pg = e->partial + (size_t)gi * OK;
             size_t b1 = ((size_t)gi + 1) * SNN_CONV_GROUP < B ? ((size_t)gi + 1) * SNN_CONV_GROUP : B;
-            for (size_t b = (size_t)gi * SNN_CONV_GROUP; b < b1; b++) {
-                snn_im2col_f32(g, x + b * in_n, col, P);
-                r->be->gemm_f32(0, 1, O, (int)K, (int)P, 1.0f, dy + b * out_n, (int)P, col, (int)P,
-                                b == (size_t)gi * SNN_CONV_GROUP ? 0.0f : 1.0f, pg, (int)K);
+            snn_status st = SNN_OK;
+            for (size_t b = (size_t)gi * SNN_CONV_GROUP; b < b1 && st == SNN_OK; b++) {
+                st = be->im2col(be, g, 1, x + b * in_n, col, P);
+                if (st == SNN_OK)
+                    st = mm(be, r, 0, 1, O, (int)K, (int)P, dy + b * out_n, (int)P, col, (int)P,
+                            b == (size_t)gi * SNN_CONV_GROUP ? 0.0f : 1.0f, pg, (int)K);
             }
+            worker_fail(&err, st);
         }
     }
-#pragma omp parallel for schedule(static) if(OK * (size_t)groups > SNN_PAR_MIN_WORK)
-    for (long i = 0; i < (long)OK; i++) {
-        float acc = 0.0f;
-        for (long gi = 0; gi < groups; gi++) acc += e->partial[(size_t)gi * OK + (size_t)i];
-        dW[i] += acc;
-    }
+    SNN_TRY(worker_status(&err));
+    return be->sum_groups_add(be, (int)groups, OK, e->partial, dW);
 }
 
-void snn_conv_engine_backward(snn_conv_engine *e, const snn_run *r, size_t B, const float *W,
-                              float *dW, float *db, const float *x, const float *dy, float *dx) {
+snn_status snn_conv_engine_backward(snn_conv_engine *e, const snn_run *r, const snn_backend *be, size_t B,
+                                    const float *W, float *dW, float *db, const float *x, const float *dy,
+                                    float *dx) {
     const snn_conv_geom *g = &e->g;
     const int O = e->out_ch;
     const size_t K = (size_t)g->C * g->kh * g->kw, P = (size_t)g->Ho * g->Wo;
     const size_t in_n = (size_t)g->C * g->H * g->W, out_n = (size_t)O * P;
-    if (db) {
-        /* One thread per channel, samples in order: deterministic. */
-#pragma omp parallel for schedule(static) if(B * out_n > SNN_PAR_MIN_WORK)
-        for (int o = 0; o < O; o++) {
-            double acc = 0.0;
-            for (size_t b = 0; b < B; b++) {
-                const float *d = dy + b * out_n + (size_t)o * P;
-                for (size_t p = 0; p < P; p++) acc += d[p];
-            }
-            db[o] += (float)acc;
-        }
-    }
-    if (e->partial) dw_grouped(e, r, B, dW, x, dy);
+    if (db) SNN_TRY(be->conv_bias_grad(be, B, O, P, dy, db));
+    if (e->partial) SNN_TRY(dw_grouped(e, r, be, B, dW, x, dy));
     for (size_t b0 = 0; b0 < B && !e->partial; b0 += (size_t)e->chunk) {
         const int nb = (int)(B - b0 < (size_t)e->chunk ? B - b0 : (size_t)e->chunk);
         const size_t ld = (size_t)nb * P;
-#pragma omp parallel for schedule(static) if((size_t)nb * (K * P + out_n) > SNN_PAR_MIN_WORK)
-        for (int s = 0; s < nb; s++) {
-            const float *ds = dy + (b0 + (size_t)s) * out_n;
-            for (int o = 0; o < O; o++)
-                memcpy(e->buf + (size_t)o * ld + (size_t)s * P, ds + (size_t)o * P, sizeof(float) * P);
-            snn_im2col_f32(g, x + (b0 + (size_t)s) * in_n, e->col + (size_t)s * P, ld);
-        }
+        SNN_TRY(be->conv_gather(be, nb, O, P, dy + b0 * out_n, e->buf, ld));
+        SNN_TRY(be->im2col(be, g, nb, x + b0 * in_n, e->col, ld));
         /* dW[O][K] += dy[O][ld] col[K][ld]^T */
-        r->be->gemm_f32(0, 1, O, (int)K, (int)ld, 1.0f, e->buf, (int)ld, e->col, (int)ld, 1.0f, dW, (int)K);
+        SNN_TRY(mm(be, r, 0, 1, O, (int)K, (int)ld, e->buf, (int)ld, e->col, (int)ld, 1.0f, dW, (int)K));
         if (!dx || e->per_sample) continue;
         /* dcol[K][ld] = W^T dy, into the column buffer (no longer needed) */
-        r->be->gemm_f32(1, 0, (int)K, (int)ld, O, 1.0f, W, (int)K, e->buf, (int)ld, 0.0f, e->col, (int)ld);
-#pragma omp parallel for schedule(static) if((size_t)nb * K * P > SNN_PAR_MIN_WORK)
-        for (int s = 0; s < nb; s++) snn_col2im_f32(g, e->col + (size_t)s * P, ld, dx + (b0 + (size_t)s) * in_n);
+        SNN_TRY(mm(be, r, 1, 0, (int)K, (int)ld, O, W, (int)K, e->buf, (int)ld, 0.0f, e->col, (int)ld));
+        SNN_TRY(be->col2im(be, g, nb, e->col, ld, dx + b0 * in_n));
     }
-    if (!dx || !e->per_sample) return;
+    if (!dx || !e->per_sample) return SNN_OK;
+    worker_err err = {SNN_OK, ""};
 #pragma omp parallel num_threads(e->direct ? omp_get_max_threads() : e->threads) \
     if(B * O * K * P > SNN_PAR_MIN_WORK)
     {
@@ -184,11 +205,13 @@ void snn_conv_engine_backward(snn_conv_engine *e, const snn_run *r, size_t B, co
 #pragma omp for schedule(static)
         for (long b = 0; b < (long)B; b++) {
             float *db_ = e->direct ? dx + (size_t)b * in_n : col; /* pointwise: dcol is dx */
-            r->be->gemm_f32(1, 0, (int)K, (int)P, O, 1.0f, W, (int)K, dy + (size_t)b * out_n, (int)P, 0.0f, db_,
-                            (int)P);
-            if (!e->direct) snn_col2im_f32(g, col, P, dx + (size_t)b * in_n);
+            snn_status st =
+                mm(be, r, 1, 0, (int)K, (int)P, O, W, (int)K, dy + (size_t)b * out_n, (int)P, 0.0f, db_, (int)P);
+            if (st == SNN_OK && !e->direct) st = be->col2im(be, g, 1, col, P, dx + (size_t)b * in_n);
+            worker_fail(&err, st);
         }
     }
+    return worker_status(&err);
 }
 
 /* ---- Conv2d module ---- */
@@ -233,23 +256,21 @@ static void conv2d_init(snn_module *m, snn_rng *rng) {
 
 static void conv2d_reserve(snn_module *m, snn_arena *a, int T, int N) {
     conv2d_impl *c = m->impl;
-    snn_conv_engine_reserve(&c->e, a, (size_t)T * (size_t)N);
+    snn_conv_engine_reserve(&c->e, m->be, a, (size_t)T * (size_t)N);
 }
 
 static snn_status conv2d_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
     conv2d_impl *c = m->impl;
-    snn_conv_engine_forward(&c->e, r, snn_rows(r), m->params[0].data,
-                            c->bias ? m->params[1].data : NULL, x, y);
-    return SNN_OK;
+    return snn_conv_engine_forward(&c->e, r, m->be, snn_rows(r), m->params[0].data,
+                                   c->bias ? m->params[1].data : NULL, x, y);
 }
 
 static snn_status conv2d_backward(snn_module *m, const snn_run *r, const float *x, const float *y,
                                   const float *dy, float *dx) {
     (void)y;
     conv2d_impl *c = m->impl;
-    snn_conv_engine_backward(&c->e, r, snn_rows(r), m->params[0].data, m->params[0].grad,
-                             c->bias ? m->params[1].grad : NULL, x, dy, dx);
-    return SNN_OK;
+    return snn_conv_engine_backward(&c->e, r, m->be, snn_rows(r), m->params[0].data, m->params[0].grad,
+                                    c->bias ? m->params[1].grad : NULL, x, dy, dx);
 }
 
 static void conv2d_describe(const snn_module *m, snn_module_desc *d) {
@@ -265,6 +286,7 @@ static void conv2d_describe(const snn_module *m, snn_module_desc *d) {
 static const snn_module_ops conv2d_ops = {
     .describe = conv2d_describe,
     .kind = "Conv2d",
+    .devices = SNN_DEVMASK_ALL,
     .setup = conv2d_setup,
     .init = conv2d_init,
     .reserve = conv2d_reserve,

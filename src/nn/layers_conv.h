@@ -10,6 +10,7 @@
 #ifndef SNN_NN_LAYERS_CONV_H
 #define SNN_NN_LAYERS_CONV_H
 
+#include "backend/backend.h"
 #include "backend/cpu/cpu_im2col.h"
 #include "nn/layers.h"
 
@@ -48,7 +49,11 @@ uint64_t snn_dropout_stream(const snn_module *m);
  * dW uses the batched form (K = chunk*P is a long, efficient reduction), except for a
  * per-sample layer with a small weight (O*K), whose one-GEMM output would thread poorly:
  * there fixed groups of 8 samples accumulate partial dW in parallel, added in group order.
- * Either way the summation order does not depend on the thread count. With the OpenMP build of OpenBLAS
+ * Either way the summation order does not depend on the thread count. Every step is an
+ * op-table entry (im2col, gemm, conv_scatter, conv_gather, conv_bias_grad, col2im,
+ * sum_groups_add), so the engine runs on any device; the per-sample strategy calls the
+ * entries from OpenMP threads and is therefore chosen on the CPU table only (elsewhere
+ * everything is batched). With the OpenMP build of OpenBLAS
  * (what CMake prefers), a GEMM called inside a parallel region runs on the calling thread,
  * so the two levels of parallelism never nest. */
 typedef struct snn_conv_engine {
@@ -73,12 +78,14 @@ void snn_conv_set_strategy(int strategy);
 /* dW_grouped: 0 automatic, 1 never, 2 whenever the strategy is per-sample. */
 void snn_conv_set_dw_grouped(int mode);
 
-void snn_conv_engine_reserve(snn_conv_engine *e, snn_arena *a, size_t B);
-/* y[b][O][P] = W[O][K] col(x_b) + bias (bias may be NULL). */
-void snn_conv_engine_forward(snn_conv_engine *e, const snn_run *r, size_t B, const float *W,
-                             const float *bias, const float *x, float *y);
+/* be: the table the module runs on (the per-sample strategy is the CPU's only). */
+void snn_conv_engine_reserve(snn_conv_engine *e, const struct snn_backend *be, snn_arena *a, size_t B);
+/* y[b][O][P] = W[O][K] col(x_b) + bias (bias may be NULL), through be's entries only. */
+snn_status snn_conv_engine_forward(snn_conv_engine *e, const snn_run *r, const struct snn_backend *be, size_t B,
+                                   const float *W, const float *bias, const float *x, float *y);
 /* dW += dy col^T; db += sum dy (db may be NULL); dx = col2im(W^T dy) (dx may be NULL). */
-void snn_conv_engine_backward(snn_conv_engine *e, const snn_run *r, size_t B, const float *W,
-                              float *dW, float *db, const float *x, const float *dy, float *dx);
+snn_status snn_conv_engine_backward(snn_conv_engine *e, const snn_run *r, const struct snn_backend *be, size_t B,
+                                    const float *W, float *dW, float *db, const float *x, const float *dy,
+                                    float *dx);
 
 #endif

@@ -3,9 +3,9 @@
  * Padding must be at most kernel/2 (PyTorch's rule), which guarantees every window
  * overlaps the image. Stride 0 means "same as the kernel" (PyTorch's default).
  * MaxPool keeps the argmax of each output (an int32 index into its input plane) in the
- * arena; backward scatters dy there. All loops run over the B*C planes in parallel. */
-#include <math.h>
-#include <string.h>
+ * arena; backward scatters dy there. The loops are the op table's pooling entries
+ * (backend.h; the CPU's run over the B*C planes in parallel). */
+#include <limits.h>
 
 #include "nn/layers_conv.h"
 
@@ -48,56 +48,24 @@ static void pool_reserve(snn_module *m, snn_arena *a, int T, int N) {
         q->argmax = snn_arena_take(a, sizeof(int32_t) * (size_t)T * N * q->C * q->Ho * q->Wo);
 }
 
-/* Window rows [*h0, *h1) of output row oh, clipped to the image. */
-static inline void window(int o, int s, int p, int k, int n, int *a, int *b) {
-    int lo = o * s - p, hi = lo + k;
-    *a = lo < 0 ? 0 : lo;
-    *b = hi > n ? n : hi;
+/* The batch's planes as one image of rows*C planes (the entries' pooling geometry). */
+static snn_status plane_geom(const snn_module *m, const snn_run *r, snn_conv_geom *g) {
+    const pool_impl *q = m->impl;
+    size_t planes = snn_rows(r) * (size_t)q->C;
+    if (planes > (size_t)INT_MAX)
+        return snn_error(SNN_E_SHAPE, "%s: %zu planes in one batch are more than %d",
+                         snn_module_own_ops(m)->kind, planes, INT_MAX);
+    snn_conv_geom v = {(int)planes, q->H, q->W, q->k, q->k, q->s, q->s, q->p, q->p, q->Ho, q->Wo};
+    *g = v;
+    return SNN_OK;
 }
 
 static snn_status pool_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
     pool_impl *q = m->impl;
-    const long planes = (long)snn_rows(r) * q->C;
-    const size_t in_n = (size_t)q->H * q->W, out_n = (size_t)q->Ho * q->Wo;
-    const float inv = 1.0f / (float)(q->k * q->k);
-#pragma omp parallel for schedule(static) if((size_t)planes * in_n > SNN_PAR_MIN_WORK)
-    for (long pl = 0; pl < planes; pl++) {
-        const float *xp = x + (size_t)pl * in_n;
-        float *yp = y + (size_t)pl * out_n;
-        int32_t *ap = q->is_max ? q->argmax + (size_t)pl * out_n : NULL;
-        for (int oh = 0; oh < q->Ho; oh++) {
-            int h0, h1;
-            window(oh, q->s, q->p, q->k, q->H, &h0, &h1);
-            for (int ow = 0; ow < q->Wo; ow++) {
-                int w0, w1;
-                window(ow, q->s, q->p, q->k, q->W, &w0, &w1);
-                size_t o = (size_t)oh * q->Wo + ow;
-                if (q->is_max) {
-                    float best = -INFINITY;
-                    int32_t arg = h0 * q->W + w0;
-                    for (int ih = h0; ih < h1; ih++)
-                        for (int iw = w0; iw < w1; iw++) {
-                            float v = xp[(size_t)ih * q->W + iw];
-                            /* first maximum wins; a NaN propagates (PyTorch does the same) */
-                            if (v > best || isnan(v)) {
-                                best = v;
-                                arg = ih * q->W + iw;
-                                if (isnan(v)) goto done;
-                            }
-                        }
-                done:
-                    yp[o] = best;
-                    ap[o] = arg;
-                } else {
-                    float acc = 0.0f;
-                    for (int ih = h0; ih < h1; ih++)
-                        for (int iw = w0; iw < w1; iw++) acc += xp[(size_t)ih * q->W + iw];
-                    yp[o] = acc * inv;
-                }
-            }
-        }
-    }
-    return SNN_OK;
+    snn_conv_geom g;
+    SNN_TRY(plane_geom(m, r, &g));
+    if (q->is_max) return m->be->maxpool_forward(m->be, &g, x, y, q->argmax);
+    return m->be->avgpool_forward(m->be, &g, x, y);
 }
 
 static snn_status pool_backward(snn_module *m, const snn_run *r, const float *x, const float *y,
@@ -106,32 +74,10 @@ static snn_status pool_backward(snn_module *m, const snn_run *r, const float *x,
     (void)y;
     pool_impl *q = m->impl;
     if (!dx) return SNN_OK;
-    const long planes = (long)snn_rows(r) * q->C;
-    const size_t in_n = (size_t)q->H * q->W, out_n = (size_t)q->Ho * q->Wo;
-    const float inv = 1.0f / (float)(q->k * q->k);
-#pragma omp parallel for schedule(static) if((size_t)planes * in_n > SNN_PAR_MIN_WORK)
-    for (long pl = 0; pl < planes; pl++) {
-        float *dp = dx + (size_t)pl * in_n;
-        const float *gp = dy + (size_t)pl * out_n;
-        memset(dp, 0, sizeof(float) * in_n);
-        if (q->is_max) {
-            const int32_t *ap = q->argmax + (size_t)pl * out_n;
-            for (size_t o = 0; o < out_n; o++) dp[ap[o]] += gp[o];
-            continue;
-        }
-        for (int oh = 0; oh < q->Ho; oh++) {
-            int h0, h1;
-            window(oh, q->s, q->p, q->k, q->H, &h0, &h1);
-            for (int ow = 0; ow < q->Wo; ow++) {
-                int w0, w1;
-                window(ow, q->s, q->p, q->k, q->W, &w0, &w1);
-                float g = gp[(size_t)oh * q->Wo + ow] * inv;
-                for (int ih = h0; ih < h1; ih++)
-                    for (int iw = w0; iw < w1; iw++) dp[(size_t)ih * q->W + iw] += g;
-            }
-        }
-    }
-    return SNN_OK;
+    snn_conv_geom g;
+    SNN_TRY(plane_geom(m, r, &g));
+    if (q->is_max) return m->be->maxpool_backward(m->be, &g, dy, q->argmax, dx);
+    return m->be->avgpool_backward(m->be, &g, dy, dx);
 }
 
 static void pool_describe(const snn_module *m, snn_module_desc *d) {
@@ -144,6 +90,7 @@ static void pool_describe(const snn_module *m, snn_module_desc *d) {
 static const snn_module_ops maxpool_ops = {
     .describe = pool_describe,
     .kind = "MaxPool2d",
+    .devices = SNN_DEVMASK_ALL,
     .setup = pool_setup,
     .reserve = pool_reserve,
     .forward = pool_forward,
@@ -153,6 +100,7 @@ static const snn_module_ops maxpool_ops = {
 static const snn_module_ops avgpool_ops = {
     .describe = pool_describe,
     .kind = "AvgPool2d",
+    .devices = SNN_DEVMASK_ALL,
     .setup = pool_setup,
     .reserve = pool_reserve,
     .forward = pool_forward,

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/cpu_conv.h" /* the convolution and pooling entries */
 #include "backend/cpu/cpu_lm.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/cpu_layers.h" /* BatchNorm, dropout, token mean, SSA */
@@ -80,6 +81,17 @@ static const snn_backend cpu_backend = {
     .layernorm_work_bytes = snn_cpu_layernorm_work_bytes,
     .optim_update = snn_cpu_optim_update,
     /* convolution and pooling */
+    .im2col = snn_cpu_im2col,
+    .col2im = snn_cpu_col2im,
+    .conv_scatter = snn_cpu_conv_scatter,
+    .conv_gather = snn_cpu_conv_gather,
+    .conv_bias_grad = snn_cpu_conv_bias_grad,
+    .sum_groups_add = snn_cpu_sum_groups_add,
+    .transpose = snn_cpu_transpose,
+    .maxpool_forward = snn_cpu_maxpool_forward,
+    .maxpool_backward = snn_cpu_maxpool_backward,
+    .avgpool_forward = snn_cpu_avgpool_forward,
+    .avgpool_backward = snn_cpu_avgpool_backward,
     /* end of convolution and pooling */
 
     /* BatchNorm, dropout, token mean, spiking self-attention */

@@ -10,16 +10,9 @@
 
 #include <stddef.h>
 
-typedef struct snn_conv_geom {
-    int C, H, W;      /* input channels and image size */
-    int kh, kw;       /* kernel */
-    int sh, sw;       /* stride */
-    int ph, pw;       /* zero padding */
-    int Ho, Wo;       /* output size: (H + 2ph - kh) / sh + 1, likewise for W */
-} snn_conv_geom;
+#include "backend/conv_geom.h"
 
-/* Fill Ho and Wo from the rest; returns 0 when the output would be empty. */
-int snn_conv_geom_finish(snn_conv_geom *g);
+/* snn_conv_geom and snn_conv_geom_finish live in backend/conv_geom.h (the op table uses them). */
 
 /* col[r * ld + p] for one sample x[C][H][W]; every entry of the C*kh*kw rows is written. */
 void snn_im2col_f32(const snn_conv_geom *g, const float *x, float *col, size_t ld);

@@ -1,4 +1,467 @@
-/* The CUDA table's entries for im2col / col2im and pooling (backend.h). */
+/* The CUDA table's convolution and pooling entries (backend.h's "convolution and pooling").
+ *
+ * The runner's kernels in cuda_conv.cu / cuda_pool.cu compute other contracts (a
+ * pixel-major column matrix [B*P][ldcol] for a square kernel, a uint8 argmax relative to the
+ * window), so these entries have their own kernels, written for the CPU table's layouts and
+ * its order of operations:
+ *   im2col, conv_gather, transpose: copies (one thread per output element; the transpose
+ *     through 32 x 32 shared-memory tiles);
+ *   col2im, maxpool_backward, avgpool_backward: gathers, one thread per input pixel walking
+ *     the column rows (taps) / the outputs that read it in increasing order from +0.0f, which
+ *     is the order the CPU's scatter adds them in: bit-identical, no atomics;
+ *   conv_scatter, sum_groups_add, maxpool_forward, avgpool_forward: one thread per output
+ *     element doing the CPU's operations in its order (explicit __fadd_rn / __fmul_rn: no FMA
+ *     contraction): bit-identical;
+ *   conv_bias_grad: one block per channel, double partials of a fixed stride over the
+ *     channel's B*P values and a fixed shared-memory tree (deterministic, but not the CPU's
+ *     sequential order: backend.h's bound).
+ * Index arithmetic runs in 32 bits when the element count fits (the common case) and in 64
+ * bits otherwise. */
 #include "backend/cuda/cuda_table.h"
 
-void snn_cuda_install_conv(snn_backend *be) { (void)be; }
+#include <limits.h>
+#include <math.h>
+
+namespace {
+
+inline cudaStream_t stream_of(const snn_backend *be) { return snn_cuda_stream_of(snn_cuda_table_ctx(be)); }
+
+snn_status check_geom(const char *what, const snn_conv_geom *g, int nb) {
+    if (!g || nb < 0 || g->C <= 0 || g->H <= 0 || g->W <= 0 || g->kh <= 0 || g->kw <= 0 || g->sh <= 0 ||
+        g->sw <= 0 || g->ph < 0 || g->pw < 0 || g->Ho <= 0 || g->Wo <= 0 ||
+        g->Ho != (g->H + 2 * g->ph - g->kh) / g->sh + 1 || g->Wo != (g->W + 2 * g->pw - g->kw) / g->sw + 1 ||
+        g->H + 2 * g->ph < g->kh || g->W + 2 * g->pw < g->kw)
+        return snn_error(SNN_E_INVALID, "%s: bad geometry or sample count", what);
+    return SNN_OK;
+}
+
+snn_status check_pool(const char *what, const snn_conv_geom *g) {
+    SNN_TRY(check_geom(what, g, 1));
+    if (g->ph > g->kh / 2 || g->pw > g->kw / 2)
+        return snn_error(SNN_E_INVALID, "%s: padding %dx%d exceeds half the kernel %dx%d", what, g->ph, g->pw, g->kh,
+                         g->kw);
+    /* argmax is an int32 index into a plane */
+    if ((size_t)g->H * (size_t)g->W > (size_t)INT_MAX)
+        return snn_error(SNN_E_INVALID, "%s: a %dx%d plane is too large", what, g->H, g->W);
+    return SNN_OK;
+}
+
+/* The geometry as kernel arguments. */
+struct Geo {
+    int C, H, W, kh, kw, sh, sw, ph, pw, Ho, Wo;
+};
+Geo geo_of(const snn_conv_geom *g) {
+    Geo r = {g->C, g->H, g->W, g->kh, g->kw, g->sh, g->sw, g->ph, g->pw, g->Ho, g->Wo};
+    return r;
+}
+
+inline bool fits32(size_t n) { return n <= (size_t)0x7fffffff; }
+
+/* ---------------------------------------------------------------- im2col / col2im */
+
+/* col[r*ld + s*P + p] for r < K, s < nb, p < P; element e = (r*nb + s)*P + p. */
+template <typename I>
+__global__ void im2col_kernel(Geo g, I nb, const float *__restrict__ x, float *__restrict__ col, size_t ld) {
+    const I P = (I)g.Ho * (I)g.Wo, K = (I)g.C * (I)g.kh * (I)g.kw, total = K * nb * P;
+    const I in_n = (I)g.C * (I)g.H * (I)g.W, kk = (I)g.kh * (I)g.kw;
+    for (I e = blockIdx.x * (I)blockDim.x + threadIdx.x; e < total; e += (I)gridDim.x * blockDim.x) {
+        const I p = e % P, rs = e / P, s = rs % nb, r = rs / nb;
+        const I c = r / kk, t = r % kk, i = t / (I)g.kw, j = t % (I)g.kw;
+        const int oh = (int)(p / (I)g.Wo), ow = (int)(p % (I)g.Wo);
+        const int ih = oh * g.sh - g.ph + (int)i, iw = ow * g.sw - g.pw + (int)j;
+        float v = 0.0f;
+        if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W)
+            v = x[(size_t)s * in_n + ((size_t)c * g.H + (size_t)ih) * g.W + (size_t)iw];
+        col[(size_t)r * ld + (size_t)s * P + p] = v;
+    }
+}
+
+/* dx[s][c][ih][iw] = +0 + the entries of the taps (i, j) that read it, taps in increasing order. */
+template <typename I>
+__global__ void col2im_kernel(Geo g, I nb, const float *__restrict__ col, size_t ld, float *__restrict__ dx) {
+    const I P = (I)g.Ho * (I)g.Wo, HW = (I)g.H * (I)g.W, total = nb * (I)g.C * HW;
+    for (I e = blockIdx.x * (I)blockDim.x + threadIdx.x; e < total; e += (I)gridDim.x * blockDim.x) {
+        const I pix = e % HW, sc = e / HW, c = sc % (I)g.C, s = sc / (I)g.C;
+        const int ih = (int)(pix / (I)g.W), iw = (int)(pix % (I)g.W);
+        float acc = 0.0f;
+        for (int i = 0; i < g.kh; i++) {
+            const int th = ih + g.ph - i; /* = oh * sh */
+            if (th < 0 || th % g.sh) continue;
+            const int oh = th / g.sh;
+            if (oh >= g.Ho) continue;
+            for (int j = 0; j < g.kw; j++) {
+                const int tw = iw + g.pw - j;
+                if (tw < 0 || tw % g.sw) continue;
+                const int ow = tw / g.sw;
+                if (ow >= g.Wo) continue;
+                const size_t r = ((size_t)c * g.kh + (size_t)i) * g.kw + (size_t)j;
+                acc = __fadd_rn(acc, col[r * ld + (size_t)s * P + (size_t)oh * g.Wo + (size_t)ow]);
+            }
+        }
+        dx[e] = acc;
+    }
+}
+
+snn_status t_im2col(const snn_backend *be, const snn_conv_geom *g, int nb, const float *x, float *col, size_t ld) {
+    SNN_TRY(snn_cuda_table_check(be, "im2col"));
+    SNN_TRY(check_geom("im2col", g, nb));
+    const size_t K = (size_t)g->C * g->kh * g->kw, P = (size_t)g->Ho * g->Wo, total = K * (size_t)nb * P;
+    if (ld < (size_t)nb * P) return snn_error(SNN_E_SHAPE, "im2col: ld %zu < %d samples x %zu", ld, nb, P);
+    if (!total) return SNN_OK;
+    if (!x || !col) return snn_error(SNN_E_INVALID, "im2col: NULL buffer");
+    const unsigned grid = snn_cuda_table_grid(be, total, 256);
+    if (fits32(total) && fits32((size_t)nb * g->C * g->H * g->W))
+        im2col_kernel<uint32_t><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), (uint32_t)nb, x, col, ld);
+    else
+        im2col_kernel<uint64_t><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), (uint64_t)nb, x, col, ld);
+    SNN_CU_LAUNCHED("im2col");
+    return SNN_OK;
+}
+
+snn_status t_col2im(const snn_backend *be, const snn_conv_geom *g, int nb, const float *col, size_t ld, float *dx) {
+    SNN_TRY(snn_cuda_table_check(be, "col2im"));
+    SNN_TRY(check_geom("col2im", g, nb));
+    const size_t P = (size_t)g->Ho * g->Wo, total = (size_t)nb * g->C * g->H * g->W;
+    if (ld < (size_t)nb * P) return snn_error(SNN_E_SHAPE, "col2im: ld %zu < %d samples x %zu", ld, nb, P);
+    if (!total) return SNN_OK;
+    if (!dx || !col) return snn_error(SNN_E_INVALID, "col2im: NULL buffer");
+    const unsigned grid = snn_cuda_table_grid(be, total, 256);
+    if (fits32(total) && fits32((size_t)nb * P))
+        col2im_kernel<uint32_t><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), (uint32_t)nb, col, ld, dx);
+    else
+        col2im_kernel<uint64_t><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), (uint64_t)nb, col, ld, dx);
+    SNN_CU_LAUNCHED("col2im");
+    return SNN_OK;
+}
+
+/* ---------------------------------------------------------------- layout changes around the GEMM */
+
+/* y[s][o][p] = src[o*ld + s*P + p] + b_o (src NULL: y = bias[o]). */
+template <typename I>
+__global__ void scatter_kernel(I nb, I O, I P, const float *__restrict__ src, size_t ld, const float *__restrict__ bias,
+                               float *__restrict__ y) {
+    const I total = nb * O * P;
+    for (I e = blockIdx.x * (I)blockDim.x + threadIdx.x; e < total; e += (I)gridDim.x * blockDim.x) {
+        const I p = e % P, so = e / P, o = so % O, s = so / O;
+        const float bo = bias ? bias[o] : 0.0f;
+        y[e] = src ? __fadd_rn(src[(size_t)o * ld + (size_t)s * P + p], bo) : bo;
+    }
+}
+
+template <typename I>
+__global__ void gather_kernel(I nb, I O, I P, const float *__restrict__ src, float *__restrict__ dst, size_t ld) {
+    const I total = nb * O * P;
+    for (I e = blockIdx.x * (I)blockDim.x + threadIdx.x; e < total; e += (I)gridDim.x * blockDim.x) {
+        const I p = e % P, so = e / P, o = so % O, s = so / O;
+        dst[(size_t)o * ld + (size_t)s * P + p] = src[e];
+    }
+}
+
+snn_status t_conv_scatter(const snn_backend *be, int nb, int O, size_t P, const float *src, size_t ld,
+                          const float *bias, float *y) {
+    SNN_TRY(snn_cuda_table_check(be, "conv_scatter"));
+    if (nb < 0 || O < 0) return snn_error(SNN_E_INVALID, "conv_scatter: negative size");
+    if (!nb || !O || !P) return SNN_OK;
+    if (!y || (!src && !bias)) return snn_error(SNN_E_INVALID, "conv_scatter: NULL buffer");
+    if (src && ld < (size_t)nb * P) return snn_error(SNN_E_SHAPE, "conv_scatter: ld %zu < %d x %zu", ld, nb, P);
+    const size_t total = (size_t)nb * O * P;
+    const unsigned grid = snn_cuda_table_grid(be, total, 256);
+    if (fits32(total))
+        scatter_kernel<uint32_t><<<grid, 256, 0, stream_of(be)>>>((uint32_t)nb, (uint32_t)O, (uint32_t)P, src, ld,
+                                                                  bias, y);
+    else
+        scatter_kernel<uint64_t><<<grid, 256, 0, stream_of(be)>>>((uint64_t)nb, (uint64_t)O, (uint64_t)P, src, ld,
+                                                                  bias, y);
+    SNN_CU_LAUNCHED("conv_scatter");
+    return SNN_OK;
+}
+
+snn_status t_conv_gather(const snn_backend *be, int nb, int O, size_t P, const float *src, float *dst, size_t ld) {
+    SNN_TRY(snn_cuda_table_check(be, "conv_gather"));
+    if (nb < 0 || O < 0) return snn_error(SNN_E_INVALID, "conv_gather: negative size");
+    if (!nb || !O || !P) return SNN_OK;
+    if (!src || !dst) return snn_error(SNN_E_INVALID, "conv_gather: NULL buffer");
+    if (ld < (size_t)nb * P) return snn_error(SNN_E_SHAPE, "conv_gather: ld %zu < %d x %zu", ld, nb, P);
+    const size_t total = (size_t)nb * O * P;
+    const unsigned grid = snn_cuda_table_grid(be, total, 256);
+    if (fits32(total))
+        gather_kernel<uint32_t><<<grid, 256, 0, stream_of(be)>>>((uint32_t)nb, (uint32_t)O, (uint32_t)P, src, dst, ld);
+    else
+        gather_kernel<uint64_t><<<grid, 256, 0, stream_of(be)>>>((uint64_t)nb, (uint64_t)O, (uint64_t)P, src, dst, ld);
+    SNN_CU_LAUNCHED("conv_gather");
+    return SNN_OK;
+}
+
+/* ---------------------------------------------------------------- reductions */
+
+#define BG_THREADS 256
+
+/* Block per channel (grid-stride over channels): thread t sums elements t, t + 256, ... of
+ * the channel's B*P values (b-major) in double, then a fixed tree. */
+__global__ void bias_grad_kernel(size_t B, int O, size_t P, const float *__restrict__ dy, float *__restrict__ db) {
+    __shared__ double part[BG_THREADS];
+    const size_t n = B * P;
+    for (int o = blockIdx.x; o < O; o += gridDim.x) {
+        double acc = 0.0;
+        for (size_t e = threadIdx.x; e < n; e += BG_THREADS) {
+            const size_t b = e / P, p = e % P;
+            acc += (double)dy[(b * (size_t)O + (size_t)o) * P + p];
+        }
+        part[threadIdx.x] = acc;
+        __syncthreads();
+        for (int h = BG_THREADS / 2; h > 0; h >>= 1) {
+            if ((int)threadIdx.x < h) part[threadIdx.x] += part[threadIdx.x + h];
+            __syncthreads();
+        }
+        if (threadIdx.x == 0) db[o] = __fadd_rn(db[o], (float)part[0]);
+        __syncthreads(); /* part is reused by the next channel */
+    }
+}
+
+snn_status t_conv_bias_grad(const snn_backend *be, size_t B, int O, size_t P, const float *dy, float *db) {
+    SNN_TRY(snn_cuda_table_check(be, "conv_bias_grad"));
+    if (O < 0) return snn_error(SNN_E_INVALID, "conv_bias_grad: negative size");
+    if (!O) return SNN_OK;
+    if (!db || (B && P && !dy)) return snn_error(SNN_E_INVALID, "conv_bias_grad: NULL buffer");
+    const unsigned grid = O < 65535 ? (unsigned)O : 65535u;
+    bias_grad_kernel<<<grid, BG_THREADS, 0, stream_of(be)>>>(B, O, P, dy, db);
+    SNN_CU_LAUNCHED("conv_bias_grad");
+    return SNN_OK;
+}
+
+__global__ void sum_groups_kernel(int groups, size_t n, const float *__restrict__ part, float *__restrict__ dst) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float acc = 0.0f;
+        for (int g = 0; g < groups; g++) acc = __fadd_rn(acc, part[(size_t)g * n + i]);
+        dst[i] = __fadd_rn(dst[i], acc);
+    }
+}
+
+snn_status t_sum_groups_add(const snn_backend *be, int groups, size_t n, const float *part, float *dst) {
+    SNN_TRY(snn_cuda_table_check(be, "sum_groups_add"));
+    if (groups < 0) return snn_error(SNN_E_INVALID, "sum_groups_add: negative group count");
+    if (!n) return SNN_OK;
+    if (!dst || (groups && !part)) return snn_error(SNN_E_INVALID, "sum_groups_add: NULL buffer");
+    sum_groups_kernel<<<snn_cuda_table_grid(be, n, 256), 256, 0, stream_of(be)>>>(groups, n, part, dst);
+    SNN_CU_LAUNCHED("sum_groups_add");
+    return SNN_OK;
+}
+
+/* ---------------------------------------------------------------- transpose */
+
+#define TR_TILE 32
+#define TR_ROWS 8
+
+/* Tile (blockIdx.y, blockIdx.x) of matrix b; the +1 column keeps the shared reads free of
+ * bank conflicts. */
+__global__ void transpose_kernel(size_t B, int R, int C, const float *__restrict__ x, float *__restrict__ y) {
+    __shared__ float tile[TR_TILE][TR_TILE + 1];
+    const size_t n = (size_t)R * (size_t)C;
+    const int c0 = blockIdx.x * TR_TILE, r0 = blockIdx.y * TR_TILE;
+    for (size_t b = blockIdx.z; b < B; b += gridDim.z) {
+        const float *xb = x + b * n;
+        float *yb = y + b * n;
+        for (int k = threadIdx.y; k < TR_TILE; k += TR_ROWS) {
+            const int r = r0 + k, c = c0 + (int)threadIdx.x;
+            if (r < R && c < C) tile[k][threadIdx.x] = xb[(size_t)r * C + c];
+        }
+        __syncthreads();
+        for (int k = threadIdx.y; k < TR_TILE; k += TR_ROWS) {
+            const int c = c0 + k, r = r0 + (int)threadIdx.x;
+            if (r < R && c < C) yb[(size_t)c * R + r] = tile[threadIdx.x][k];
+        }
+        __syncthreads();
+    }
+}
+
+snn_status t_transpose(const snn_backend *be, size_t B, int R, int C, const float *x, float *y) {
+    SNN_TRY(snn_cuda_table_check(be, "transpose"));
+    if (R < 0 || C < 0) return snn_error(SNN_E_INVALID, "transpose: negative size");
+    if (!B || !R || !C) return SNN_OK;
+    if (!x || !y) return snn_error(SNN_E_INVALID, "transpose: NULL buffer");
+    const unsigned gx = (unsigned)((C + TR_TILE - 1) / TR_TILE), gy = (unsigned)((R + TR_TILE - 1) / TR_TILE);
+    if (gy > 65535u) return snn_error(SNN_E_INVALID, "transpose: %d rows are too many", R);
+    const unsigned gz = B < 65535 ? (unsigned)B : 65535u;
+    transpose_kernel<<<dim3(gx, gy, gz), dim3(TR_TILE, TR_ROWS), 0, stream_of(be)>>>(B, R, C, x, y);
+    SNN_CU_LAUNCHED("transpose");
+    return SNN_OK;
+}
+
+/* ---------------------------------------------------------------- pooling */
+
+/* The clipped window [*a, *b) of output o along one axis. */
+__device__ __forceinline__ void window(int o, int s, int p, int k, int n, int *a, int *b) {
+    const int lo = o * s - p, hi = lo + k;
+    *a = lo < 0 ? 0 : lo;
+    *b = hi > n ? n : hi;
+}
+
+/* The outputs [*a, *b) along one axis whose window holds input i. */
+__device__ __forceinline__ void readers(int i, int s, int p, int k, int no, int *a, int *b) {
+    const int t = i + p - k + 1; /* o*s >= t */
+    int lo = t <= 0 ? 0 : (t + s - 1) / s;
+    int hi = (i + p) / s + 1; /* o*s <= i + p */
+    if (hi > no) hi = no;
+    *a = lo;
+    *b = hi > lo ? hi : lo;
+}
+
+template <typename I>
+__global__ void maxpool_fwd_kernel(Geo g, const float *__restrict__ x, float *__restrict__ y, int32_t *__restrict__ arg) {
+    const I out_n = (I)g.Ho * (I)g.Wo, total = (I)g.C * out_n;
+    for (I e = blockIdx.x * (I)blockDim.x + threadIdx.x; e < total; e += (I)gridDim.x * blockDim.x) {
+        const I pl = e / out_n, o = e % out_n;
+        const int oh = (int)(o / (I)g.Wo), ow = (int)(o % (I)g.Wo);
+        int h0, h1, w0, w1;
+        window(oh, g.sh, g.ph, g.kh, g.H, &h0, &h1);
+        window(ow, g.sw, g.pw, g.kw, g.W, &w0, &w1);
+        const float *xp = x + (size_t)pl * g.H * g.W;
+        float best = -INFINITY;
+        int32_t a = h0 * g.W + w0;
+        bool nan = false;
+        for (int ih = h0; ih < h1 && !nan; ih++)
+            for (int iw = w0; iw < w1; iw++) {
+                const float v = xp[(size_t)ih * g.W + iw];
+                if (v > best || isnan(v)) {
+                    best = v;
+                    a = ih * g.W + iw;
+                    if (isnan(v)) {
+                        nan = true;
+                        break;
+                    }
+                }
+            }
+        y[e] = best;
+        arg[e] = a;
+    }
+}
+
+template <typename I>
+__global__ void maxpool_bwd_kernel(Geo g, const float *__restrict__ dy, const int32_t *__restrict__ arg,
+                                   float *__restrict__ dx) {
+    const I in_n = (I)g.H * (I)g.W, total = (I)g.C * in_n;
+    const size_t out_n = (size_t)g.Ho * g.Wo;
+    for (I e = blockIdx.x * (I)blockDim.x + threadIdx.x; e < total; e += (I)gridDim.x * blockDim.x) {
+        const I pl = e / in_n, pix = e % in_n;
+        const int ih = (int)(pix / (I)g.W), iw = (int)(pix % (I)g.W);
+        int a0, a1, b0, b1;
+        readers(ih, g.sh, g.ph, g.kh, g.Ho, &a0, &a1);
+        readers(iw, g.sw, g.pw, g.kw, g.Wo, &b0, &b1);
+        const float *gp = dy + (size_t)pl * out_n;
+        const int32_t *ap = arg + (size_t)pl * out_n;
+        float acc = 0.0f;
+        for (int oh = a0; oh < a1; oh++)
+            for (int ow = b0; ow < b1; ow++) {
+                const size_t o = (size_t)oh * g.Wo + ow;
+                if (ap[o] == (int32_t)pix) acc = __fadd_rn(acc, gp[o]);
+            }
+        dx[e] = acc;
+    }
+}
+
+template <typename I>
+__global__ void avgpool_fwd_kernel(Geo g, float inv, const float *__restrict__ x, float *__restrict__ y) {
+    const I out_n = (I)g.Ho * (I)g.Wo, total = (I)g.C * out_n;
+    for (I e = blockIdx.x * (I)blockDim.x + threadIdx.x; e < total; e += (I)gridDim.x * blockDim.x) {
+        const I pl = e / out_n, o = e % out_n;
+        const int oh = (int)(o / (I)g.Wo), ow = (int)(o % (I)g.Wo);
+        int h0, h1, w0, w1;
+        window(oh, g.sh, g.ph, g.kh, g.H, &h0, &h1);
+        window(ow, g.sw, g.pw, g.kw, g.W, &w0, &w1);
+        const float *xp = x + (size_t)pl * g.H * g.W;
+        float acc = 0.0f;
+        for (int ih = h0; ih < h1; ih++)
+            for (int iw = w0; iw < w1; iw++) acc = __fadd_rn(acc, xp[(size_t)ih * g.W + iw]);
+        y[e] = __fmul_rn(acc, inv);
+    }
+}
+
+template <typename I>
+__global__ void avgpool_bwd_kernel(Geo g, float inv, const float *__restrict__ dy, float *__restrict__ dx) {
+    const I in_n = (I)g.H * (I)g.W, total = (I)g.C * in_n;
+    const size_t out_n = (size_t)g.Ho * g.Wo;
+    for (I e = blockIdx.x * (I)blockDim.x + threadIdx.x; e < total; e += (I)gridDim.x * blockDim.x) {
+        const I pl = e / in_n, pix = e % in_n;
+        const int ih = (int)(pix / (I)g.W), iw = (int)(pix % (I)g.W);
+        int a0, a1, b0, b1;
+        readers(ih, g.sh, g.ph, g.kh, g.Ho, &a0, &a1);
+        readers(iw, g.sw, g.pw, g.kw, g.Wo, &b0, &b1);
+        const float *gp = dy + (size_t)pl * out_n;
+        float acc = 0.0f;
+        for (int oh = a0; oh < a1; oh++)
+            for (int ow = b0; ow < b1; ow++) acc = __fadd_rn(acc, __fmul_rn(gp[(size_t)oh * g.Wo + ow], inv));
+        dx[e] = acc;
+    }
+}
+
+/* 32-bit indices when both the input and the output element counts fit. */
+inline bool pool_fits32(const snn_conv_geom *g) {
+    return fits32((size_t)g->C * g->H * g->W) && fits32((size_t)g->C * g->Ho * g->Wo);
+}
+
+snn_status t_maxpool_forward(const snn_backend *be, const snn_conv_geom *g, const float *x, float *y, int32_t *argmax) {
+    SNN_TRY(snn_cuda_table_check(be, "maxpool_forward"));
+    SNN_TRY(check_pool("maxpool_forward", g));
+    if (!x || !y || !argmax) return snn_error(SNN_E_INVALID, "maxpool_forward: NULL buffer");
+    const size_t total = (size_t)g->C * g->Ho * g->Wo;
+    const unsigned grid = snn_cuda_table_grid(be, total, 256);
+    if (pool_fits32(g)) maxpool_fwd_kernel<uint32_t><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), x, y, argmax);
+    else maxpool_fwd_kernel<uint64_t><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), x, y, argmax);
+    SNN_CU_LAUNCHED("maxpool_forward");
+    return SNN_OK;
+}
+
+snn_status t_maxpool_backward(const snn_backend *be, const snn_conv_geom *g, const float *dy, const int32_t *argmax,
+                              float *dx) {
+    SNN_TRY(snn_cuda_table_check(be, "maxpool_backward"));
+    SNN_TRY(check_pool("maxpool_backward", g));
+    if (!dy || !dx || !argmax) return snn_error(SNN_E_INVALID, "maxpool_backward: NULL buffer");
+    const size_t total = (size_t)g->C * g->H * g->W;
+    const unsigned grid = snn_cuda_table_grid(be, total, 256);
+    if (pool_fits32(g)) maxpool_bwd_kernel<uint32_t><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), dy, argmax, dx);
+    else maxpool_bwd_kernel<uint64_t><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), dy, argmax, dx);
+    SNN_CU_LAUNCHED("maxpool_backward");
+    return SNN_OK;
+}
+
+snn_status t_avgpool_forward(const snn_backend *be, const snn_conv_geom *g, const float *x, float *y) {
+    SNN_TRY(snn_cuda_table_check(be, "avgpool_forward"));
+    SNN_TRY(check_pool("avgpool_forward", g));
+    if (!x || !y) return snn_error(SNN_E_INVALID, "avgpool_forward: NULL buffer");
+    const float inv = 1.0f / (float)(g->kh * g->kw); /* the CPU's rounded FP32 reciprocal */
+    const size_t total = (size_t)g->C * g->Ho * g->Wo;
+    const unsigned grid = snn_cuda_table_grid(be, total, 256);
+    if (pool_fits32(g)) avgpool_fwd_kernel<uint32_t><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), inv, x, y);
+    else avgpool_fwd_kernel<uint64_t><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), inv, x, y);
+    SNN_CU_LAUNCHED("avgpool_forward");
+    return SNN_OK;
+}
+
+snn_status t_avgpool_backward(const snn_backend *be, const snn_conv_geom *g, const float *dy, float *dx) {
+    SNN_TRY(snn_cuda_table_check(be, "avgpool_backward"));
+    SNN_TRY(check_pool("avgpool_backward", g));
+    if (!dy || !dx) return snn_error(SNN_E_INVALID, "avgpool_backward: NULL buffer");
+    const float inv = 1.0f / (float)(g->kh * g->kw);
+    const size_t total = (size_t)g->C * g->H * g->W;
+    const unsigned grid = snn_cuda_table_grid(be, total, 256);
+    if (pool_fits32(g)) avgpool_bwd_kernel<uint32_t><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), inv, dy, dx);
+    else avgpool_bwd_kernel<uint64_t><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), inv, dy, dx);
+    SNN_CU_LAUNCHED("avgpool_backward");
+    return SNN_OK;
+}
+
+} // namespace
+
+void snn_cuda_install_conv(snn_backend *be) {
+    be->im2col = t_im2col;
+    be->col2im = t_col2im;
+    be->conv_scatter = t_conv_scatter;
+    be->conv_gather = t_conv_gather;
+    be->conv_bias_grad = t_conv_bias_grad;
+    be->sum_groups_add = t_sum_groups_add;
+    be->transpose = t_transpose;
+    be->maxpool_forward = t_maxpool_forward;
+    be->maxpool_backward = t_maxpool_backward;
+    be->avgpool_forward = t_avgpool_forward;
+    be->avgpool_backward = t_avgpool_backward;
+}
