@@ -43,10 +43,12 @@ typedef enum snn_device_type { SNN_DEVICE_CPU = 0, SNN_DEVICE_CUDA = 1 } snn_dev
  *            bias joins the accumulator before the products (what a Linear layer does).
  *   c_round  epilogue: SNN_F32 none; SNN_F16 / SNN_BF16: C is rounded (RNE, overflow to inf)
  *            to that type after everything else.
- *   b_store  how B is stored: SNN_F32 (the default: B points to floats) or ab_type itself (B
- *            points to 16-bit values of that type; a backend with gemm_rounds only, see
- *            snn_backend). A precision wrapper keeps such a copy of a weight so that the
- *            forward's conversion also serves the backward. */
+ *   a_store, b_store, c_store  how A, B and C are stored: SNN_F32 (the default: floats) or
+ *            ab_type itself (16-bit values of that type; a backend with gemm_rounds only, see
+ *            snn_backend). A 16-bit C is written once, rounded (RNE) from the FP32 result, so
+ *            it needs beta = 0 and holds what c_round = ab_type gives. A precision wrapper
+ *            keeps such a copy of a weight so that the forward's conversion also serves the
+ *            backward, and activations between two 16-bit modules stay 16-bit. */
 typedef struct snn_gemm {
     int trans_a, trans_b;
     int M, N, K;
@@ -58,7 +60,7 @@ typedef struct snn_gemm {
     snn_dtype ab_type;
     const float *bias;
     snn_dtype c_round;
-    snn_dtype b_store;
+    snn_dtype a_store, b_store, c_store;
 } snn_gemm;
 
 /* One SGD / Adam / AdamW update of n FP32 values with the rules of src/optim/optimizer.c
@@ -147,6 +149,8 @@ struct snn_backend {
     /* ---- reductions ---- */
     /* out[j] += Σ_i x[i][j] over rows i in increasing order (FP32 adds, as a bias gradient). */
     snn_status (*colsum_add)(const snn_backend *be, const float *x, int rows, int cols, float *out);
+    /* colsum_add of x stored as t (F16 or BF16): the same sums of the stored values. */
+    snn_status (*colsum16_add)(const snn_backend *be, snn_dtype t, const void *x, int rows, int cols, float *out);
     /* *out = Σ x[i]² in double (host value). */
     snn_status (*sumsq)(const snn_backend *be, const float *x, size_t n, double *out);
     /* *found = 1 if any x[i] is NaN or infinite (host value). */
@@ -170,6 +174,14 @@ struct snn_backend {
     snn_status (*neuron_backward_mp)(const snn_backend *be, const snn_neuron_opts *o, float k, int T, size_t n,
                                      snn_dtype S, snn_dtype F, snn_dtype B, const float *h_seq, const float *dy,
                                      float *dx, double *gk);
+
+    /* Typed activations (may be NULL): x, the spikes y, dy and dx stored as io (F16 or BF16),
+     * h_seq FP32. The values are neuron_forward's / neuron_backward's on the same values held
+     * in FP32 arrays (spikes are exact in io), dx rounded to io (RNE). gk: PLIF only. */
+    snn_status (*neuron_forward_io)(const snn_backend *be, const snn_neuron_opts *o, float k, int T, size_t n,
+                                    snn_dtype io, const void *x, void *y, float *h_seq, float *v_last);
+    snn_status (*neuron_backward_io)(const snn_backend *be, const snn_neuron_opts *o, float k, int T, size_t n,
+                                     snn_dtype io, const float *h_seq, const void *dy, void *dx, double *gk);
 
     /* ---- norms ---- */
     /* RMSNorm over V vectors of F: y = x / sqrt(mean(x²) + eps) · w; rstd [V] (double) saved.

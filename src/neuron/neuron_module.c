@@ -108,7 +108,11 @@ static snn_status neuron_forward(snn_module *m, const snn_run *r, const float *x
     size_t n = (size_t)r->N * p->numel;
     float k = snn_neuron_module_decay(m);
     /* h_seq is only needed by backward, so inference skips writing it. */
-    SNN_TRY(m->be->neuron_forward(m->be, &p->o, k, r->T, n, x, y, r->training ? p->h_seq : NULL, p->v));
+    if (m->in_store)  /* 16-bit x and spikes (in_store == out_store: prec_store.c) */
+        SNN_TRY(m->be->neuron_forward_io(m->be, &p->o, k, r->T, n, (snn_dtype)m->in_store, x, y,
+                                         r->training ? p->h_seq : NULL, p->v));
+    else
+        SNN_TRY(m->be->neuron_forward(m->be, &p->o, k, r->T, n, x, y, r->training ? p->h_seq : NULL, p->v));
     p->have_h = r->training != 0;
     return SNN_OK;
 }
@@ -127,7 +131,11 @@ static snn_status neuron_backward(snn_module *m, const snn_run *r, const float *
     int plif = p->o.kind == SNN_NEURON_PLIF;
     double gk = 0.0;
     /* Only spikes leave the layer: no gradient on the membrane sequence or final state. */
-    SNN_TRY(m->be->neuron_backward(m->be, &p->o, k, r->T, n, p->h_seq, dy, dx, plif ? &gk : NULL));
+    if (m->in_store)
+        SNN_TRY(m->be->neuron_backward_io(m->be, &p->o, k, r->T, n, (snn_dtype)m->in_store, p->h_seq, dy, dx,
+                                          plif ? &gk : NULL));
+    else
+        SNN_TRY(m->be->neuron_backward(m->be, &p->o, k, r->T, n, p->h_seq, dy, dx, plif ? &gk : NULL));
     if (plif) SNN_TRY(snn_neuron_module_add_plif_grad(m, gk));
     return SNN_OK;
 }
@@ -136,6 +144,7 @@ static snn_status neuron_backward(snn_module *m, const snn_run *r, const float *
     static const snn_module_ops NAME = {                                                         \
         .kind = KIND,                                                                            \
         .devices = SNN_DEVMASK_ALL,                                                              \
+        .flags = SNN_MODULE_TYPED_IO,                                                            \
         .setup = neuron_setup,                                                                   \
         .init = neuron_init,                                                                     \
         .reserve = neuron_reserve,                                                               \

@@ -9,6 +9,8 @@
 
 /* containers */
 snn_module *snn_sequential_new(void);
+/* A Sequential container (its own ops table, never its name). */
+int snn_module_is_sequential(const snn_module *m);
 /* y = x + inner(x); inner must keep the shape. Takes ownership of inner. */
 snn_module *snn_residual_new(snn_module *inner);
 

@@ -34,6 +34,9 @@ static void linear_init(snn_module *m, snn_rng *rng) {
 static snn_dtype ab_type(const snn_run *r) { return r->gemm_type ? (snn_dtype)r->gemm_type : SNN_F32; }
 /* How params[0].data is stored (a wrapper's 16-bit copy of the weight, SNN_MODULE_W16). */
 static snn_dtype w_store(const snn_run *r) { return r->w_store ? (snn_dtype)r->w_store : SNN_F32; }
+/* How x / dx and y / dy are stored (SNN_MODULE_TYPED_IO). */
+static snn_dtype x_store(const snn_module *m) { return (snn_dtype)m->in_store; }
+static snn_dtype y_store(const snn_module *m) { return (snn_dtype)m->out_store; }
 
 static snn_status linear_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
     linear_impl *l = m->impl;
@@ -41,7 +44,7 @@ static snn_status linear_forward(snn_module *m, const snn_run *r, const float *x
     snn_gemm g = {.trans_a = 0, .trans_b = 1, .M = rows, .N = l->out, .K = l->in, .alpha = 1.0f, .beta = 0.0f,
                   .A = x, .lda = l->in, .B = m->params[0].data, .ldb = l->in, .C = y, .ldc = l->out,
                   .ab_type = ab_type(r), .bias = l->bias ? m->params[1].data : NULL, .c_round = SNN_F32,
-                  .b_store = w_store(r)};
+                  .a_store = x_store(m), .b_store = w_store(r), .c_store = y_store(m)};
     return m->be->gemm(m->be, &g);
 }
 
@@ -54,13 +57,16 @@ static snn_status linear_backward(snn_module *m, const snn_run *r, const float *
     /* dW += dy^T x ; db += sum_rows dy ; dx = dy W */
     snn_gemm gw = {.trans_a = 1, .trans_b = 0, .M = l->out, .N = l->in, .K = rows, .alpha = 1.0f, .beta = 1.0f,
                    .A = dy, .lda = l->out, .B = x, .ldb = l->in, .C = m->params[0].grad, .ldc = l->in,
-                   .ab_type = ab_type(r), .c_round = SNN_F32};
+                   .ab_type = ab_type(r), .c_round = SNN_F32, .a_store = y_store(m), .b_store = x_store(m)};
     SNN_TRY(be->gemm(be, &gw));
-    if (l->bias) SNN_TRY(be->colsum_add(be, dy, rows, l->out, m->params[1].grad));
+    if (l->bias)
+        SNN_TRY(y_store(m) != SNN_F32 ? be->colsum16_add(be, y_store(m), dy, rows, l->out, m->params[1].grad)
+                                      : be->colsum_add(be, dy, rows, l->out, m->params[1].grad));
     if (!dx) return SNN_OK;
     snn_gemm gd = {.trans_a = 0, .trans_b = 0, .M = rows, .N = l->in, .K = l->out, .alpha = 1.0f, .beta = 0.0f,
                    .A = dy, .lda = l->out, .B = m->params[0].data, .ldb = l->in, .C = dx, .ldc = l->in,
-                   .ab_type = ab_type(r), .c_round = SNN_F32, .b_store = w_store(r)};
+                   .ab_type = ab_type(r), .c_round = SNN_F32, .a_store = y_store(m), .b_store = w_store(r),
+                   .c_store = x_store(m)};
     return be->gemm(be, &gd);
 }
 
@@ -75,7 +81,7 @@ static const snn_module_ops linear_ops = {
     .describe = linear_describe,
     .kind = "Linear",
     .devices = SNN_DEVMASK_ALL,
-    .flags = SNN_MODULE_W16,
+    .flags = SNN_MODULE_W16 | SNN_MODULE_TYPED_IO,
     .setup = linear_setup,
     .init = linear_init,
     .forward = linear_forward,

@@ -97,6 +97,8 @@ typedef struct snn_module_desc {
  * GEMMs and passes snn_run.w_store as that operand's b_store, so a precision wrapper may put a
  * 16-bit copy of the weight there (converted once per forward, reused by the backward). */
 #define SNN_MODULE_W16 1u
+/* The kind honours snn_module.in_store / out_store (16-bit activations and gradients). */
+#define SNN_MODULE_TYPED_IO 2u
 
 typedef struct snn_module_ops {
     const char *kind;   /* "Linear", "LIF", "Sequential", ... (names, reports; never compared) */
@@ -133,6 +135,11 @@ struct snn_module {
     int sealed;                  /* part of a model: the public API refuses to change it */
     const struct snn_backend *be; /* the op table of the device the model is placed on (set
                                      by the model; the CPU table until snn_model_to) */
+    /* How x / dx (in_store) and y / dy (out_store) are stored: SNN_F32 (0, the default) or a
+     * 16-bit type, set by the precision system between two modules whose values at that
+     * boundary are exactly that type anyway (src/precision/prec_store.c); only for kinds with
+     * SNN_MODULE_TYPED_IO. The buffers keep their FP32 size. */
+    int in_store, out_store;
 };
 
 /* The module's own ops table, also while a precision wrapper is installed: type checks

@@ -50,8 +50,8 @@ static snn_status g16_direct_call(snn_module *m, const snn_run *r, int backward,
     snn_prec_module *pm = pm_of(m);
     snn_precision *p = pm->p;
     if (!backward) SNN_TRY(m->be->cast(m->be, p->half, pm->w16, m->params[0].data, m->params[0].numel));
-    else {
-        /* the bias gradient sums the rounded dy, as on the rounded path */
+    else if (!m->out_store) {
+        /* the bias gradient sums the rounded dy, as on the rounded path (a 16-bit dy is) */
         float *dy16 = p->scratch;
         SNN_TRY(round_buf(m, p->half, dy16, dy, out_floats(m, r)));
         dy = dy16;
@@ -64,8 +64,10 @@ static snn_status g16_direct_call(snn_module *m, const snn_run *r, int backward,
     snn_status st = backward ? pm->orig->backward(m, &r16, x, y, dy, out) : pm->orig->forward(m, &r16, x, out);
     m->params[0].data = w;
     SNN_TRY(st);
+    /* FP32 outputs are rounded here; 16-bit ones were written rounded by the GEMM */
     size_t n = backward ? in_floats(m, r) : out_floats(m, r);
-    return out ? round_buf(m, p->half, out, out, n) : SNN_OK;
+    int stored16 = backward ? m->in_store : m->out_store;
+    return out && !stored16 ? round_buf(m, p->half, out, out, n) : SNN_OK;
 }
 
 /* The module's own forward on rounded operands; its GEMMs are told the operands are 16-bit

@@ -340,6 +340,7 @@ snn_status snn_prepare_model_for_precision(snn_model *m, const char *device, con
         return st;
     }
     m->precision = p;
+    snn_precision_assign_stores(p);
     if (m->arena.base) {
         st = snn_precision_plan(p, m->T, m->N);
         if (st != SNN_OK) {
@@ -354,6 +355,7 @@ snn_status snn_prepare_model_for_precision(snn_model *m, const char *device, con
 void snn_precision_free(snn_precision *p) {
     if (!p) return;
     /* Unwrap the modules, unless the model (and its modules) is already gone. */
+    snn_precision_clear_stores(p);
     for (int i = 0; p->model && i < p->n_mods; i++) {
         snn_prec_module *pm = &p->mods[i];
         pm->m->ops = pm->orig;
@@ -410,7 +412,7 @@ snn_status snn_precision_plan(snn_precision *p, int T, int N) {
         else if (pm->kind == SNN_PM_GEMM16) s = nx + nw + ny;
         else s = 3 * nx + 2 * ny + nw;
         if (s > need) need = s;
-        if (pm->kind == SNN_PM_GEMM16 && p->be->gemm_rounds && (pm->orig->flags & SNN_MODULE_W16) && nw && !pm->w16)
+        if (snn_prec_gemm16_direct(p, pm) && nw && !pm->w16)
             SNN_TRY(p->be->alloc(p->be, nw * 2, &pm->w16));
     }
     size_t ndy = B * snn_shape_numel(p->model->root->out);

@@ -78,6 +78,12 @@ snn_status snn_precision_sync_amax(struct snn_precision *p);
 
 /* Size the scratch for (T, N); called by snn_model_plan. */
 snn_status snn_precision_plan(struct snn_precision *p, int T, int N);
+/* prec_store.c: a 16-bit GEMM module that runs on the direct path (prec_exec.c); the
+ * 16-bit activation storage between modules, assigned after conversion and cleared when the
+ * precision is freed. */
+int snn_prec_gemm16_direct(const struct snn_precision *p, const snn_prec_module *pm);
+void snn_precision_assign_stores(struct snn_precision *p);
+void snn_precision_clear_stores(struct snn_precision *p);
 /* The module tables that wrap a converted module. */
 extern const snn_module_ops snn_prec_gemm16_ops;
 extern const snn_module_ops snn_prec_fp8_ops;

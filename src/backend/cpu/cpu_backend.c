@@ -67,6 +67,7 @@ static const snn_backend cpu_backend = {
     .gelu_forward = snn_cpu_gelu_forward,
     .gelu_backward = snn_cpu_gelu_backward,
     .colsum_add = snn_cpu_colsum_add,
+    .colsum16_add = snn_cpu_colsum16_add,
     .sumsq = snn_cpu_sumsq,
     .nonfinite = snn_cpu_nonfinite,
     .fp8_qdq = snn_cpu_fp8_qdq,

@@ -68,6 +68,20 @@ snn_status snn_cpu_gelu_backward(const snn_backend *be, const float *x, const fl
     return SNN_OK;
 }
 
+snn_status snn_cpu_colsum16_add(const snn_backend *be, snn_dtype t, const void *x, int rows, int cols, float *out) {
+    (void)be;
+    if (t != SNN_F16 && t != SNN_BF16) return snn_error(SNN_E_INVALID, "colsum16: type must be f16 or bf16");
+    if (rows < 0 || cols < 0) return snn_error(SNN_E_INVALID, "colsum16: negative size");
+    if (rows > 0 && cols > 0 && (!x || !out)) return snn_error(SNN_E_INVALID, "colsum16: NULL buffer");
+    const uint16_t *h = x;
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++) {
+            uint16_t b = h[(size_t)i * cols + j];
+            out[j] += t == SNN_F16 ? snn_f16_to_f32(b) : snn_bf16_to_f32(b);
+        }
+    return SNN_OK;
+}
+
 snn_status snn_cpu_colsum_add(const snn_backend *be, const float *x, int rows, int cols, float *out) {
     (void)be;
     if (rows < 0 || cols < 0) return snn_error(SNN_E_INVALID, "colsum: negative size");

@@ -8,6 +8,7 @@ snn_status snn_cpu_gemm(const snn_backend *be, const snn_gemm *g);
 void snn_cpu_gemm_f32(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                       const float *B, int ldb, float beta, float *C, int ldc);
 snn_status snn_cpu_round(const snn_backend *be, snn_dtype t, float *dst, const float *src, size_t n);
+snn_status snn_cpu_colsum16_add(const snn_backend *be, snn_dtype t, const void *x, int rows, int cols, float *out);
 snn_status snn_cpu_cast(const snn_backend *be, snn_dtype t, void *dst, const float *src, size_t n);
 snn_status snn_cpu_scale(const snn_backend *be, float *dst, const float *src, float s, size_t n);
 snn_status snn_cpu_gelu_forward(const snn_backend *be, const float *x, float *y, size_t n);

@@ -49,6 +49,10 @@ snn_status snn_cuda_rmsnorm_forward(snn_cuda *c, size_t V, int F, float eps, con
                                     float *y, double *rstd);
 snn_status snn_cuda_rmsnorm_backward(snn_cuda *c, size_t V, int F, const float *x, const float *w,
                                      const double *rstd, const float *dy, float *dx, float *dw, double *part);
+snn_status snn_cuda_neuron_io_forward(snn_cuda *c, const snn_neuron_opts *o, float k, int T, size_t n, snn_dtype io,
+                                      snn_dtype spike_type, const void *x, void *s, float *h_seq, float *v_last);
+snn_status snn_cuda_neuron_io_backward(snn_cuda *c, const snn_neuron_opts *o, float k, int T, size_t n, snn_dtype io,
+                                       const float *h_seq, const void *gs, void *gx, float *gk);
 snn_status snn_cuda_table_optim_update(snn_cuda *c, const snn_optim_update *u, size_t n, float *w,
                                        const float *g, float *s0, float *s1, const uint8_t *mask, int *flag);
 
@@ -257,6 +261,21 @@ snn_status launch_round2d(const snn_backend *be, snn_dtype t, float *C, int ldc,
 /* Elements of a row-major operand of `rows` rows of `cols` inside leading dimension ld. */
 inline size_t span(int rows, int cols, int ld) { return (size_t)(rows - 1) * (size_t)ld + (size_t)cols; }
 
+/* A 16-bit C (already validated: 16-bit t, beta 0, K > 0): the product with its bias in
+ * cuBLASLt's epilogue, rounded once into C; without an epilogue-able bias, an FP32 product
+ * in the workspace, the bias added and the result rounded into C by one kernel. */
+template <typename T>
+__global__ void bias_round_kernel(T *C, int ldc, const float *P, int M, int N, const float *bias) {
+    const size_t total = (size_t)M * (size_t)N;
+    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < total; e += (size_t)gridDim.x * blockDim.x) {
+        const size_t i = e / (size_t)N, j = e % (size_t)N;
+        /* backend.h's order: bias first, then the product */
+        C[i * (size_t)ldc + j] = Io<T>::st(bias ? __fadd_rn(bias[j], P[e]) : P[e]);
+    }
+}
+
+snn_status gemm_c16(const snn_backend *be, const snn_gemm *g, snn_dtype t);
+
 snn_status t_gemm(const snn_backend *be, const snn_gemm *g) {
     SNN_TRY(check_be(be, "gemm"));
     if (!g) return snn_error(SNN_E_INVALID, "gemm: NULL descriptor");
@@ -278,9 +297,14 @@ snn_status t_gemm(const snn_backend *be, const snn_gemm *g) {
         return snn_error(SNN_E_INVALID, "gemm: NULL operand (A %p, B %p, C %p)", (const void *)g->A,
                          (const void *)g->B, (void *)g->C);
     const snn_dtype t = g->ab_type == SNN_F32 ? SNN_F32 : g->ab_type == SNN_BF16 ? SNN_BF16 : SNN_F16;
-    if (g->b_store != SNN_F32 && (g->b_store != g->ab_type || t == SNN_F32 || g->ab_type != t))
-        return snn_error(SNN_E_INVALID, "gemm: B stored as %s needs ab_type %s (16-bit operands)",
-                         snn_cuda_dtype_name(g->b_store), snn_cuda_dtype_name(g->b_store));
+    const snn_dtype st3[3] = {g->a_store, g->b_store, g->c_store};
+    for (int i = 0; i < 3; i++)
+        if (st3[i] != SNN_F32 && (st3[i] != g->ab_type || t == SNN_F32 || g->ab_type != t))
+            return snn_error(SNN_E_INVALID, "gemm: %c stored as %s needs ab_type %s (16-bit operands)", "ABC"[i],
+                             snn_cuda_dtype_name(st3[i]), snn_cuda_dtype_name(st3[i]));
+    if (g->c_store != SNN_F32 && (g->beta != 0.0f || g->K == 0))
+        return snn_error(SNN_E_INVALID, "gemm: a 16-bit C is written once (beta 0, K > 0)");
+    if (g->c_store != SNN_F32) return gemm_c16(be, g, t);
     snn_cuda *c = tab(be)->c;
     float beta = g->beta;
     /* bias: in cuBLASLt's epilogue (C = alpha A B + beta C + bias: the same sum in another
@@ -300,13 +324,16 @@ snn_status t_gemm(const snn_backend *be, const snn_gemm *g) {
             /* the conversion rounds to t (RNE): exact for operands the caller rounded, the
              * rounding itself otherwise (gemm_rounds); padding between rows is converted too
              * and never read */
-            const size_t na = span(ra, ca, g->lda), nb = g->b_store == SNN_F32 ? span(rb, cb, g->ldb) : 0;
+            const size_t na = g->a_store == SNN_F32 ? span(ra, ca, g->lda) : 0;
+            const size_t nb = g->b_store == SNN_F32 ? span(rb, cb, g->ldb) : 0;
             const size_t off_b = up256(na * 2);
             void *ws;
-            SNN_TRY(ws_get(be, off_b + nb * 2, &ws));
+            SNN_TRY(ws_get(be, off_b + nb * 2 + 256, &ws));
             void *a16 = ws, *b16 = (char *)ws + off_b;
-            SNN_TRY(snn_cuda_convert(c, t, a16, SNN_F32, g->A, na, NULL, 0));
-            A = a16;
+            if (na) {
+                SNN_TRY(snn_cuda_convert(c, t, a16, SNN_F32, g->A, na, NULL, 0));
+                A = a16;
+            }
             if (nb) {
                 SNN_TRY(snn_cuda_convert(c, t, b16, SNN_F32, g->B, nb, NULL, 0));
                 B = b16;
@@ -319,6 +346,49 @@ snn_status t_gemm(const snn_backend *be, const snn_gemm *g) {
                                    bias_epilogue ? g->bias : NULL));
     }
     if (g->c_round != SNN_F32) SNN_TRY(launch_round2d(be, g->c_round, g->C, g->ldc, g->M, g->N));
+    return SNN_OK;
+}
+
+snn_status gemm_c16(const snn_backend *be, const snn_gemm *g, snn_dtype t) {
+    snn_cuda *c = tab(be)->c;
+    const int ra = g->trans_a ? g->K : g->M, ca = g->trans_a ? g->M : g->K;
+    const int rb = g->trans_b ? g->N : g->K, cb = g->trans_b ? g->K : g->N;
+    const size_t na = g->a_store == SNN_F32 ? span(ra, ca, g->lda) : 0;
+    const size_t nb = g->b_store == SNN_F32 ? span(rb, cb, g->ldb) : 0;
+    const int epi = !g->bias || snn_aligned(g->bias, 16);
+    const size_t off_b = up256(na * 2), off_p = off_b + up256(nb * 2);
+    const size_t np = g->bias ? (size_t)g->M * (size_t)g->N : 0; /* the fallback's FP32 product */
+    void *ws;
+    SNN_TRY(ws_get(be, off_p + np * 4 + 256, &ws));
+    const void *A = g->A, *B = g->B;
+    if (na) {
+        SNN_TRY(snn_cuda_convert(c, t, ws, SNN_F32, g->A, na, NULL, 0));
+        A = ws;
+    }
+    if (nb) {
+        SNN_TRY(snn_cuda_convert(c, t, (char *)ws + off_b, SNN_F32, g->B, nb, NULL, 0));
+        B = (char *)ws + off_b;
+    }
+    if (epi) {
+        snn_cuda_gemm_desc d = snn_cuda_gd(g->trans_a ? 1 : 0, g->trans_b ? 1 : 0, g->M, g->N, g->K, t, t, t, g->lda,
+                                           g->ldb, g->ldc, 0);
+        snn_status st = snn_cuda_gemm_bias(c, &d, g->alpha, A, B, 0.0f, g->C, NULL, NULL, NULL, NULL, g->bias);
+        /* a cuBLASLt without an FP32-bias epilogue for 16-bit outputs: the kernel below */
+        if (st != SNN_E_UNSUPPORTED || !g->bias) return st;
+        snn_clear_error();
+    }
+    float *P = (float *)((char *)ws + off_p);
+    snn_cuda_gemm_desc d = snn_cuda_gd(g->trans_a ? 1 : 0, g->trans_b ? 1 : 0, g->M, g->N, g->K, t, t, SNN_F32,
+                                       g->lda, g->ldb, g->N, 0);
+    SNN_TRY(snn_cuda_gemm(c, &d, g->alpha, A, B, 0.0f, P, NULL, NULL, NULL, NULL));
+    const size_t total = (size_t)g->M * (size_t)g->N;
+    if (t == SNN_BF16)
+        bias_round_kernel<__nv_bfloat16><<<grid_for(be, total, 256), 256, 0, stream(be)>>>(
+            (__nv_bfloat16 *)g->C, g->ldc, P, g->M, g->N, g->bias);
+    else
+        bias_round_kernel<__half><<<grid_for(be, total, 256), 256, 0, stream(be)>>>((__half *)g->C, g->ldc, P, g->M,
+                                                                                    g->N, g->bias);
+    SNN_CU_LAUNCHED("gemm 16-bit output");
     return SNN_OK;
 }
 
@@ -414,6 +484,15 @@ snn_status t_colsum_add(const snn_backend *be, const float *x, int rows, int col
     if (!x || !out) return snn_error(SNN_E_INVALID, "colsum_add: NULL pointer");
     /* out = 1 * out + column sums (the sums are a tree per column, not the CPU's order) */
     return snn_cuda_colsum(tab(be)->c, SNN_F32, x, rows, cols, 1.0f, out);
+}
+
+snn_status t_colsum16_add(const snn_backend *be, snn_dtype t, const void *x, int rows, int cols, float *out) {
+    SNN_TRY(check_be(be, "colsum16_add"));
+    if (t != SNN_F16 && t != SNN_BF16) return snn_error(SNN_E_INVALID, "colsum16_add: type must be f16 or bf16");
+    if (rows < 0 || cols < 0) return snn_error(SNN_E_INVALID, "colsum16_add: negative size (%d x %d)", rows, cols);
+    if (rows == 0 || cols == 0) return SNN_OK;
+    if (!x || !out) return snn_error(SNN_E_INVALID, "colsum16_add: NULL pointer");
+    return snn_cuda_colsum(tab(be)->c, t, x, rows, cols, 1.0f, out);
 }
 
 snn_status t_sumsq(const snn_backend *be, const float *x, size_t n, double *out) {
@@ -521,6 +600,34 @@ snn_status t_neuron_backward(const snn_backend *be, const snn_neuron_opts *o, fl
     if (want_k) SNN_CU_TRY(cudaMemsetAsync(gk_dev, 0, sizeof(float), stream(be)));
     SNN_TRY(snn_cuda_neuron_backward(tab(be)->c, &ok, k, T, n, SNN_F32, h_seq, NULL, dy, NULL, NULL, dx, NULL,
                                      want_k ? gk_dev : NULL, NULL, NULL));
+    if (want_k) {
+        float f = 0.0f;
+        SNN_TRY(snn_cuda_download(tab(be)->c, &f, gk_dev, sizeof f));
+        *gk = (double)f;
+    }
+    return SNN_OK;
+}
+
+snn_status t_neuron_forward_io(const snn_backend *be, const snn_neuron_opts *o, float k, int T, size_t n, snn_dtype io,
+                               const void *x, void *y, float *h_seq, float *v_last) {
+    SNN_TRY(check_be(be, "neuron_forward_io"));
+    SNN_TRY(check_neuron(o, T, "neuron_forward_io"));
+    if (n == 0) return SNN_OK;
+    if (T == 0) return v_last ? t_fill(be, v_last, o->soft_reset ? 0.0f : o->v_reset, n) : SNN_OK;
+    return snn_cuda_neuron_io_forward(tab(be)->c, o, k, T, n, io, io, x, y, h_seq, v_last);
+}
+
+snn_status t_neuron_backward_io(const snn_backend *be, const snn_neuron_opts *o, float k, int T, size_t n,
+                                snn_dtype io, const float *h_seq, const void *dy, void *dx, double *gk) {
+    SNN_TRY(check_be(be, "neuron_backward_io"));
+    SNN_TRY(check_neuron(o, T, "neuron_backward_io"));
+    if (gk) *gk = 0.0;
+    if ((size_t)T * n == 0) return SNN_OK;
+    if (!dy || !dx) return snn_error(SNN_E_INVALID, "neuron_backward_io: NULL dy or dx");
+    const int want_k = gk && o->kind == SNN_NEURON_PLIF;
+    float *gk_dev = (float *)tab(be)->scratch;
+    if (want_k) SNN_CU_TRY(cudaMemsetAsync(gk_dev, 0, sizeof(float), stream(be)));
+    SNN_TRY(snn_cuda_neuron_io_backward(tab(be)->c, o, k, T, n, io, h_seq, dy, dx, want_k ? gk_dev : NULL));
     if (want_k) {
         float f = 0.0f;
         SNN_TRY(snn_cuda_download(tab(be)->c, &f, gk_dev, sizeof f));
@@ -683,6 +790,9 @@ extern "C" snn_status snn_backend_cuda_create(int device, snn_backend **out) {
     be->fp8_qdq = t_fp8_qdq;
     be->neuron_forward = t_neuron_forward;
     be->neuron_backward = t_neuron_backward;
+    be->neuron_forward_io = t_neuron_forward_io;
+    be->neuron_backward_io = t_neuron_backward_io;
+    be->colsum16_add = t_colsum16_add;
     be->neuron_forward_mp = t_neuron_forward_mp;
     be->neuron_backward_mp = t_neuron_backward_mp;
     be->rmsnorm_forward = t_rmsnorm_forward;

@@ -184,3 +184,55 @@ extern "C" snn_status snn_cuda_neuron_backward(snn_cuda *c, const snn_neuron_opt
     SNN_CU_LAUNCHED("neuron_backward");
     return SNN_OK;
 }
+
+/* ---- the engine's typed activations (backend.h: neuron_forward_io / neuron_backward_io) ---- */
+
+static int io_wide(size_t n, snn_dtype io, const void *const *p, int np) {
+    const size_t W = 16 / snn_cuda_dsize(io);
+    if (n % W) return 0;
+    for (int i = 0; i < np; i++) /* FP32 h packs of W floats: 4 W bytes */
+        if (p[i] && !snn_aligned(p[i], 4 * W)) return 0;
+    return 1;
+}
+
+snn_status snn_cuda_neuron_io_forward(snn_cuda *c, const snn_neuron_opts *o, float k, int T, size_t n, snn_dtype io,
+                                      snn_dtype spike_type, const void *x, void *s, float *h_seq, float *v_last) {
+    FwdArgs a;
+    memset(&a, 0, sizeof a);
+    SNN_TRY(make_params(o, k, T, n, &a.p));
+    if (!x || !s) return snn_error(SNN_E_INVALID, "neuron forward needs x and s");
+    if (!snn_cuda_is_16(io) || (spike_type != io && spike_type != SNN_F32))
+        return snn_error(SNN_E_UNSUPPORTED, "typed neuron io: x %s, spikes %s (x f16 or bf16, spikes that type or f32)",
+                         snn_cuda_dtype_name(io), snn_cuda_dtype_name(spike_type));
+    a.T = T;
+    a.n = n;
+    a.x = x;
+    a.bias_period = 1;
+    a.s = s;
+    a.h = h_seq;
+    a.vlast = v_last;
+    const void *ptrs[3] = {x, s, h_seq};
+    snn_neuron_io_fwd_launch(snn_cuda_stream_of(c), a, io, spike_type, io_wide(n, io, ptrs, 3));
+    SNN_CU_LAUNCHED("neuron_forward_io");
+    return SNN_OK;
+}
+
+snn_status snn_cuda_neuron_io_backward(snn_cuda *c, const snn_neuron_opts *o, float k, int T, size_t n, snn_dtype io,
+                                       const float *h_seq, const void *gs, void *gx, float *gk) {
+    BwdArgs a;
+    memset(&a, 0, sizeof a);
+    SNN_TRY(make_params(o, k, T, n, &a.p));
+    if (!h_seq || !gs || !gx) return snn_error(SNN_E_INVALID, "neuron backward needs h_seq, gs and gx");
+    if (!snn_cuda_is_16(io))
+        return snn_error(SNN_E_UNSUPPORTED, "typed neuron io: gradients in %s (f16 or bf16)", snn_cuda_dtype_name(io));
+    a.T = T;
+    a.n = n;
+    a.h = h_seq;
+    a.gs = gs;
+    a.gx = gx;
+    a.want_gk = gk != NULL && o->kind == SNN_NEURON_PLIF;
+    const void *ptrs[3] = {h_seq, gs, gx};
+    snn_neuron_io_bwd_launch(snn_cuda_stream_of(c), a, io, io_wide(n, io, ptrs, 3), gk);
+    SNN_CU_LAUNCHED("neuron_backward_io");
+    return SNN_OK;
+}

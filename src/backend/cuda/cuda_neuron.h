@@ -17,6 +17,12 @@ void snn_neuron_fwd_launch(cudaStream_t st, const FwdArgs &a, snn_dtype io, snn_
 void snn_neuron_bwd_launch(cudaStream_t st, const BwdArgs &a, snn_dtype io, int pack_bytes,
                            int lng, int block, float *gk, float *amax, int spec);
 
+/* The typed-activation kernels (cuda_neuron_io.cu): x, spikes (sp: io or F32), gs, gx in the
+ * 16-bit io type, h_seq FP32. wide: 16 bytes of x per thread (n a multiple of 16 / size(io),
+ * every pointer aligned for it), else one neuron per thread. gk: PLIF's dL/dk accumulator. */
+void snn_neuron_io_fwd_launch(cudaStream_t st, const FwdArgs &a, snn_dtype io, snn_dtype sp, int wide);
+void snn_neuron_io_bwd_launch(cudaStream_t st, const BwdArgs &a, snn_dtype io, int wide, float *gk);
+
 /* Benchmark-only override of the launch shape, process-wide (not in the public header: the
  * benchmark and the neuron test declare it themselves). pack_bytes 0 (keep the context's
  * tuning), 1, 4 (16-bit storage: 2 neurons per thread), 8 or 16; block 0 (automatic), 64, 128

@@ -118,7 +118,9 @@ SNN_HD float snn_reset(const NeuronP &p, float h, float s) {
 
 /* U: time steps whose loads are issued together (more when few threads must keep the
  * memory system busy, e.g. long T with few neurons). */
-template <typename TI, typename TS, int V, int U>
+/* TH: the type of h_seq and v_seq (the storage type TI, or FP32 while x and the spikes are
+ * 16-bit: the engine's typed activations keep the saved membrane in FP32). */
+template <typename TI, typename TS, int V, int U, typename TH = TI>
 SNN_HD void neuron_fwd_body(const FwdArgs &a, size_t tid) {
     const size_t i0 = tid * V;
     if (i0 >= a.n) return;
@@ -126,7 +128,7 @@ SNN_HD void neuron_fwd_body(const FwdArgs &a, size_t tid) {
     const size_t n = a.n;
     const TI *x = (const TI *)a.x;
     TS *s = (TS *)a.s;
-    TI *h = (TI *)a.h, *vs = (TI *)a.vseq;
+    TH *h = (TH *)a.h, *vs = (TH *)a.vseq;
     float v[V], b[V];
     const float vinit = p.soft ? 0.0f : p.vreset;
 #pragma unroll
@@ -144,19 +146,19 @@ SNN_HD void neuron_fwd_body(const FwdArgs &a, size_t tid) {
             if (t0 + u >= a.T) break;
             const size_t off = (size_t)(t0 + u) * n + i0;
             Pack<TS, V> sp;
-            Pack<TI, V> hp, vp;
+            Pack<TH, V> hp, vp;
 #pragma unroll
             for (int j = 0; j < V; j++) {
                 float hv = snn_charge(p, v[j], Io<TI>::ld(xp[u].v[j]) + b[j]);
                 bool fire = hv >= p.vth; /* Heaviside: Θ(0) = 1 */
                 v[j] = snn_reset(p, hv, fire ? 1.0f : 0.0f);
                 sp.v[j] = Io<TS>::spike(fire);
-                hp.v[j] = Io<TI>::st(hv);
-                vp.v[j] = Io<TI>::st(v[j]);
+                hp.v[j] = Io<TH>::st(hv);
+                vp.v[j] = Io<TH>::st(v[j]);
             }
             pack_st<TS, V>(s + off, sp);
-            if (h) pack_st<TI, V>(h + off, hp);
-            if (vs) pack_st<TI, V>(vs + off, vp);
+            if (h) pack_st<TH, V>(h + off, hp);
+            if (vs) pack_st<TH, V>(vs + off, vp);
         }
     }
     if (a.vlast) {
@@ -170,7 +172,7 @@ SNN_HD void neuron_fwd_body(const FwdArgs &a, size_t tid) {
  * costs compares and branches in a loop that is instruction-bound in 16-bit storage);
  * SG = -1: chosen at run time from a.p.sg. The fixed-surrogate variants also skip max|gx|
  * (the launcher uses them only when no gx_amax is asked for). */
-template <typename TI, int V, int U, bool PLIF, int SG = -1>
+template <typename TI, int V, int U, bool PLIF, int SG = -1, typename TH = TI>
 SNN_HD void neuron_bwd_body(const BwdArgs &a, size_t tid, float *gk, float *amax) {
     *gk = 0.0f;
     *amax = 0.0f;
@@ -178,7 +180,8 @@ SNN_HD void neuron_bwd_body(const BwdArgs &a, size_t tid, float *gk, float *amax
     if (i0 >= a.n) return;
     const NeuronP p = a.p;
     const size_t n = a.n;
-    const TI *h = (const TI *)a.h, *gs = (const TI *)a.gs, *gv = (const TI *)a.gvseq;
+    const TH *h = (const TH *)a.h;
+    const TI *gs = (const TI *)a.gs, *gv = (const TI *)a.gvseq;
     TI *gx = (TI *)a.gx;
     constexpr bool plif = PLIF; /* a template flag: the PLIF extras cost registers */
     const float lk = p.kind == 0 ? 1.0f : 1.0f - p.k;             /* dh_t / dv_{t-1} */
@@ -194,18 +197,19 @@ SNN_HD void neuron_bwd_body(const BwdArgs &a, size_t tid, float *gk, float *amax
     }
     for (int tc = a.T - 1; tc >= 0; tc -= U) {
         /* hp[u] = h[tc-u]; hp[U] = h[tc-U] (PLIF needs h_{t-1} to rebuild v_{t-1}). */
-        Pack<TI, V> hp[U + 1], gp[U], vp[U];
+        Pack<TH, V> hp[U + 1];
+        Pack<TI, V> gp[U], vp[U];
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const int t = tc - u;
             if (t < 0) break;
             const size_t off = (size_t)t * n + i0;
-            hp[u] = pack_ld<TI, V>(h + off);
+            hp[u] = pack_ld<TH, V>(h + off);
             gp[u] = pack_ld<TI, V>(gs + off);
             if (gv) vp[u] = pack_ld<TI, V>(gv + off);
         }
         if (plif && tc - U >= 0)
-            hp[U] = pack_ld<TI, V>(h + (size_t)(tc - U) * n + i0);
+            hp[U] = pack_ld<TH, V>(h + (size_t)(tc - U) * n + i0);
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const int t = tc - u;
@@ -213,7 +217,7 @@ SNN_HD void neuron_bwd_body(const BwdArgs &a, size_t tid, float *gk, float *amax
             Pack<TI, V> out;
 #pragma unroll
             for (int j = 0; j < V; j++) {
-                const float hv = Io<TI>::ld(hp[u].v[j]);
+                const float hv = Io<TH>::ld(hp[u].v[j]);
                 const float gsv = Io<TI>::ld(gp[u].v[j]);
                 const float G = (gv ? Io<TI>::ld(vp[u].v[j]) : 0.0f) + carry[j];
                 const float x = hv - p.vth;
@@ -235,7 +239,7 @@ SNN_HD void neuron_bwd_body(const BwdArgs &a, size_t tid, float *gk, float *amax
                     if (t == 0) {
                         vprev = a.v0 ? a.v0[i0 + j] : vinit;
                     } else {
-                        const float hprev = Io<TI>::ld(hp[u + 1].v[j]);
+                        const float hprev = Io<TH>::ld(hp[u + 1].v[j]);
                         vprev = snn_reset(p, hprev, hprev >= p.vth ? 1.0f : 0.0f);
                     }
                     const float dhdk = p.decay_input ? (hv - vprev) / p.k

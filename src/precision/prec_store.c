@@ -1,0 +1,69 @@
+/* 16-bit activations between modules (snn_module.in_store / out_store).
+ *
+ * In a 16-bit mode on a backend whose GEMM takes 16-bit operands (gemm_rounds), a boundary
+ * inside a Sequential between two modules P -> Q is stored in the mode's 16-bit type d when
+ * every value that crosses it is a d value anyway, in both directions:
+ *   forward: P's outputs are rounded to d (a 16-bit GEMM module rounds its output) or exact
+ *            in d (spikes), or Q rounds its input to d before using it (a 16-bit GEMM module);
+ *   backward: P rounds the gradient it receives to d (a 16-bit GEMM module), or Q's dx is
+ *            rounded to d (a 16-bit GEMM module writes its dx rounded).
+ * Only kinds with SNN_MODULE_TYPED_IO take part, and only the two that meet these rules:
+ * a 16-bit GEMM module on the direct path (prec_exec.c: its Linear reads and writes 16-bit
+ * storage in its GEMMs) and a plain IF/LIF/PLIF neuron (x, spikes and gradients 16-bit,
+ * h_seq FP32: neuron_forward_io). Storing such a boundary in d changes no value; it removes
+ * the passes that rounded FP32 copies and converted them for the GEMM. The CPU table has no
+ * 16-bit storage: nothing is assigned there. */
+#include "backend/backend.h"
+#include "neuron/neuron_module.h"
+#include "nn/layers.h"
+#include "precision/runtime.h"
+
+int snn_prec_gemm16_direct(const snn_precision *p, const snn_prec_module *pm) {
+    return pm->kind == SNN_PM_GEMM16 && p->be->gemm_rounds && (pm->orig->flags & SNN_MODULE_W16) &&
+           pm->m->n_params > 0;
+}
+
+/* What kind of boundary end m is: 1 a direct 16-bit GEMM module, 2 a plain neuron, 0 neither. */
+static int end_kind(const snn_precision *p, const snn_module *m) {
+    if (m->ops == &snn_prec_gemm16_ops && m->prec)
+        return snn_prec_gemm16_direct(p, (const snn_prec_module *)m->prec) ? 1 : 0;
+    if (!m->prec && snn_module_is_neuron(m) && (m->ops->flags & SNN_MODULE_TYPED_IO)) return 2;
+    return 0;
+}
+
+typedef struct {
+    const snn_precision *p;
+    int set; /* 1: assign, 0: reset every module to FP32 */
+} store_ctx;
+
+static void visit(snn_module *m, void *ctx) {
+    store_ctx *c = ctx;
+    if (!c->set) {
+        m->in_store = m->out_store = SNN_F32;
+        return;
+    }
+    if (!snn_module_is_sequential(m)) return;
+    for (int i = 0; i + 1 < m->n_children; i++) {
+        snn_module *P = m->children[i], *Q = m->children[i + 1];
+        int kp = end_kind(c->p, P), kq = end_kind(c->p, Q);
+        /* GEMM -> neuron, neuron -> GEMM, GEMM -> GEMM (both directions hold: see above);
+         * neuron -> neuron has no rounding on either side */
+        if (kp && kq && (kp == 1 || kq == 1)) P->out_store = Q->in_store = (int)c->p->half;
+    }
+}
+
+void snn_precision_assign_stores(snn_precision *p) {
+    store_ctx c = {p, 0};
+    snn_module_walk(p->model->root, visit, &c); /* every boundary FP32 first */
+    if (!p->be->gemm_rounds || !p->be->neuron_forward_io || !p->be->neuron_backward_io ||
+        (p->half != SNN_F16 && p->half != SNN_BF16) || p->cfg.mode == SNN_PRECISION_FP8)
+        return;
+    c.set = 1;
+    snn_module_walk(p->model->root, visit, &c);
+}
+
+void snn_precision_clear_stores(snn_precision *p) {
+    if (!p->model) return;
+    store_ctx c = {p, 0};
+    snn_module_walk(p->model->root, visit, &c);
+}
