@@ -1,10 +1,11 @@
-/* FC-SNN training and inference through the one engine (snn_model_to + the CUDA op table)
+/* Training and inference of a zoo model (FC-SNN by default; --model convsnn | spikformer) through the one engine (snn_model_to + the CUDA op table)
  * against the whole-model GPU runner (snn_cuda_model_*, one CUDA graph per step) on the same
  * network, in the same process: the A/B that says how far the engine is from the runner it is
  * replacing.
  *
  *   snn_engine_bench [--width 4096] [--depth 20] [--T 16] [--batch 256] [--in 784]
  *                    [--classes 10] [--precision bf16] [--trials 5] [--steps 5] [--json FILE]
+ *                    [--model fcsnn|convsnn|spikformer] [--image 128] [--embed 384] [--heads 12]
  *
  * Engine step: snn_model_forward (input copied in, output copied out), the loss mean(y²) and
  * its gradient on the host, snn_precision_backward (backward, loss scaling, AdamW) — the loop
@@ -54,12 +55,15 @@ static int parse(const char *s, long lo, long hi, long *out) {
 
 int main(int argc, char **argv) {
     long width = 4096, depth = 20, T = 16, B = 256, in = 784, classes = 10, trials = 5, steps = 5;
-    const char *prec = "bf16", *json = NULL;
+    long image = 128, embed = 384, heads = 12;
+    const char *prec = "bf16", *json = NULL, *model = "fcsnn";
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *a = argv[i], *v = argv[i + 1];
         long *n = !strcmp(a, "--width") ? &width : !strcmp(a, "--depth") ? &depth : !strcmp(a, "--T") ? &T
                 : !strcmp(a, "--batch") ? &B : !strcmp(a, "--in") ? &in : !strcmp(a, "--classes") ? &classes
-                : !strcmp(a, "--trials") ? &trials : !strcmp(a, "--steps") ? &steps : NULL;
+                : !strcmp(a, "--trials") ? &trials : !strcmp(a, "--steps") ? &steps
+                : !strcmp(a, "--image") ? &image : !strcmp(a, "--embed") ? &embed : !strcmp(a, "--heads") ? &heads
+                : NULL;
         if (n) {
             if (!parse(v, 1, 1 << 16, n)) {
                 fprintf(stderr, "engine_bench: error: %s expects an integer in [1, 65536], got '%s'\n", a, v);
@@ -67,6 +71,12 @@ int main(int argc, char **argv) {
             }
         } else if (!strcmp(a, "--precision")) {
             prec = v;
+        } else if (!strcmp(a, "--model")) {
+            if (strcmp(v, "fcsnn") && strcmp(v, "convsnn") && strcmp(v, "spikformer")) {
+                fprintf(stderr, "engine_bench: error: --model is fcsnn, convsnn or spikformer, got '%s'\n", v);
+                return 2;
+            }
+            model = v;
         } else if (!strcmp(a, "--json")) {
             json = v;
         } else {
@@ -79,8 +89,20 @@ int main(int argc, char **argv) {
     if (snn_precision_config_parse(prec, NULL, NULL, NULL, NULL, &cfg) != SNN_OK) return die("precision");
     snn_fcsnn_opts fo = {.in_features = (int)in, .hidden = (int)width, .depth = (int)depth, .classes = (int)classes,
                          .tau = 2.0f};
+    /* convsnn: --in is the image side (1 channel), --width the channels; spikformer: 3 x
+     * --image², --embed, --heads, --depth */
+    snn_convsnn_opts co = {.in_channels = 1, .height = (int)in, .width = (int)in, .channels = (int)width,
+                           .classes = (int)classes};
+    snn_spikformer_opts so = {.in_channels = 3, .image_size = (int)image, .classes = (int)classes,
+                              .embed_dim = (int)embed, .heads = (int)heads, .depth = (int)depth, .mlp_ratio = 4.0f};
     snn_model *m = NULL, *hm = NULL;
-    if (snn_fcsnn_create(&fo, 7, &m) != SNN_OK || snn_fcsnn_create(&fo, 7, &hm) != SNN_OK) return die("model");
+    for (int k = 0; k < 2; k++) {
+        snn_model **dst = k ? &hm : &m;
+        snn_status st = !strcmp(model, "fcsnn") ? snn_fcsnn_create(&fo, 7, dst)
+                      : !strcmp(model, "convsnn") ? snn_convsnn_create(&co, 7, dst) : snn_spikformer_create(&so, 7, dst);
+        if (st != SNN_OK) return die("model");
+    }
+    in = (long)snn_model_input_numel(m);
     if (snn_model_to(m, "cuda") != SNN_OK) {
         fprintf(stderr, "engine_bench: skipped: %s\n", snn_last_error());
         return 77;
@@ -160,13 +182,13 @@ int main(int argc, char **argv) {
     double rt = have_runner ? median(run_train, (int)trials) : 0, ri = have_runner ? median(run_inf, (int)trials) : 0;
     char line[1024];
     snprintf(line, sizeof line,
-             "{\"bench\": \"engine_fcsnn\", \"commit\": \"%s\", \"commit_dirty\": %d, \"precision\": \"%s\", "
+             "{\"bench\": \"engine_%s\", \"commit\": \"%s\", \"commit_dirty\": %d, \"precision\": \"%s\", "
              "\"width\": %ld, \"depth\": %ld, \"T\": %ld, \"batch\": %ld, \"in\": %ld, \"classes\": %ld, "
              "\"trials\": %ld, \"steps\": %ld, \"engine_train_samples_per_s\": %.1f, "
              "\"engine_infer_samples_per_s\": %.1f, \"runner_train_samples_per_s\": %.1f, "
              "\"runner_infer_samples_per_s\": %.1f, \"engine_over_runner_train\": %.4f, "
              "\"engine_over_runner_infer\": %.4f, \"last_loss\": %.6g}",
-             snn_build_commit(), snn_build_dirty(), prec, width, depth, T, B, in, classes, trials, steps, B / et,
+             model, snn_build_commit(), snn_build_dirty(), prec, width, depth, T, B, in, classes, trials, steps, B / et,
              B / ei, rt > 0 ? B / rt : 0.0, ri > 0 ? B / ri : 0.0, rt > 0 ? rt / et : 0.0, ri > 0 ? ri / ei : 0.0,
              loss / (double)ny);
     puts(line);

@@ -138,6 +138,24 @@ static size_t mismatches(const float *got, const float *ref, size_t n, size_t *f
     } while (0)
 
 /* max |a - b| / max |b| (NaN anywhere: +inf). */
+static float *down_typed(snn_dtype t, const void *d, size_t n) {
+    void *raw = xmalloc(n * 2 + 2);
+    down(raw, d, n * 2);
+    float *f = (float *)xmalloc(n * 4 + 4);
+    OK(snn_convert(SNN_F32, f, t, raw, n, 0));
+    free(raw);
+    return f;
+}
+
+static void *dnew_typed(snn_dtype t, const float *x, size_t n) {
+    float *d32 = dnewf(x, n);
+    void *d = NULL;
+    OK(gpu->alloc(gpu, n * 2 + 2, &d));
+    OK(gpu->cast(gpu, t, d, d32, n));
+    dfree(d32);
+    return d;
+}
+
 static double normwise(const float *a, const float *b, size_t n) {
     double d = 0, m = 0;
     for (size_t i = 0; i < n; i++) {
@@ -410,7 +428,17 @@ static void gemm_case_fed(snn_dtype ab, snn_dtype cr, int ta, int tb, int M, int
     float *dbias = dnewf(NULL, (size_t)N + 1);
     OK(gpu->upload(gpu, dbias + (use_bias == 2), bias, (size_t)N * 4));
     g.A = dA, g.B = dB, g.C = dC, g.bias = use_bias ? dbias + (use_bias == 2) : NULL;
-    void *dB16 = NULL;
+    void *dB16 = NULL, *dA16 = NULL, *dC16 = NULL;
+    if (feed == 3) { /* A (unrounded on the way in) and C stored 16-bit; beta 0 */
+        OK(gpu->alloc(gpu, na * 2 + 2, &dA16));
+        OK(gpu->cast(gpu, ab, dA16, dA, na));
+        g.A = (const float *)dA16;
+        g.a_store = ab;
+        OK(gpu->alloc(gpu, nc * 2 + 2, &dC16));
+        OK(gpu->cast(gpu, ab, dC16, dC, nc)); /* C0 as 16-bit: its padding must stay */
+        g.C = (float *)dC16;
+        g.c_store = ab;
+    }
     if (feed == 2) {
         OK(gpu->alloc(gpu, nb * 2, &dB16));
         OK(gpu->cast(gpu, ab, dB16, dB, nb)); /* B_raw rounded on the way in */
@@ -419,7 +447,9 @@ static void gemm_case_fed(snn_dtype ab, snn_dtype cr, int ta, int tb, int M, int
     }
     snn_status st = gpu->gemm(gpu, &g);
     CHECK_MSG(st == SNN_OK, "gemm: %s", snn_last_error());
-    float *got = downf(dC, nc);
+    float *got = feed == 3 ? down_typed(ab, dC16, nc) : downf(dC, nc);
+    if (feed == 3) /* the untouched padding compares with C0 as it was stored */
+        for (size_t i = 0; i < nc; i++) C0[i] = snn_round_to(ab, C0[i], 0);
     const double ulp16 = cr == SNN_F16 ? 0x1p-10 : cr == SNN_BF16 ? 0x1p-7 : 0.0;
     const double sub16 = cr == SNN_F16 ? 0x1p-24 : 0.0; /* F16's subnormal spacing */
     int bad = 0;
@@ -454,6 +484,8 @@ static void gemm_case_fed(snn_dtype ab, snn_dtype cr, int ta, int tb, int M, int
     free(A), free(B), free(A_raw), free(B_raw), free(C0), free(bias), free(ref), free(got);
     dfree(dA), dfree(dB), dfree(dC), dfree(dbias);
     if (dB16) dfree(dB16);
+    if (dA16) dfree(dA16);
+    if (dC16) dfree(dC16);
 }
 
 static void gemm_case(snn_dtype ab, snn_dtype cr, int ta, int tb, int M, int N, int K, int pad, int use_bias,
@@ -488,6 +520,12 @@ static void test_gemm(void) {
                 gemm_case_fed(abs_[ai], ci % 2 ? abs_[ai] : SNN_F32, ci % 2, (ci / 2) % 2, shapes[si].M,
                               shapes[si].N, shapes[si].K, shapes[si].pad, 1 + (ci / 3) % 2, ci % 3 == 0, feed);
     gemm_case_fed(SNN_F32, SNN_F32, 0, 1, 37, 53, 71, 3, 2, 1, 0);
+    /* 16-bit A and C (written once, rounded: the CPU's c_round = ab_type), with the bias in
+     * the epilogue and not (unaligned) */
+    for (size_t si = 1; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (int ai = 1; ai < 3; ai++, ci++)
+            gemm_case_fed(abs_[ai], abs_[ai], ci % 2, (ci / 2) % 2, shapes[si].M, shapes[si].N, shapes[si].K,
+                          shapes[si].pad, 1 + ci % 2, 0, 3);
     /* refusals */
     float *d = dnewf(NULL, 64);
     snn_gemm g;
@@ -556,6 +594,107 @@ static void neuron_plain_case(const snn_neuron_opts *o, float k, int T, size_t n
     }
     free(x), free(dy), free(y_ref), free(h_ref), free(vl_ref), free(dx_ref), free(y), free(h), free(vl), free(dx);
     dfree(d_x), dfree(d_y), dfree(d_h), dfree(d_vl), dfree(d_hr), dfree(d_dy), dfree(d_dx);
+}
+
+/* The typed entries: x, spikes, dy and dx stored as io, h_seq FP32, against the plain CPU
+ * entries on the same (rounded) values: spikes, h_seq and v_last bit for bit (no exp in the
+ * forward), dx normwise 2e-5 plus the half ulp of its rounding to io, dL/dk as above. */
+static void neuron_io_case(const snn_neuron_opts *o, float k, int T, size_t n, snn_dtype io) {
+    const size_t N = (size_t)T * n;
+    char desc[200];
+    snprintf(desc, sizeof desc, "io=%s kind=%d soft=%d detach=%d sg=%d T=%d n=%zu", snn_dtype_name(io), (int)o->kind,
+             o->soft_reset, o->detach_reset, (int)o->surrogate, T, n);
+    float *x = hnew(N, -0.8f, 2.2f), *dy = hnew(N, -1.0f, 1.0f);
+    for (size_t i = 0; i < N; i++) x[i] = snn_round_to(io, x[i], 0), dy[i] = snn_round_to(io, dy[i], 0);
+    float *y_ref = hpoisoned(N), *h_ref = hpoisoned(N), *vl_ref = hpoisoned(n), *dx_ref = hpoisoned(N);
+    OK(cpu->neuron_forward(cpu, o, k, T, n, x, y_ref, h_ref, vl_ref));
+    void *d_x = dnew_typed(io, x, N), *d_y = NULL;
+    OK(gpu->alloc(gpu, N * 2 + 2, &d_y));
+    OK(gpu->fill(gpu, (float *)d_y, NAN, N / 2));
+    float *d_h = dnewf(NULL, N), *d_vl = dnewf(NULL, n);
+    OK(gpu->fill(gpu, d_h, NAN, N));
+    snn_status st = gpu->neuron_forward_io(gpu, o, k, T, n, io, d_x, d_y, d_h, d_vl);
+    CHECK_MSG(st == SNN_OK, "neuron_forward_io (%s): %s", desc, snn_last_error());
+    float *y = down_typed(io, d_y, N), *h = downf(d_h, N), *vl = downf(d_vl, n);
+    char what[260];
+    snprintf(what, sizeof what, "typed neuron spikes (%s)", desc);
+    CHECK_BITS(what, y, y_ref, N);
+    snprintf(what, sizeof what, "typed neuron h_seq (%s)", desc);
+    CHECK_BITS(what, h, h_ref, N);
+    snprintf(what, sizeof what, "typed neuron v_last (%s)", desc);
+    CHECK_BITS(what, vl, vl_ref, n);
+    double gk_ref = NAN, gk = NAN;
+    const int want_k = o->kind == SNN_NEURON_PLIF;
+    OK(cpu->neuron_backward(cpu, o, k, T, n, h_ref, dy, dx_ref, want_k ? &gk_ref : NULL));
+    void *d_dy = dnew_typed(io, dy, N), *d_dx = NULL;
+    OK(gpu->alloc(gpu, N * 2 + 2, &d_dx));
+    OK(gpu->fill(gpu, (float *)d_dx, NAN, N / 2));
+    st = gpu->neuron_backward_io(gpu, o, k, T, n, io, d_h, d_dy, d_dx, want_k ? &gk : NULL);
+    CHECK_MSG(st == SNN_OK, "neuron_backward_io (%s): %s", desc, snn_last_error());
+    float *dx = down_typed(io, d_dx, N);
+    const double half_ulp = io == SNN_BF16 ? 0x1p-9 : 0x1p-12;
+    double e = normwise(dx, dx_ref, N);
+    CHECK_MSG(e <= 2e-5 + 1.01 * half_ulp, "typed neuron dx error %.3g (%s)", e, desc);
+    if (want_k) {
+        double scale = 0, ck = o->decay_input ? (double)k : 1.0;
+        for (size_t i = 0; i < N; i++) scale += fabs((double)dx_ref[i]) / ck * (2.0 * fabs((double)h_ref[i]) + 3.0);
+        const double tolk = 1e-5 * scale / (double)k + 1e-6;
+        CHECK_MSG(fabs(gk - gk_ref) <= tolk, "typed neuron dL/dk %.9g vs %.9g, bound %.3g (%s)", gk, gk_ref, tolk,
+                  desc);
+    }
+    free(x), free(dy), free(y_ref), free(h_ref), free(vl_ref), free(dx_ref), free(y), free(h), free(vl), free(dx);
+    dfree(d_x), dfree(d_y), dfree(d_h), dfree(d_vl), dfree(d_dy), dfree(d_dx);
+}
+
+static void test_neuron_io(void) {
+    static const struct { int T; size_t n; } shapes[] = {{1, 1}, {7, 1003}, {16, 4160}, {4, 64}};
+    int count = 0;
+    for (int kind = 0; kind < 3; kind++)
+        for (int soft = 0; soft < 2; soft++)
+            for (int sg = 0; sg < SNN_SG_COUNT; sg += 3, count++) {
+                snn_neuron_opts o = snn_neuron_defaults((snn_neuron_kind)kind);
+                o.soft_reset = soft;
+                o.detach_reset = count % 2;
+                o.surrogate = (snn_surrogate_kind)sg;
+                const float k = kind == 0 ? 1.0f : 0.3f + 0.05f * (float)(count % 7);
+                const size_t s = (size_t)count % 4;
+                neuron_io_case(&o, k, shapes[s].T, shapes[s].n, count % 2 ? SNN_F16 : SNN_BF16);
+            }
+    /* the CPU table has no typed storage */
+    CHECK(cpu->neuron_forward_io == NULL && cpu->neuron_backward_io == NULL);
+}
+
+/* colsum16_add: the same sums of the stored 16-bit values (bounded like colsum_add) */
+static void test_colsum16(void) {
+    static const int shapes[][2] = {{1, 1}, {37, 129}, {4096, 17}};
+    for (int si = 0; si < 3; si++)
+        for (int ti = 0; ti < 2; ti++) {
+            const snn_dtype t = ti ? SNN_F16 : SNN_BF16;
+            const int R = shapes[si][0], C = shapes[si][1];
+            const size_t n = (size_t)R * C;
+            float *x = hnew(n, -2.0f, 2.0f), *o0 = hnew((size_t)C, -1.0f, 1.0f);
+            uint16_t *x16 = (uint16_t *)xmalloc(n * 2 + 2);
+            OK(snn_convert(t, x16, SNN_F32, x, n, 0));
+            OK(snn_convert(SNN_F32, x, t, x16, n, 0)); /* the stored values */
+            float *ref = (float *)xmalloc((size_t)C * 4);
+            memcpy(ref, o0, (size_t)C * 4);
+            OK(cpu->colsum16_add(cpu, t, x16, R, C, ref));
+            void *dx = NULL;
+            OK(gpu->alloc(gpu, n * 2 + 2, &dx));
+            OK(gpu->upload(gpu, dx, x16, n * 2));
+            float *dout = dnewf(o0, (size_t)C);
+            OK(gpu->colsum16_add(gpu, t, dx, R, C, dout));
+            float *got = downf(dout, (size_t)C);
+            int bad = 0;
+            for (int j = 0; j < C; j++) {
+                double mag = fabs((double)o0[j]);
+                for (int i = 0; i < R; i++) mag += fabs((double)x[(size_t)i * C + j]);
+                if (!(fabs((double)got[j] - ref[j]) <= 2.0 * (R + 1) * U32 * mag + 1e-30)) bad++;
+            }
+            CHECK_MSG(bad == 0, "colsum16_add %s %dx%d: %d columns outside the bound", snn_dtype_name(t), R, C, bad);
+            free(x), free(o0), free(x16), free(ref), free(got);
+            dfree(dx), dfree(dout);
+        }
 }
 
 static void test_neuron_plain(void) {
@@ -1078,6 +1217,8 @@ int main(void) {
     test_colsum();
     test_sumsq_nonfinite();
     test_gemm();
+    test_colsum16();
+    test_neuron_io();
     test_neuron_plain();
     test_neuron_mp();
     test_rmsnorm();
