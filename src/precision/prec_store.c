@@ -7,6 +7,7 @@
  *            in d (spikes), or Q rounds its input to d before using it (a 16-bit GEMM module);
  *   backward: P rounds the gradient it receives to d (a 16-bit GEMM module), or Q's dx is
  *            rounded to d (a 16-bit GEMM module writes its dx rounded).
+ * A neuron takes part only with both sides 16-bit (one type for x, spikes and gradients).
  * Only kinds with SNN_MODULE_TYPED_IO take part, and only the two that meet these rules:
  * a 16-bit GEMM module on the direct path (prec_exec.c: its Linear reads and writes 16-bit
  * storage in its GEMMs) and a plain IF/LIF/PLIF neuron (x, spikes and gradients 16-bit,
@@ -49,6 +50,14 @@ static void visit(snn_module *m, void *ctx) {
         /* GEMM -> neuron, neuron -> GEMM, GEMM -> GEMM (both directions hold: see above);
          * neuron -> neuron has no rounding on either side */
         if (kp && kq && (kp == 1 || kq == 1)) P->out_store = Q->in_store = (int)c->p->half;
+    }
+    /* a neuron's typed io has one type for x, spikes and both gradients: a neuron with one
+     * 16-bit side (its other neighbour is not a typed kind) goes back to FP32 on both */
+    for (int i = 0; i < m->n_children; i++) {
+        snn_module *n = m->children[i];
+        if (end_kind(c->p, n) != 2 || n->in_store == n->out_store) continue;
+        if (n->in_store) n->in_store = m->children[i - 1]->out_store = SNN_F32;
+        if (n->out_store) n->out_store = m->children[i + 1]->in_store = SNN_F32;
     }
 }
 

@@ -471,11 +471,14 @@ static void gemm_case_fed(snn_dtype ab, snn_dtype cr, int ta, int tb, int M, int
             if (!(e <= bound)) bad++;
             if (e / bound > worst) worst = e / bound;
         }
-    /* the padding of C is left alone */
+    /* the padding of C is left alone (a 16-bit C: compared after the round trip through its
+     * type, where any NaN stands for the poison) */
     size_t pad_bad = 0;
     for (int i = 0; i < M; i++)
-        for (int j = N; j < ldc; j++)
-            if (fbits(got[(size_t)i * ldc + j]) != fbits(C0[(size_t)i * ldc + j])) pad_bad++;
+        for (int j = N; j < ldc; j++) {
+            const float a = got[(size_t)i * ldc + j], b = C0[(size_t)i * ldc + j];
+            if (fbits(a) != fbits(b) && !(feed == 3 && isnan(a) && isnan(b))) pad_bad++;
+        }
     CHECK_MSG(bad == 0 && pad_bad == 0,
               "gemm ab=%s c_round=%s ta=%d tb=%d M=%d N=%d K=%d pad=%d bias=%d beta=%g feed=%d: %d outside the "
               "bound (worst %.3g of it), %zu padding values touched",
@@ -632,7 +635,7 @@ static void neuron_io_case(const snn_neuron_opts *o, float k, int T, size_t n, s
     st = gpu->neuron_backward_io(gpu, o, k, T, n, io, d_h, d_dy, d_dx, want_k ? &gk : NULL);
     CHECK_MSG(st == SNN_OK, "neuron_backward_io (%s): %s", desc, snn_last_error());
     float *dx = down_typed(io, d_dx, N);
-    const double half_ulp = io == SNN_BF16 ? 0x1p-9 : 0x1p-12;
+    const double half_ulp = io == SNN_BF16 ? 0x1p-8 : 0x1p-11; /* unit roundoff: 8 / 11 significant bits */
     double e = normwise(dx, dx_ref, N);
     CHECK_MSG(e <= 2e-5 + 1.01 * half_ulp, "typed neuron dx error %.3g (%s)", e, desc);
     if (want_k) {
