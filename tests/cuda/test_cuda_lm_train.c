@@ -15,14 +15,18 @@
  * Bounds, cpu vs cuda (u = 2^-24; tests/cuda/test_cuda_table_lm.c bounds one step of these
  * models: logits and gradients within 1e-4 of max|ref|, parameters after one AdamW step
  * within 1e-6 + 1e-3 lr for all but 0.1 %):
- *   loss, grad norm  gpt: 1e-4 relative per step (sums of per-token losses whose logits
+ *   loss             gpt: 1e-4 relative per step (sums of per-token losses whose logits
  *                    differ by <= 1e-4 of their scale, over 4 steps of AdamW whose updates
  *                    agree to 1e-3 lr); spikelm: 2e-2 (a bi-spike at a rounding tie fires on
  *                    one device only and changes what follows; test_cuda_table_lm allows 1 %
  *                    of the parameters to differ after one step);
- *   parameters       hard: every element within 4 steps x 4 lr (an AdamW update moves an
- *                    element by at most lr (|m^| / sqrt(v^) + wd |p|), |m^| / sqrt(v^) <=
- *                    (1 - b1) / sqrt(1 - b2) ~ 3.2 with the default betas); and the update
+ *   grad norm        10x the loss bound: the norm also sees the 0.1 % of elements whose AdamW
+ *                    step took another sign (each moved by up to 2 lr), through the next
+ *                    gradients, where the loss averages them away;
+ *   parameters       hard: every element within 4 steps x 8 lr (each run's AdamW update moves
+ *                    an element by at most lr (|m^| / sqrt(v^) + wd |p|), |m^| / sqrt(v^) <=
+ *                    (1 - b1) / sqrt(1 - b2) ~ 3.2 with the default betas, and the two runs
+ *                    may move it apart); and the update
  *                    itself, ||D_cuda - D_cpu|| / ||D_cpu|| with D = params - initial params,
  *                    within 2e-2 (gpt: elements with a near-zero gradient can take an AdamW
  *                    sign of their own, up to 0.1 % x lr each, sqrt(1e-3) ~ 3e-2 of the
@@ -117,7 +121,7 @@ static double rel(double a, double b) { return fabs(a - b) / fmax(fabs(b), 1e-30
 
 static void run_model(snn_lm_model_type type, const char *name, const char *data, const char *root, snn_comm *self) {
     const int spiking = type == SNN_LM_MODEL_SPIKELM;
-    const double tol_loss = spiking ? 2e-2 : 1e-4, tol_update = spiking ? 1e-1 : 2e-2;
+    const double tol_loss = spiking ? 2e-2 : 1e-4, tol_norm = 10 * tol_loss, tol_update = spiking ? 1e-1 : 2e-2;
     char oc[4200], og[4200], orr[4200], ocr[4200];
     snprintf(oc, sizeof oc, "%s/%s.cpu", root, name);
     snprintf(og, sizeof og, "%s/%s.cuda", root, name);
@@ -148,7 +152,7 @@ static void run_model(snn_lm_model_type type, const char *name, const char *data
         CHECK(mg.tokens == 8.0 * S && mg.optimizer_step == s + 1 && mg.update_successful == 1);
         CHECK_MSG(rel(mg.lm_loss, mc.lm_loss) <= tol_loss, "%s step %d: loss cuda %.9g cpu %.9g", name, s + 1, mg.lm_loss,
                   mc.lm_loss);
-        CHECK_MSG(rel(mg.grad_norm, mc.grad_norm) <= tol_loss, "%s step %d: grad norm cuda %.9g cpu %.9g", name, s + 1,
+        CHECK_MSG(rel(mg.grad_norm, mc.grad_norm) <= tol_norm, "%s step %d: grad norm cuda %.9g cpu %.9g", name, s + 1,
                   mg.grad_norm, mc.grad_norm);
         worst_loss = fmax(worst_loss, rel(mg.lm_loss, mc.lm_loss));
         worst_norm = fmax(worst_norm, rel(mg.grad_norm, mc.grad_norm));
@@ -164,7 +168,7 @@ static void run_model(snn_lm_model_type type, const char *name, const char *data
         du += uc * uc;
     }
     double upd = sqrt(dd) / fmax(sqrt(du), 1e-30);
-    CHECK_MSG(hard <= STEPS * 4 * LR, "%s: a parameter differs by %.3g (bound %.3g)", name, hard, STEPS * 4 * LR);
+    CHECK_MSG(hard <= STEPS * 8 * LR, "%s: a parameter differs by %.3g (bound %.3g)", name, hard, STEPS * 8 * LR);
     CHECK_MSG(upd <= tol_update, "%s: the update differs by %.3g relative (bound %.3g)", name, upd, tol_update);
     double vlc, vcc, vlg, vcg;
     CHECK(snn_lm_trainer_validate(c, &vlc, &vcc) == SNN_OK);
