@@ -103,6 +103,15 @@ typedef struct snn_lm_step_metrics {
  * every buffer, draws the sample order and, with cfg->resume, restores the checkpoint.
  * comm must outlive the trainer. */
 snn_status snn_lm_trainer_create(const snn_lm_training_config *cfg, snn_comm *comm, snn_lm_trainer **out);
+/* The same with the model placed on `device` ("cpu" = snn_lm_trainer_create, "cuda",
+ * "cuda:N"; NULL = "cpu") before the precision and the optimizer (snn_model_to). A device
+ * run is one process with TP = PP = CP = DP = 1 (anything else is refused with
+ * SNN_E_UNSUPPORTED: the reductions move host memory); a build without CUDA refuses "cuda"
+ * with SNN_E_UNSUPPORTED. The loss of fp32 / bf16 steps runs on the device (the labels go
+ * up, d(loss)/d(logits) stays there); fp16 / fp8 and validation compute it on the host copy
+ * of the logits. Checkpoints are the CPU's format (a cuda run resumes on the cpu and back). */
+snn_status snn_lm_trainer_create_on(const snn_lm_training_config *cfg, snn_comm *comm, const char *device,
+                                    snn_lm_trainer **out);
 void snn_lm_trainer_free(snn_lm_trainer *t);
 const snn_lm_train_info *snn_lm_trainer_info(const snn_lm_trainer *t);
 snn_model *snn_lm_trainer_model(snn_lm_trainer *t);

@@ -5,8 +5,10 @@
 #include <string.h>
 
 #include "core/error_internal.h"
+#include "backend/backend.h"
 #include "dist/dist_optim.h"
 #include "nn/model_internal.h"
+#include "optim/optim_internal.h"
 
 struct snn_dist_optim {
     snn_comm *dp;
@@ -14,6 +16,9 @@ struct snn_dist_optim {
     size_t n, shard, begin, len;
     float *params, *grads;
     snn_optimizer *local;
+    /* a model placed on a device (DP 1 only): the optimizer and the clip work on its
+     * device storage (params / grads above are then the device arrays) */
+    const snn_backend *dev;
 };
 
 /* One MPI call carries at most INT_MAX elements; stay well below. */
@@ -35,6 +40,29 @@ snn_status snn_dist_optim_create(snn_comm *dp, const snn_optim_opts *o, snn_mode
     if (!dp || !o || !m) return snn_error(SNN_E_INVALID, "distributed optimizer: NULL communicator, options or model");
     size_t n = snn_model_num_params(m);
     if (n == 0) return snn_error(SNN_E_INVALID, "the model has no trainable parameters to optimize");
+    if (m->owned_be) {
+        /* The collectives below read and write host memory; a device model's host views are
+         * copies, so a sharded step would reduce stale gradients and update nothing. */
+        if (snn_comm_size(dp) > 1)
+            return snn_error(SNN_E_UNSUPPORTED, "the distributed optimizer over %d ranks runs on host models only (the model "
+                             "is on %s; data parallel training on a device is not implemented yet)",
+                             snn_comm_size(dp), snn_model_device(m));
+        snn_dist_optim *d = calloc(1, sizeof *d);
+        if (!d) return snn_error(SNN_E_NOMEM, "out of memory for the distributed optimizer");
+        d->dp = dp;
+        d->size = 1;
+        d->n = d->shard = d->len = n;
+        d->params = m->param_store;
+        d->grads = m->grad_store;
+        d->dev = m->run.be;
+        snn_status st = snn_optimizer_create_for_model(o, m, &d->local); /* marks the model */
+        if (st != SNN_OK) {
+            free(d);
+            return st;
+        }
+        *out = d;
+        return SNN_OK;
+    }
     snn_dist_optim *d = calloc(1, sizeof *d);
     if (!d) return snn_error(SNN_E_NOMEM, "out of memory for the distributed optimizer");
     d->dp = dp;
@@ -111,7 +139,9 @@ static snn_status bcast_chunked(snn_comm *c, float *buf, size_t n, int root) {
 snn_status snn_dist_optim_step(snn_dist_optim *d, float lr, float clip, int skip_in, float *grad_norm, int *skipped) {
     if (!d) return snn_error(SNN_E_INVALID, "distributed optimizer is NULL");
     float norm;
-    if (d->size == 1) {
+    if (d->dev) {
+        SNN_TRY(snn_clip_grad_norm_on(d->dev, d->grads, d->n, clip > 0 ? clip : -1.0f, &norm));
+    } else if (d->size == 1) {
         norm = snn_clip_grad_norm(d->grads, d->n, clip > 0 ? clip : -1.0f);
     } else {
         SNN_TRY(allreduce_chunked(d->dp, d->grads, d->n));

@@ -9,9 +9,11 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "backend/backend.h"
 #include "core/error_internal.h"
 #include "dist/lm_cp.h"
 #include "lm/lm_train_internal.h"
+#include "nn/model_internal.h"
 #include "snn/rng.h"
 
 static double now_s(void) {
@@ -117,6 +119,15 @@ snn_status lm_micro_local(void *ctx, const int32_t *ids, const int32_t *labels, 
     tile(ids, T, n, S, L->x);
     const float *y;
     SNN_TRY(snn_model_forward(L->m, L->x, 1, &y));
+    if (L->dev_loss && !mask) {
+        snn_model *m = L->m;
+        const snn_backend *be = snn_model_backend(m);
+        SNN_TRY(be->upload(be, L->d_labels, labels, (size_t)n * (size_t)S * sizeof(int32_t)));
+        SNN_TRY(be->lm_cross_entropy(be, m->out, L->d_labels, NULL, T, n, S, L->o->vocab, L->o->reduce_sum,
+                                     L->d_token_loss, loss_sum, tokens, backward ? m->dy_store : NULL, grad_scale));
+        if (backward) SNN_TRY(snn_model_backward_stored(m, m->dy_store));
+        return SNN_OK;
+    }
     SNN_TRY(snn_lm_cross_entropy(y, labels, mask, T, n, S, L->o->vocab, L->o->reduce_sum, L->token_loss, loss_sum, tokens,
                                  L->dlogits, grad_scale));
     if (backward) SNN_TRY(snn_model_backward(L->m, L->dlogits));
@@ -216,6 +227,18 @@ static snn_status setup(snn_lm_trainer *t) {
     SNN_TRY(snn_lm_training_config_to_json(c, &t->cfg_json));
     if (t->cp > 1) SNN_TRY(snn_lm_cp_build(&t->o, c->seed, t->mesh.cp_comm, &t->m));
     else SNN_TRY(snn_gpt_create(&t->o, c->seed, &t->m));
+    const int on_device = strcmp(t->device, "cpu") != 0;
+    if (on_device) {
+        /* One process, one device: the data-parallel reductions, the stage and the CP ring
+         * all move host memory, which a device model only hands out as copies. */
+        if (t->staged || t->cp > 1 || t->dp > 1)
+            return snn_error(SNN_E_UNSUPPORTED,
+                             "device %s trains on one process with tensor, pipeline, context and data parallel sizes 1 "
+                             "in this version (got TP %d, PP %d, CP %d, %d processes)",
+                             t->device, tr->tensor_model_parallel_size, tr->pipeline_model_parallel_size, t->cp, t->dp);
+        st = snn_model_to(t->m, t->device); /* device -> prepare -> optimizer */
+        if (st != SNN_OK) return snn_error_prefix(st, "placing the model on %s", t->device);
+    }
     SNN_TRY(precision_of(c, &t->pcfg));
     if (t->cp > 1 && t->pcfg.mode != SNN_PRECISION_FP32)
         return snn_error(SNN_E_INVALID, "context_parallel_size %d runs in fp32 on the CPU (got %s)", t->cp,
@@ -227,7 +250,7 @@ static snn_status setup(snn_lm_trainer *t) {
                          "(micro_batch_size == global_batch_size, data_parallel_size 1; got micro %ld, global %ld, DP %d)",
                          t->M, t->G, t->dp);
     if (t->pcfg.mode != SNN_PRECISION_FP32 &&
-        (st = snn_prepare_model_for_precision(t->m, "cpu", &t->pcfg, &t->prec)) != SNN_OK)
+        (st = snn_prepare_model_for_precision(t->m, t->device, &t->pcfg, &t->prec)) != SNN_OK)
         return snn_error_prefix(st, "preparing the precision");
     snn_optim_opts oo = snn_optim_defaults(SNN_OPTIM_ADAMW);
     oo.lr = (float)c->optimizer.lr;
@@ -263,6 +286,12 @@ static snn_status setup(snn_lm_trainer *t) {
     t->local.micro = (int)t->M;
     t->micro_fn = lm_micro_local;
     t->micro_ctx = &t->local;
+    if (on_device && !t->fused_step && snn_model_backend(t->m)->lm_cross_entropy) {
+        const snn_backend *be = snn_model_backend(t->m);
+        SNN_TRY(be->alloc(be, ns * sizeof(int32_t), (void **)&t->local.d_labels));
+        SNN_TRY(be->alloc(be, ns * sizeof(double), (void **)&t->local.d_token_loss));
+        t->local.dev_loss = 1;
+    }
     if (t->cp > 1) {
         SNN_TRY(snn_lm_cp_micro_create(t->m, &t->o, t->mesh.cp_comm, (int)t->M, &t->cpm));
         t->micro_fn = snn_lm_cp_micro_run;
@@ -286,11 +315,20 @@ static void draw_order(snn_lm_trainer *t, long total) {
 }
 
 snn_status snn_lm_trainer_create(const snn_lm_training_config *cfg, snn_comm *comm, snn_lm_trainer **out) {
+    return snn_lm_trainer_create_on(cfg, comm, "cpu", out);
+}
+
+snn_status snn_lm_trainer_create_on(const snn_lm_training_config *cfg, snn_comm *comm, const char *device,
+                                    snn_lm_trainer **out) {
     if (!out) return snn_error(SNN_E_INVALID, "lm trainer: out is NULL");
     *out = NULL;
     if (!cfg || !comm) return snn_error(SNN_E_INVALID, "lm trainer: NULL config or communicator");
+    if (!device) device = "cpu";
+    if (strlen(device) >= sizeof ((snn_lm_trainer *)0)->device)
+        return snn_error(SNN_E_INVALID, "lm trainer: unknown device '%.40s' (use cpu, cuda or cuda:N)", device);
     snn_lm_trainer *t = calloc(1, sizeof *t);
     if (!t) return snn_error(SNN_E_NOMEM, "out of memory for the trainer");
+    snprintf(t->device, sizeof t->device, "%s", device);
     t->cfg = *cfg;
     t->comm = comm;
     t->rank = snn_comm_rank(comm);
@@ -352,6 +390,11 @@ void snn_lm_trainer_free(snn_lm_trainer *t) {
     snn_dist_optim_free(t->opt);
     snn_precision_free(t->prec);
     snn_lm_cp_micro_free(t->cpm);
+    if (t->m && (t->local.d_labels || t->local.d_token_loss)) { /* device memory of the model's table */
+        const snn_backend *be = snn_model_backend(t->m);
+        be->free(be, t->local.d_labels);
+        be->free(be, t->local.d_token_loss);
+    }
     snn_model_free(t->m);
     if (t->have_mesh) snn_mesh4_free(&t->mesh); /* after the model: its CP attention holds mesh.cp_comm */
     free(t->recipe);

@@ -18,8 +18,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend/backend.h"
 #include "core/error_internal.h"
 #include "lm/lm_train_internal.h"
+#include "nn/model_internal.h"
 #include "snn/checkpoint.h"
 
 static snn_optimizer *lm_local_optimizer(snn_lm_trainer *t) {
@@ -92,6 +94,10 @@ snn_status snn_lm_trainer_save(snn_lm_trainer *t, char *dir_out, size_t cap, dou
     st = lm_agree(t, st);
     if (st == SNN_OK && t->staged) st = lm_agree(t, lm_stage_gather(t, full));
     else if (st == SNN_OK && t->dp > 1) st = snn_dist_optim_gather(t->opt, 0, full);
+    /* a device model's tensors are host copies refreshed by the getters: refresh them
+     * before the writer reads them (on the CPU these are the arrays themselves) */
+    if (st == SNN_OK && t->rank == 0 && t->m->owned_be && (!snn_model_params(t->m) || !snn_model_buffers(t->m)))
+        st = snn_error(SNN_E_STATE, "copying the model from %s for the checkpoint failed", snn_model_device(t->m));
     if (st == SNN_OK && t->rank == 0) st = write_dir(t, full ? full : snn_dist_optim_local(t->opt), dir);
     snn_optimizer_free(full);
     SNN_TRY(lm_agree(t, st));
@@ -163,6 +169,14 @@ static snn_status load_local(snn_lm_trainer *t, const char *path) {
     /* weights and precision state first (checked whole before anything is written), then
      * the optimizer slice (checked before it is written) */
     if (st == SNN_OK) st = snn_training_checkpoint_restore(t->m, t->prec, NULL, ck);
+    /* the restore wrote a device model's host copy: send it to the device */
+    if (st == SNN_OK && t->m->owned_be) {
+        snn_model *m = t->m;
+        const snn_backend *be = snn_model_backend(m);
+        st = be->upload(be, m->param_store, m->params, m->n_params * sizeof(float));
+        if (st == SNN_OK) st = be->upload(be, m->buffer_store, m->buffers, m->n_buffers * sizeof(float));
+        if (st == SNN_OK) st = be->synchronize(be);
+    }
     if (st == SNN_OK && t->staged) st = lm_stage_scatter(t, state, ns, osteps, rp);
     else if (st == SNN_OK) st = snn_dist_optim_load_slice(t->opt, state, ns, osteps, rp);
     snn_ckpt_close(ck);

@@ -38,12 +38,20 @@ typedef struct lm_local_micro {
     int micro;
     float *x, *dlogits;   /* [T][micro][S], [T][micro][S][V] */
     double *token_loss;   /* [micro][S] */
+    /* a model on a device, not fp16 / fp8 (whose fused step takes the host dlogits): the
+     * loss runs through the model's op table on its device output, dlogits go straight into
+     * the model's dL/dy staging, so only the labels travel up (the forward still hands out
+     * its host copy of the logits: snn_model_forward always downloads) */
+    int dev_loss;
+    int32_t *d_labels;    /* device [micro][S] */
+    double *d_token_loss; /* device [micro][S] */
 } lm_local_micro;
 snn_status lm_micro_local(void *ctx, const int32_t *ids, const int32_t *labels, const float *mask, int n,
                           float grad_scale, int backward, double *loss_sum, double *tokens);
 
 struct snn_lm_trainer {
     snn_lm_training_config cfg;
+    char device[32];          /* "cpu", "cuda", "cuda:N": where the model runs (one process) */
     snn_comm *comm;           /* the world: DP x CP (TP = PP = 1) or the (dp, pp, tp) mesh */
     int rank, dp;             /* rank in and size of comm */
     int cp, dp_size, dp_rank; /* context parallel: dp_rank = rank / cp reads the samples */

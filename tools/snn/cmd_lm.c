@@ -105,7 +105,7 @@ static const char *positional(int argc, char **argv, int *first) {
 
 /* ---- eval ---- */
 static int lm_eval(int argc, char **argv) {
-    const char *ckpt = NULL, *data = NULL, *split = "valid", *dump = NULL;
+    const char *ckpt = NULL, *data = NULL, *split = "valid", *dump = NULL, *device = NULL;
     int micro = 0, round_bf16 = 0, dump_rows = 4, warmup = 0, tp = 1, pp = 1, sp = 0, K = 1;
     long max_samples = 0;
     opt t[] = {
@@ -122,6 +122,7 @@ static int lm_eval(int argc, char **argv) {
         opt_num("--pipeline-parallel-size", OPT_INT, &pp, "pipeline stages (1)", NULL, 1, 1 << 16),
         opt_num("--pipeline-microbatches", OPT_INT, &K, "microbatches per pipeline pass (1)", NULL, 1, 1 << 20),
         {"--sequence-parallel", OPT_FLAG, &sp, "norms and the spiking transition on sequence shards (TP > 1)", NULL, 0},
+        {"--device", OPT_STRING, &device, "cpu (default) | cuda | cuda:N: where the forward runs (TP = PP = 1)", NULL, 0},
     };
     int n = (int)(sizeof t / sizeof t[0]), first = 3;
     if (args_wants_help(argc, argv, 3)) {
@@ -134,6 +135,11 @@ static int lm_eval(int argc, char **argv) {
     const int DP = snn_comm_size(world), rank = snn_comm_rank(world);
     const char *pos = positional(argc, argv, &first);
     args_parse("lm eval", t, n, argc, argv, first);
+    const int on_gpu = device_parse("lm eval", device) >= 0;
+    if (on_gpu && tp * pp > 1)
+        die_usage("lm eval: --device %s evaluates the whole model on each rank (tensor and pipeline parallel sizes 1; got "
+                  "%d, %d)",
+                  device, tp, pp);
     if (pos && ckpt) die_usage("lm eval: give the checkpoint once");
     if (pos) ckpt = pos;
     if (!ckpt) die_usage("lm eval: a checkpoint is required");
@@ -152,6 +158,9 @@ static int lm_eval(int argc, char **argv) {
         die_usage("lm eval: %s/%s.npy has sequences of %lld tokens, the model was trained on %d", data, split,
                   (long long)snn_token_dataset_seq_len(ds), L.o.seq);
     if (round_bf16) lm_round_params_bf16(L.m);
+    /* the weights are loaded (and rounded) on the host, then placed; the forward hands back
+     * its host copy of the logits, and the loss is computed on the host as on the CPU */
+    if (on_gpu && (st = snn_model_to(L.m, device)) != SNN_OK) die_status(st, "placing the model");
     const int T = L.o.time_steps, S = L.o.seq;
     if ((st = snn_model_plan(L.m, T, micro)) != SNN_OK) die_status(st, "planning the model");
     lm_eval_buf b;
@@ -268,7 +277,7 @@ static int32_t *parse_ids(const char *s, int *n) {
 }
 
 static int lm_generate(int argc, char **argv) {
-    const char *ckpt = NULL, *prompt = NULL, *prompt_ids = NULL, *tok_path = NULL, *out_path = NULL;
+    const char *ckpt = NULL, *prompt = NULL, *prompt_ids = NULL, *tok_path = NULL, *out_path = NULL, *device = NULL;
     int max_new = 32, top_k = -1, round_bf16 = 0, batch = 1, tp = 1, pp = 1;
     long eos = -2;
     float temperature = 0.0f, top_p = 1.0f;
@@ -289,6 +298,7 @@ static int lm_generate(int argc, char **argv) {
         {"--out", OPT_STRING, &out_path, "also write the tokens [B, P+new] (I32) to this safetensors file", NULL, 0},
         opt_num("--tensor-parallel-size", OPT_INT, &tp, "ranks per tensor-parallel group (1)", NULL, 1, 1 << 16),
         opt_num("--pipeline-parallel-size", OPT_INT, &pp, "pipeline stages (1)", NULL, 1, 1 << 16),
+        {"--device", OPT_STRING, &device, "cpu only in this version (the KV cache is host memory)", NULL, 0},
     };
     int n = (int)(sizeof t / sizeof t[0]), first = 3;
     if (args_wants_help(argc, argv, 3)) {
@@ -302,6 +312,10 @@ static int lm_generate(int argc, char **argv) {
     const char *pos = positional(argc, argv, &first);
     args_parse("lm generate", t, n, argc, argv, first);
     if (pos) ckpt = pos;
+    if (device_parse("lm generate", device) >= 0)
+        die_usage("lm generate: --device %s is not supported: generation keeps its KV cache in host memory and runs on "
+                  "the CPU in this version (drop --device)",
+                  device);
     if (!ckpt) die_usage("lm generate: a checkpoint is required");
     if (!prompt == !prompt_ids) die_usage("lm generate: give exactly one of --prompt and --prompt-ids");
     if (max_new <= 0) die_usage("lm generate: --max-new-tokens must be positive (got %d)", max_new);

@@ -26,7 +26,7 @@ typedef struct {
     const char *config, *model, *data, *output, *resume;
     const char *norm, *act, *pos, *reduce, *decay_style, *precision, *fp8_recipe;
     int layers, hidden, heads, groups, ffn, no_bias, untied, T, fp8, tp, pp, cp, sp;
-    const char *device_mem, *objective, *mem_fraction;
+    const char *device_mem, *objective, *mem_fraction, *device;
     long vocab, max_len, train_steps, micro, global, log_interval, eval_interval, eval_steps, warmup, decay_steps,
         ckpt_interval, timing_warmup;
     float lr, min_lr, wd, beta1, beta2, eps, clip, spike_decay, spike_amp;
@@ -308,6 +308,7 @@ int cmd_lm_train(int argc, char **argv) {
         {"--device-memory-gib", OPT_STRING, &f.device_mem, "planner: memory per process (default: this machine's)", NULL, 0},
         {"--objective", OPT_STRING, &f.objective, "planner: throughput (default) | memory", NULL, 0},
         {"--memory-fraction", OPT_STRING, &f.mem_fraction, "planner: usable fraction in (0, 1] (default 0.9)", NULL, 0},
+        {"--device", OPT_STRING, &f.device, "cpu (default) | cuda | cuda:N: where the model trains (one process, TP = PP = CP = 1)", NULL, 0},
     };
     int n = (int)(sizeof t / sizeof t[0]);
     if (args_wants_help(argc, argv, 3)) {
@@ -325,6 +326,12 @@ int cmd_lm_train(int argc, char **argv) {
             die_usage("lm train: started by an MPI launcher with %s processes, but this snn was built without MPI", np);
     }
     args_parse("lm train", t, n, argc, argv, 3);
+    /* a build without CUDA, a bad name: exit 2 before any file is read */
+    const int on_gpu = device_parse("lm train", f.device) >= 0;
+    if (on_gpu && snn_comm_size(g_world) > 1)
+        die_usage("lm train: --device %s trains on one process in this version (the data-parallel reductions read host "
+                  "memory); got %d processes",
+                  f.device, snn_comm_size(g_world));
     snn_lm_training_config c;
     if (f.config) {
         if ((st = snn_lm_training_config_load(f.config, &c)) != SNN_OK)
@@ -373,7 +380,13 @@ int cmd_lm_train(int argc, char **argv) {
         int given = find(t, n, "--tensor-parallel-size") || find(t, n, "--pipeline-parallel-size") ||
                     find(t, n, "--context-parallel-size") || tc->tensor_model_parallel_size != 1 ||
                     tc->pipeline_model_parallel_size != 1 || tc->context_parallel_size != 1;
-        if (!given) plan_topology(&f, &c, snn_comm_size(g_world));
+        if (on_gpu && (tc->tensor_model_parallel_size != 1 || tc->pipeline_model_parallel_size != 1 ||
+                       tc->context_parallel_size != 1))
+            die_usage("lm train: --device %s trains with tensor, pipeline and context parallel sizes 1 in this version "
+                      "(got %d, %d, %d)",
+                      f.device, tc->tensor_model_parallel_size, tc->pipeline_model_parallel_size,
+                      tc->context_parallel_size);
+        if (!given && !on_gpu) plan_topology(&f, &c, snn_comm_size(g_world));
         else if ((find(t, n, "--device-memory-gib") || find(t, n, "--objective") || find(t, n, "--memory-fraction")) &&
                  snn_comm_rank(g_world) == 0)
             fprintf(stderr, "snn lm train: the topology is given; --device-memory-gib, --objective and "
@@ -387,20 +400,20 @@ int cmd_lm_train(int argc, char **argv) {
     setup_point();
 
     snn_lm_trainer *tr;
-    if ((st = snn_lm_trainer_create(&c, g_world, &tr)) != SNN_OK) die_agreed(st, "lm train");
+    if ((st = snn_lm_trainer_create_on(&c, g_world, on_gpu ? f.device : "cpu", &tr)) != SNN_OK) die_agreed(st, "lm train");
     args_die_hook = NULL;
     const snn_lm_train_info *in = snn_lm_trainer_info(tr);
     if (in->rank == 0 && g_plan_note[0]) fputs(g_plan_note, stderr);
     if (in->rank == 0)
         fprintf(stderr,
                 "snn lm train: %s, %zu parameters, T %d, S %d, vocab %d, global %lld (micro %lld x %lld microbatches x DP %d, CP %d), "
-                "%lld steps, %s, TP %d, PP %d%s, optimizer state %zu of %zu bytes per rank\n",
+                "%lld steps, %s, TP %d, PP %d%s, optimizer state %zu of %zu bytes per rank, on %s\n",
                 in->spiking ? "spikelm" : "gpt", in->parameters, in->time_steps, in->seq_len, in->vocab,
                 (long long)c.global_batch_size, (long long)c.micro_batch_size, (long long)in->num_microbatches,
                 in->data_parallel_size, c.model.transformer.context_parallel_size, (long long)c.train_steps, in->precision,
                 c.model.transformer.tensor_model_parallel_size, c.model.transformer.pipeline_model_parallel_size,
                 c.model.transformer.sequence_parallel ? " SP" : "", in->optimizer_state_bytes,
-                in->optimizer_state_bytes_full);
+                in->optimizer_state_bytes_full, on_gpu ? f.device : "cpu");
     if ((st = snn_lm_trainer_run(tr, on_event, NULL)) != SNN_OK) die_agreed(st, "lm train");
     snn_lm_trainer_free(tr);
     fflush(stdout);
