@@ -104,6 +104,8 @@ static const snn_module_ops seq_ops = {
 
 snn_module *snn_sequential_new(void) { return snn_module_new(&seq_ops, sizeof(seq_impl)); }
 
+int snn_module_is_sequential(const snn_module *m) { return m && snn_module_own_ops(m) == &seq_ops; }
+
 const float *snn_sequential_output(snn_module *m, int i) {
     seq_impl *s = m->impl;
     return s->outs[i];
