@@ -6,6 +6,9 @@
  *   bench neuron     the fused LIF kernels: time, bytes moved, achieved bandwidth
  *   bench crossover  width sweep of FP8 against a 16-bit baseline, JSON + SVG
  *
+ * On a GPU the workloads run on the one engine (snn_model_to -> prepare -> optimizer, the
+ * loop of snn train); the hand-built GPU network is a labelled reference next to it.
+ *
  * Shared here: the workload runner with SpikingJelly's trial discipline (one base state,
  * a fresh model per (trial, precision), rotated precision order, untimed preparation and
  * warm-up), the statistics, the memory probes, the efficiency assessment and the JSON

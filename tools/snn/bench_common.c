@@ -33,7 +33,7 @@ int bench_flags_options(bench_flags *f, opt *t, int neuron) {
     int n = 0;
     t[n++] = (opt){"--precisions", OPT_STRINGS, &f->precisions, "modes to compare: fp32 fp16 bf16 fp8 (default fp32 bf16 fp8)", NULL, 0};
     t[n++] = (opt){"--baseline-precision", OPT_STRING, &f->baseline, "fp32 | fp16 | bf16, the FP8 rows are compared with it (default bf16)", NULL, 0};
-    t[n++] = (opt){"--fp8-recipe", OPT_STRING, &f->recipe, "auto | delayed | current | block | mxfp8 for the fp8 rows (default auto)", NULL, 0};
+    t[n++] = (opt){"--fp8-recipe", OPT_STRING, &f->recipe, "auto | delayed | current | block | mxfp8 for the fp8 rows (default auto: the library's choice, as in snn train)", NULL, 0};
     if (neuron) {
         t[n++] = (opt){"--neuron-storage", OPT_STRING, &f->storage, "neuron storage for every row: fp32 | fp16 | bf16 | float8_e4m3fn | float8_e5m2", "--triton-storage", 0};
         t[n++] = (opt){"--neuron-fwd", OPT_STRING, &f->fwd, "neuron forward arithmetic: fp8 | fp16 | bf16 | fp32", "--triton-fwd", 0};

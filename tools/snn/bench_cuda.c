@@ -1,7 +1,9 @@
-/* snn bench --device cuda: one (trial, precision) run of the linear or FC-SNN workload on
- * the GPU (src/backend/cuda/cuda_bench_*.cu), with the same base state, protocol, metrics
- * and JSON as the CPU path (bench_core.c). Built only with -DSNN_CUDA=ON; without it the
- * device check (bench_common.c) refuses cuda before anything here is called. */
+/* snn bench --device cuda: the hand-built GPU network of the linear or FC-SNN workload
+ * (src/backend/cuda/cuda_bench_*.cu), run after each engine run (bench_core.c, the model
+ * placed with snn_model_to) on the same base state and FP8 recipe and reported only as
+ * results[].reference_hand_built while that code exists; plus the GPU flag checks and the
+ * device metadata. Built only with -DSNN_CUDA=ON; without it the device check
+ * (bench_common.c) refuses cuda before anything here is called. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
