@@ -353,9 +353,22 @@ texts = " ".join(t.text or "" for t in root.iter(ns + "text"))
 for w in ["1.0x", "1.05x", "training", "inference", "32", "64"]:
     if w not in texts: errs.append("svg text " + w)
 if d.get("passed") is not True: errs.append("passed")
+if d["config"].get("fp8_recipe_resolved") != "delayed": errs.append("config.fp8_recipe_resolved")
+if d["metadata"].get("commit_source") != "build": errs.append("metadata.commit")
 for m in errs: print("  " + m)
 sys.exit(1 if errs else 0)
 EOF
+# auto in crossover and neuron JSON: the library's recipe, the build's commit
+"$SNN" bench crossover --widths 32 --batch-sizes 16 --depth 2 --trials 1 --warmup 0 --training-steps 1 \
+    --inference-steps 1 --quiet --output "$TMP/ca.json" >/dev/null 2>&1 &&
+    "$PY" -c "
+import json,sys; d=json.load(open('$TMP/ca.json')); c=d['config']; p=d['points'][0]
+sys.exit(0 if c['fp8_recipe'] == 'auto' and c['fp8_recipe_resolved'] == 'delayed' and p['fp8_recipe'] == 'delayed'
+         and d['metadata']['commit_source'] == 'build' else 1)" && ok || bad "crossover auto recipe / commit"
+"$PY" -c "
+import json,sys; md=json.load(open('$TMP/nr.json'))['metadata']
+sys.exit(0 if md['commit_source'] == 'build' and isinstance(md['commit'], str) and isinstance(md['commit_dirty'], bool) else 1)" &&
+    ok || bad "neuron JSON commit"
 
 echo "$passes passed, $fails failed"
 [ $fails -eq 0 ]

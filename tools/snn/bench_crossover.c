@@ -350,6 +350,7 @@ int bench_crossover(int argc, char **argv) {
     else cJSON_AddStringToObject(c, "num_classes", "width");
     cJSON_AddStringToObject(c, "baseline_precision", f.baseline);
     cJSON_AddStringToObject(c, "fp8_recipe", f.recipe ? f.recipe : "auto");
+    cJSON_AddStringToObject(c, "fp8_recipe_resolved", recipe_name); /* the library's resolution, as in snn train */
     cJSON_AddNumberToObject(c, "trials", f.trials);
     cJSON_AddNumberToObject(c, "warmup", f.warmup);
     cJSON_AddNumberToObject(c, "training_steps", f.training_steps);
