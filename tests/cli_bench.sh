@@ -38,16 +38,17 @@ md = d["metadata"]
 for k in ["host", "platform", "command", "commit", "commit_source", "snn_version", "device", "date_utc", "omp_max_threads"]:
     need(k in md, "metadata." + k)
 need(md["device"] == "cpu", "metadata.device")
-# the commit the build recorded (not a runtime lookup), unless the environment overrides it
-if not md["commit_source"].startswith("env:"):
-    need(md["commit_source"] == "build" and isinstance(md["commit"], str) and len(md["commit"]) >= 7
-         and isinstance(md.get("commit_dirty"), bool), "metadata.commit %r from %r" % (md["commit"], md["commit_source"]))
+# the commit the build recorded (not a runtime lookup, not the environment's)
+need(md["commit_source"] == "build" and isinstance(md["commit"], str) and len(md["commit"]) >= 7
+     and isinstance(md.get("commit_dirty"), bool), "metadata.commit %r from %r" % (md["commit"], md["commit_source"]))
 need("bench linear" in md["command"], "metadata.command")
 c = d["config"]
 for k, v in [("batch_size", 256), ("width", 256), ("depth", 3), ("num_classes", 256), ("warmup", 1),
              ("training_steps", 3), ("inference_steps", 3), ("trials", 3), ("trial_order", "rotated"),
              ("baseline_precision", "bf16"), ("precisions", ["fp32", "bf16", "fp8"]),
-             ("timing_scope", "steady_state_excludes_precision_conversion")]:
+             ("timing_scope", "steady_state_excludes_precision_conversion"),
+             # auto is what the library resolves it to in prepare (snn train's recipe)
+             ("fp8_recipe", "auto"), ("fp8_recipe_resolved", "delayed")]:
     need(c.get(k) == v, "config.%s = %r" % (k, c.get(k)))
 # (depth - 1) x [Linear(w, w), GELU] -> Linear(w, classes) with biases, counted by hand
 need(c.get("parameters") == 2 * (256 * 256 + 256) + 256 * 256 + 256, "config.parameters = %r" % c.get("parameters"))
@@ -83,6 +84,14 @@ for r in d["results"]:
     if p == "fp8":
         need(len(cr["converted_modules"]) == 3, "fp8 converts the 3 aligned Linear layers: %r" % cr)
     need(isinstance(r.get("policy"), dict) and r["policy"]["name"] == p, p + ": policy")
+    if p == "fp8":
+        need(r["policy"].get("fp8_recipe") == "auto" and r["policy"].get("resolved_fp8_recipe") == "delayed",
+             "fp8 policy recipe auto -> delayed: %r" % r["policy"])
+    # the MLP has no neurons: an empty list, per result and per trial
+    need(r.get("spike_rates") == [], p + ": spike_rates %r" % r.get("spike_rates"))
+    need(all(t.get("spike_rates_training") == [] and t.get("spike_rates_inference") == [] for t in r["trials"]),
+         p + ": per-trial spike rates")
+    need("reference_hand_built" not in r, p + ": no hand-built reference on the CPU")
 e = d["efficiency"]
 for k in ["baseline_precision", "comparisons", "failures", "passed", "min_training_speedup", "min_inference_speedup"]:
     need(k in e, "efficiency." + k)
@@ -90,6 +99,7 @@ need(e["baseline_precision"] == "bf16" and e["failures"] == [] and e["passed"] i
 need(len(e["comparisons"]) == 1, "one fp8 comparison")
 for cmp in e["comparisons"]:
     need(cmp["precision"] == "fp8", "comparison precision")
+    need(cmp["fp8_recipe"] == "delayed", "comparison names the resolved recipe: %r" % cmp["fp8_recipe"])
     for k in ["training_speedup", "inference_speedup", "training_memory_ratio", "inference_memory_ratio"]:
         need(cmp[k] > 0, "comparison " + k)
     res = {r["precision"]: r for r in d["results"]}
@@ -151,12 +161,33 @@ for wl in linear fcsnn crossover; do
             grep -Eq "^snn: error: (this snn was built without CUDA \(configure with -DSNN_CUDA=ON\)|--device cuda:0: no usable GPU: .+)$" "$TMP/u.err" &&
             ok || bad "bench $wl --device cuda: rc 2 but not one line naming the problem: $(cat "$TMP/u.err")"
     elif [ $rc -eq 0 ]; then
-        "$PY" -c "import json,sys; d=json.load(open('$TMP/cu.json')); sys.exit(0 if d['config']['device']=='cuda:0' and d['metadata']['device']=='cuda:0' else 1)" &&
-            ok || bad "bench $wl --device cuda ran but its JSON does not say cuda:0"
+        "$PY" - "$TMP/cu.json" "$wl" <<'EOF' && ok || bad "bench $wl --device cuda: JSON (device, commit, engine, reference)"
+import json, sys
+d = json.load(open(sys.argv[1])); wl = sys.argv[2]
+errs = []
+if d["config"]["device"] != "cuda:0" or d["metadata"]["device"] != "cuda:0": errs.append("device")
+if d["metadata"].get("commit_source") != "build": errs.append("commit %r" % d["metadata"].get("commit"))
+rs = d["results"] if wl != "crossover" else [r for p in d["points"] for r in p["results"]]
+for r in rs:
+    ref = r.get("reference_hand_built")
+    if not isinstance(ref, dict) or "ran" not in ref: errs.append(r["precision"] + ": reference_hand_built")
+    elif ref["ran"] and not (ref.get("engine_over_hand_built_training", 0) > 0): errs.append("engine/hand-built ratio")
+    if r.get("policy", {}).get("device_type") != "cuda": errs.append(r["precision"] + ": engine policy on cuda")
+    if wl == "fcsnn" and len(r.get("spike_rates", [])) != 2: errs.append("fcsnn spike rates")
+for m in errs: print("  " + m)
+sys.exit(1 if errs else 0)
+EOF
     else
         bad "bench $wl --device cuda: rc $rc, $(cat "$TMP/u.err")"
     fi
 done
+SNN_COMMIT=0123456789abcdef "$SNN" bench linear --width 32 --batch-size 16 --depth 2 --precisions fp32 bf16 \
+    --trials 1 --warmup 0 --training-steps 1 --inference-steps 1 --quiet --output "$TMP/e.json" >/dev/null 2>&1
+"$PY" -c "
+import json,sys; md=json.load(open('$TMP/e.json'))['metadata']
+sys.exit(0 if md['commit_source'] == 'build' and md['commit'] != '0123456789abcdef' and
+         md.get('commit_env') == '0123456789abcdef' and md.get('commit_env_source') == 'env:SNN_COMMIT' else 1)" &&
+    ok || bad "SNN_COMMIT replaced the build's commit in metadata"
 usage_case bench linear --device cuda:x
 usage_case bench neuron --device cuda
 "$SNN" bench linear --help >"$TMP/h.out" 2>&1 && grep -q -- "--precisions" "$TMP/h.out" && ok || bad "bench linear --help"
@@ -214,6 +245,26 @@ for r in d["results"]:
         if abs(t["backward_ms"] + t["optimizer_ms"] - t["backward_optimizer_ms"]) > 1e-9: errs.append("split sum")
 cmp = d["efficiency"]["comparisons"]
 if len(cmp) != 1 or cmp[0]["fp8_recipe"] != "current": errs.append("comparison %r" % cmp)
+if c.get("fp8_recipe_resolved") != "current": errs.append("config.fp8_recipe_resolved %r" % c.get("fp8_recipe_resolved"))
+md = d["metadata"]
+if md.get("commit_source") != "build" or not isinstance(md.get("commit"), str) or not isinstance(md.get("commit_dirty"), bool):
+    errs.append("metadata commit %r" % {k: md.get(k) for k in ["commit", "commit_dirty", "commit_source"]})
+# one entry per LIF layer (layers.1 and layers.3), medians of per-trial fractions of ones
+for r in d["results"]:
+    sr = r.get("spike_rates")
+    if [e.get("module") for e in sr or []] != ["layers.1", "layers.3"] or any(e.get("kind") != "LIFNode" for e in sr):
+        errs.append(r["precision"] + ": spike_rates %r" % sr)
+        continue
+    for e in sr:
+        for k in ["training", "inference"]:
+            if not (isinstance(e.get(k), (int, float)) and 0 <= e[k] <= 1): errs.append("rate %s %r" % (k, e))
+    for t in r["trials"]:
+        for k in ["spike_rates_training", "spike_rates_inference"]:
+            v = t.get(k)
+            if not (isinstance(v, list) and len(v) == 2 and all(0 <= x <= 1 for x in v)): errs.append("trial " + k)
+    # a rate is a count of ones over T * N * hidden = 2 * 16 * 64 values
+    for x in r["trials"][0]["spike_rates_training"]:
+        if abs(x * 2048 - round(x * 2048)) > 1e-9: errs.append("rate %r is not a fraction of 2048 values" % x)
 if not d["efficiency"]["passed"]: errs.append("failures %r" % d["efficiency"]["failures"])
 for m in errs: print("  " + m)
 sys.exit(1 if errs else 0)
@@ -302,9 +353,22 @@ texts = " ".join(t.text or "" for t in root.iter(ns + "text"))
 for w in ["1.0x", "1.05x", "training", "inference", "32", "64"]:
     if w not in texts: errs.append("svg text " + w)
 if d.get("passed") is not True: errs.append("passed")
+if d["config"].get("fp8_recipe_resolved") != "delayed": errs.append("config.fp8_recipe_resolved")
+if d["metadata"].get("commit_source") != "build": errs.append("metadata.commit")
 for m in errs: print("  " + m)
 sys.exit(1 if errs else 0)
 EOF
+# auto in crossover and neuron JSON: the library's recipe, the build's commit
+"$SNN" bench crossover --widths 32 --batch-sizes 16 --depth 2 --trials 1 --warmup 0 --training-steps 1 \
+    --inference-steps 1 --quiet --output "$TMP/ca.json" >/dev/null 2>&1 &&
+    "$PY" -c "
+import json,sys; d=json.load(open('$TMP/ca.json')); c=d['config']; p=d['points'][0]
+sys.exit(0 if c['fp8_recipe'] == 'auto' and c['fp8_recipe_resolved'] == 'delayed' and p['fp8_recipe'] == 'delayed'
+         and d['metadata']['commit_source'] == 'build' else 1)" && ok || bad "crossover auto recipe / commit"
+"$PY" -c "
+import json,sys; md=json.load(open('$TMP/nr.json'))['metadata']
+sys.exit(0 if md['commit_source'] == 'build' and isinstance(md['commit'], str) and isinstance(md['commit_dirty'], bool) else 1)" &&
+    ok || bad "neuron JSON commit"
 
 echo "$passes passed, $fails failed"
 [ $fails -eq 0 ]

@@ -108,6 +108,21 @@ snn_status snn_model_tensor(const snn_model *m, size_t i, snn_tensor_info *info)
  * a model that came from outside. */
 snn_status snn_model_check_finite(const snn_model *m);
 
+/* Spike rates of the last snn_model_forward (training or evaluation): for every IF/LIF/PLIF
+ * neuron module in tree order, the mean of its output over the whole [T, N, ...] batch,
+ * i.e. the fraction of ones (spikes are 0 or 1). Works on any device (the sums run where
+ * the model is). Writes the first min(cap, count) entries of out (out may be NULL with cap
+ * 0) and sets *count to the number of neuron modules. A neuron whose output the model does
+ * not keep apart (one inside a Residual or an attention block) gets rate NaN. SNN_E_STATE
+ * before the first forward after snn_model_plan / snn_model_to. */
+typedef struct snn_spike_rate {
+    const char *name;  /* dotted module name ("layers.1"); valid while the model lives */
+    const char *kind;  /* "LIFNode", "IFNode", "ParametricLIFNode" */
+    size_t numel;      /* values counted: T * N * per-sample size */
+    double rate;       /* fraction of ones in [0, 1], NaN where not available */
+} snn_spike_rate;
+snn_status snn_model_spike_rates(snn_model *m, snn_spike_rate *out, int cap, int *count);
+
 #ifdef __cplusplus
 }
 #endif

@@ -9,8 +9,11 @@
 
 /* containers */
 snn_module *snn_sequential_new(void);
-/* A Sequential container (its own ops table, never its name). */
+/* A Sequential container (its own ops table, also while wrapped; never its name). */
 int snn_module_is_sequential(const snn_module *m);
+/* Output buffer of child i of Sequential m after reserve (NULL for the last child, which
+ * writes into the caller's y). Stored as child i's out_store (16-bit between typed kinds). */
+const float *snn_sequential_output(snn_module *m, int i);
 /* y = x + inner(x); inner must keep the shape. Takes ownership of inner. */
 snn_module *snn_residual_new(snn_module *inner);
 

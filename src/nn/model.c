@@ -201,6 +201,7 @@ snn_status snn_model_plan(snn_model *m, int T, int N) {
         return snn_error(SNN_E_INVALID, "time steps and batch size must be positive (got T=%d, N=%d)", T, N);
     if (m->T == T && m->N == N && m->arena.base) return SNN_OK;
     model_free_arena(m);
+    m->last_x = NULL; /* the last forward's activations went with the arena */
     size_t B = (size_t)T * (size_t)N;
     const int dev = m->owned_be != NULL;
     size_t n_out = B * snn_shape_numel(m->root->out), n_in = B * snn_shape_numel(m->in_shape);

@@ -6,6 +6,9 @@
  *   bench neuron     the fused LIF kernels: time, bytes moved, achieved bandwidth
  *   bench crossover  width sweep of FP8 against a 16-bit baseline, JSON + SVG
  *
+ * On a GPU the workloads run on the one engine (snn_model_to -> prepare -> optimizer, the
+ * loop of snn train); the hand-built GPU network is a labelled reference next to it.
+ *
  * Shared here: the workload runner with SpikingJelly's trial discipline (one base state,
  * a fresh model per (trial, precision), rotated precision order, untimed preparation and
  * warm-up), the statistics, the memory probes, the efficiency assessment and the JSON
@@ -53,10 +56,16 @@ enum {
 };
 extern const char *const bench_metric_names[BM_COUNT];
 
+/* Neuron layers whose spike rates a trial records (snn_model_spike_rates). */
+#define BENCH_MAX_RATES 64
+
 typedef struct bench_trial {
     int trial, position;      /* trial index and place in that trial's rotated order */
     double v[BM_COUNT];
     int loss_finite, output_finite;
+    /* fraction of ones in each neuron layer's output over the fixed batch: after the last
+     * timed training step (train mode) and after the last inference step (eval mode) */
+    double rate_train[BENCH_MAX_RATES], rate_infer[BENCH_MAX_RATES];
 } bench_trial;
 
 typedef struct bench_result {
@@ -66,6 +75,13 @@ typedef struct bench_result {
     int n;
     cJSON *report;              /* snn_precision_describe of the last trial */
     cJSON *converge;            /* --converge result or NULL */
+    int n_rates;                /* neuron layers (model order), at most BENCH_MAX_RATES */
+    char rate_names[BENCH_MAX_RATES][48], rate_kinds[BENCH_MAX_RATES][24];
+    /* --device cuda: the hand-built GPU network (src/backend/cuda/cuda_bench_*.cu) on the
+     * same base state, a labelled reference next to the engine's figures while it exists */
+    bench_trial *ref_trials;    /* NULL when the reference did not run */
+    cJSON *ref_report;
+    char ref_skipped[256];      /* why it did not run ("" when it did) */
 } bench_result;
 
 typedef struct bench_suite {
@@ -111,18 +127,22 @@ int bench_check_device(const char *cmd, const char *dev);
 const char *bench_device_name(int cuda_device, char *buf, size_t cap);
 
 /* ---- --device cuda (bench_cuda.c) ---- */
-/* Exit 2 unless the flags are ones the GPU workloads implement (fp8 recipe auto/current,
- * no neuron precision flags, no --converge). */
+/* Exit 2 unless the flags are ones the GPU path takes (no neuron precision flags without
+ * neurons, no --converge). */
 void bench_cuda_check_flags(const char *cmd, const bench_flags *f);
 /* Open the GPU (once per process); exit 2 naming the problem when there is none. */
 void bench_cuda_open(int device);
 /* The context bench_cuda_open made (NULL before). */
 struct snn_cuda;
 struct snn_cuda *bench_cuda_context(void);
-/* Exit 2 unless the GPU workloads implement s->w with every precision of s. */
-void bench_cuda_check_workload(const bench_suite *s);
-/* One (trial, precision) run on the GPU, filling t and r->report. */
-void bench_cuda_run_one(bench_suite *s, bench_result *r, bench_trial *t);
+/* 1 when the hand-built GPU network implements s->w with r's precision and the FP8 recipe
+ * the library resolved (`resolved`, from the engine's report); else 0 with the reason in
+ * why. */
+int bench_cuda_reference_supported(const bench_suite *s, const bench_result *r, snn_fp8_recipe resolved,
+                                   char *why, size_t cap);
+/* One (trial, precision) run of the hand-built GPU network, filling t and *report. */
+void bench_cuda_run_reference(bench_suite *s, bench_result *r, snn_fp8_recipe resolved, bench_trial *t,
+                              cJSON **report);
 /* Set metadata.device and add the GPU, driver and CUDA runtime versions. */
 void bench_cuda_metadata(cJSON *md, int device);
 

@@ -33,7 +33,7 @@ int bench_flags_options(bench_flags *f, opt *t, int neuron) {
     int n = 0;
     t[n++] = (opt){"--precisions", OPT_STRINGS, &f->precisions, "modes to compare: fp32 fp16 bf16 fp8 (default fp32 bf16 fp8)", NULL, 0};
     t[n++] = (opt){"--baseline-precision", OPT_STRING, &f->baseline, "fp32 | fp16 | bf16, the FP8 rows are compared with it (default bf16)", NULL, 0};
-    t[n++] = (opt){"--fp8-recipe", OPT_STRING, &f->recipe, "auto | delayed | current | block | mxfp8 for the fp8 rows (default auto)", NULL, 0};
+    t[n++] = (opt){"--fp8-recipe", OPT_STRING, &f->recipe, "auto | delayed | current | block | mxfp8 for the fp8 rows (default auto: the library's choice, as in snn train)", NULL, 0};
     if (neuron) {
         t[n++] = (opt){"--neuron-storage", OPT_STRING, &f->storage, "neuron storage for every row: fp32 | fp16 | bf16 | float8_e4m3fn | float8_e5m2", "--triton-storage", 0};
         t[n++] = (opt){"--neuron-fwd", OPT_STRING, &f->fwd, "neuron forward arithmetic: fp8 | fp16 | bf16 | fp32", "--triton-fwd", 0};
@@ -217,46 +217,53 @@ static int capture(const char *cmd, char *buf, size_t cap) {
     return rc == 0 && n > 0;
 }
 
+/* The commit of the library this binary runs, as the build recorded it (snn_build_commit,
+ * snn_build_dirty): what the figures measure. An SNN_COMMIT / GIT_COMMIT in the environment
+ * is noted next to it (commit_env), never in its place: it may name another tree. */
 static void add_commit(cJSON *md) {
     const char *envs[] = {"SNN_COMMIT", "GIT_COMMIT"};
-    for (int i = 0; i < 2; i++) {
-        const char *e = getenv(envs[i]);
-        if (e && *e) {
-            cJSON_AddStringToObject(md, "commit", e);
-            char src[32];
-            snprintf(src, sizeof src, "env:%s", envs[i]);
-            cJSON_AddStringToObject(md, "commit_source", src);
-            return;
-        }
-    }
-    /* The commit the library was built from (recorded by the build): what this binary runs. */
     if (strcmp(snn_build_commit(), "unknown")) {
         cJSON_AddStringToObject(md, "commit", snn_build_commit());
         cJSON_AddBoolToObject(md, "commit_dirty", snn_build_dirty());
         cJSON_AddStringToObject(md, "commit_source", "build");
-        return;
-    }
-    /* Built outside git: the binary lives in a build directory inside the source tree, ask
-     * git there, so the commit is found whatever the working directory is. */
-    char exe[4096], cmd[4200], out[128];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = 0;
-        char *slash = strrchr(exe, '/');
-        if (slash) *slash = 0;
-        int safe = 1;
-        for (char *c = exe; *c; c++) safe &= *c != '\'';
-        if (safe) {
-            snprintf(cmd, sizeof cmd, "git -C '%s' rev-parse HEAD 2>/dev/null", exe);
-            if (capture(cmd, out, sizeof out)) {
-                cJSON_AddStringToObject(md, "commit", out);
-                cJSON_AddStringToObject(md, "commit_source", "git");
-                return;
+    } else {
+        /* Built outside git: the binary lives in a build directory inside the source tree, ask
+         * git there, so the commit is found whatever the working directory is. */
+        char exe[4096], cmd[4200], out[128];
+        int found = 0;
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        if (n > 0) {
+            exe[n] = 0;
+            char *slash = strrchr(exe, '/');
+            if (slash) *slash = 0;
+            int safe = 1;
+            for (char *c = exe; *c; c++) safe &= *c != '\'';
+            if (safe) {
+                snprintf(cmd, sizeof cmd, "git -C '%s' rev-parse HEAD 2>/dev/null", exe);
+                if (capture(cmd, out, sizeof out)) {
+                    cJSON_AddStringToObject(md, "commit", out);
+                    cJSON_AddNullToObject(md, "commit_dirty");
+                    cJSON_AddStringToObject(md, "commit_source", "git");
+                    found = 1;
+                }
             }
         }
+        if (!found) {
+            cJSON_AddNullToObject(md, "commit");
+            cJSON_AddNullToObject(md, "commit_dirty");
+            cJSON_AddStringToObject(md, "commit_source", "unknown");
+        }
     }
-    cJSON_AddNullToObject(md, "commit");
-    cJSON_AddStringToObject(md, "commit_source", "unknown");
+    for (int i = 0; i < 2; i++) {
+        const char *e = getenv(envs[i]);
+        if (e && *e) {
+            cJSON_AddStringToObject(md, "commit_env", e);
+            char src[32];
+            snprintf(src, sizeof src, "env:%s", envs[i]);
+            cJSON_AddStringToObject(md, "commit_env_source", src);
+            break;
+        }
+    }
 }
 
 static void add_cpu_model(cJSON *md) {

@@ -55,6 +55,31 @@ static void die_run(snn_status st, const bench_result *r, const char *what) {
     die_status(st, buf);
 }
 
+/* Spike rates of the last forward (untimed, after the loop): one entry per neuron layer. */
+static void record_rates(snn_model *m, bench_result *r, double *out) {
+    snn_spike_rate sr[BENCH_MAX_RATES];
+    int n = 0;
+    snn_status st = snn_model_spike_rates(m, sr, BENCH_MAX_RATES, &n);
+    if (st != SNN_OK) die_run(st, r, "reading the spike rates");
+    if (n > BENCH_MAX_RATES) n = BENCH_MAX_RATES;
+    r->n_rates = n;
+    for (int i = 0; i < n; i++) {
+        snprintf(r->rate_names[i], sizeof r->rate_names[i], "%s", sr[i].name);
+        snprintf(r->rate_kinds[i], sizeof r->rate_kinds[i], "%s", sr[i].kind);
+        out[i] = sr[i].rate;
+    }
+}
+
+/* The FP8 recipe the library resolved for this run (its report's policy), for the
+ * hand-built reference: `auto` then means there what it means in snn train. */
+static snn_fp8_recipe resolved_recipe(const bench_result *r) {
+    const cJSON *pol = cJSON_GetObjectItemCaseSensitive(r->report, "policy");
+    const cJSON *rec = cJSON_GetObjectItemCaseSensitive(pol, "resolved_fp8_recipe");
+    for (int i = 0; cJSON_IsString(rec) && i < SNN_FP8_RECIPE_COUNT; i++)
+        if (!strcmp(rec->valuestring, snn_fp8_recipe_name((snn_fp8_recipe)i))) return (snn_fp8_recipe)i;
+    return r->cfg.fp8_recipe;
+}
+
 /* One (trial, precision) run: fresh model from the base state, untimed prepare, SGD,
  * warm-up, timed training, timed inference, checks. */
 static void run_one(bench_suite *s, bench_result *r, bench_trial *t) {
@@ -69,10 +94,15 @@ static void run_one(bench_suite *s, bench_result *r, bench_trial *t) {
     memcpy(snn_model_params(m), s->base_params, np * sizeof(float));
     if (nb) memcpy(snn_model_buffers(m), s->base_buffers, nb * sizeof(float));
 
-    /* device -> prepare -> optimizer; preparation is timed but not part of the throughput */
+    /* device -> prepare -> optimizer, as snn train does: on a GPU the model runs on the one
+     * engine (the op table), the same loop as on the CPU. Placement and preparation are
+     * timed but not part of the throughput. */
+    char dev[32];
+    bench_device_name(s->cuda_device, dev, sizeof dev);
     double t0 = now_seconds();
+    if (s->cuda_device >= 0 && (st = snn_model_to(m, dev)) != SNN_OK) die_run(st, r, "placing the model on the GPU");
     snn_precision *p = NULL;
-    st = snn_prepare_model_for_precision(m, "cpu", &r->cfg, &p);
+    st = snn_prepare_model_for_precision(m, dev, &r->cfg, &p);
     t->v[BM_PREP_MS] = (now_seconds() - t0) * 1e3;
     if (st != SNN_OK) die_run(st, r, "preparing the precision");
     st = snn_model_plan(m, w->T, w->N);
@@ -123,6 +153,7 @@ static void run_one(bench_suite *s, bench_result *r, bench_trial *t) {
             t->v[BM_TRAIN_SPS] = (double)N * steps / sec;
         }
     }
+    record_rates(m, r, t->rate_train);
     int ts = w->training_steps;
     t->v[BM_FWD_MS] = fwd * 1e3 / ts;
     t->v[BM_LOSS_MS] = lossd * 1e3 / ts;
@@ -158,6 +189,7 @@ static void run_one(bench_suite *s, bench_result *r, bench_trial *t) {
             t->v[BM_INFER_SPS] = (double)N * steps / sec;
         }
     }
+    record_rates(m, r, t->rate_infer);
     double sum = 0;
     int ofin = 1;
     for (size_t i = 0; i < ny; i++) {
@@ -225,9 +257,31 @@ static void linear_offsets(bench_suite *s, const snn_model *base) {
     if (s->n_layers != w->depth) die_status(SNN_E_INVALID, "bench: the model has a different number of Linear layers");
 }
 
+/* --device cuda: the hand-built network of the same workload right after the engine's run
+ * of this (trial, precision), with the recipe the engine resolved; skipped (with the
+ * reason) where it does not implement the workload. */
+static void run_reference(bench_suite *s, bench_result *r, int trial) {
+    if (r->ref_skipped[0]) return;
+    snn_fp8_recipe rec = resolved_recipe(r);
+    if (!r->ref_trials) {
+        if (!bench_cuda_reference_supported(s, r, rec, r->ref_skipped, sizeof r->ref_skipped)) {
+            if (!r->ref_skipped[0]) snprintf(r->ref_skipped, sizeof r->ref_skipped, "not implemented");
+            return;
+        }
+        r->ref_trials = calloc((size_t)r->n, sizeof(bench_trial));
+        if (!r->ref_trials) die_status(SNN_E_NOMEM, "allocating results");
+    }
+    bench_trial *t = &r->ref_trials[trial];
+    t->trial = trial;
+    t->position = r->trials[trial].position;
+    bench_cuda_run_reference(s, r, rec, t, &r->ref_report);
+    if (!s->quiet)
+        fprintf(stderr, "trial %d/%d %-5s hand-built reference: train %10.1f samples/s  infer %10.1f samples/s\n",
+                trial + 1, s->trials, r->name, t->v[BM_TRAIN_SPS], t->v[BM_INFER_SPS]);
+}
+
 void bench_suite_run(bench_suite *s) {
     const bench_workload *w = &s->w;
-    if (s->cuda_device >= 0) bench_cuda_check_workload(s);
     snn_model *base = NULL;
     snn_status st = bench_build(w, &base);
     if (st != SNN_OK) die_status(st, "building the model");
@@ -254,8 +308,8 @@ void bench_suite_run(bench_suite *s) {
             bench_trial *t = &r->trials[trial];
             t->trial = trial;
             t->position = k;
-            if (s->cuda_device >= 0) bench_cuda_run_one(s, r, t);
-            else run_one(s, r, t);
+            run_one(s, r, t);
+            if (s->cuda_device >= 0) run_reference(s, r, trial);
             if (!s->quiet)
                 fprintf(stderr, "trial %d/%d %-5s train %10.1f samples/s  infer %10.1f samples/s  loss %.4f\n",
                         trial + 1, s->trials, r->name, t->v[BM_TRAIN_SPS], t->v[BM_INFER_SPS], t->v[BM_FINAL_LOSS]);
@@ -271,6 +325,8 @@ void bench_suite_run(bench_suite *s) {
 void bench_suite_free(bench_suite *s) {
     for (int i = 0; i < s->P; i++) {
         free(s->res[i].trials);
+        free(s->res[i].ref_trials);
+        cJSON_Delete(s->res[i].ref_report);
         cJSON_Delete(s->res[i].report);
         cJSON_Delete(s->res[i].converge);
     }
@@ -285,11 +341,78 @@ void bench_suite_free(bench_suite *s) {
     cJSON_Delete(s->metadata);
 }
 
-static double metric_pct(const bench_result *r, int metric, double q) {
+static double trials_pct(const bench_trial *tr, int n, int metric, double q) {
+    double v[1000];
+    if (n > 1000) n = 1000;
+    for (int i = 0; i < n; i++) v[i] = tr[i].v[metric];
+    return bench_percentile(v, n, q);
+}
+
+static double metric_pct(const bench_result *r, int metric, double q) { return trials_pct(r->trials, r->n, metric, q); }
+
+static double rate_median(const bench_result *r, int layer, int infer) {
     double v[1000];
     int n = r->n < 1000 ? r->n : 1000;
-    for (int i = 0; i < n; i++) v[i] = r->trials[i].v[metric];
-    return bench_percentile(v, n, q);
+    for (int i = 0; i < n; i++) v[i] = infer ? r->trials[i].rate_infer[layer] : r->trials[i].rate_train[layer];
+    return bench_percentile(v, n, 0.5);
+}
+
+static cJSON *rate_array(const bench_result *r, const double *v) {
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; i < r->n_rates; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(v[i]));
+    return a;
+}
+
+/* cJSON writes NaN as null, which is what a rate that is not available should read as. */
+static cJSON *spike_rates_json(const bench_result *r) {
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; i < r->n_rates; i++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "module", r->rate_names[i]);
+        cJSON_AddStringToObject(e, "kind", r->rate_kinds[i]);
+        cJSON_AddNumberToObject(e, "training", rate_median(r, i, 0));
+        cJSON_AddNumberToObject(e, "inference", rate_median(r, i, 1));
+        cJSON_AddItemToArray(a, e);
+    }
+    return a;
+}
+
+/* The hand-built network's figures, labelled as a reference, with the ratios engine /
+ * hand-built of the medians (throughput: > 1 means the engine is faster). */
+static cJSON *reference_json(const bench_result *r) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "what", "the hand-built GPU network of this workload (src/backend/cuda/cuda_bench_*.cu, "
+                                       "CUDA graphs, CUDA-event timing): a reference while it exists, not the product");
+    if (!r->ref_trials) {
+        cJSON_AddBoolToObject(o, "ran", 0);
+        cJSON_AddStringToObject(o, "skipped", r->ref_skipped[0] ? r->ref_skipped : "not run");
+        return o;
+    }
+    cJSON_AddBoolToObject(o, "ran", 1);
+    static const int keys[] = {BM_PREP_MS, BM_TRAIN_MS, BM_TRAIN_SPS, BM_INFER_MS, BM_INFER_SPS, BM_TRAIN_ALLOC_MB,
+                               BM_INFER_ALLOC_MB, BM_FWD_MS, BM_LOSS_MS, BM_BWDOPT_MS, BM_OPT_MS, BM_BWD_MS,
+                               BM_UPDATE, BM_CHECKSUM, BM_FINAL_LOSS};
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+        cJSON_AddNumberToObject(o, bench_metric_names[keys[k]], trials_pct(r->ref_trials, r->n, keys[k], 0.5));
+    double ets = metric_pct(r, BM_TRAIN_SPS, .5), eis = metric_pct(r, BM_INFER_SPS, .5);
+    cJSON_AddNumberToObject(o, "engine_over_hand_built_training", ets / trials_pct(r->ref_trials, r->n, BM_TRAIN_SPS, .5));
+    cJSON_AddNumberToObject(o, "engine_over_hand_built_inference", eis / trials_pct(r->ref_trials, r->n, BM_INFER_SPS, .5));
+    cJSON *arr = cJSON_AddArrayToObject(o, "trials");
+    for (int i = 0; i < r->n; i++) {
+        const bench_trial *t = &r->ref_trials[i];
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "trial", t->trial);
+        for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+            cJSON_AddNumberToObject(e, bench_metric_names[keys[k]], t->v[keys[k]]);
+        cJSON_AddBoolToObject(e, "loss_finite", t->loss_finite);
+        cJSON_AddBoolToObject(e, "output_finite", t->output_finite);
+        cJSON_AddItemToArray(arr, e);
+    }
+    const cJSON *pol = cJSON_GetObjectItemCaseSensitive(r->ref_report, "policy");
+    if (pol) cJSON_AddItemToObject(o, "policy", cJSON_Duplicate(pol, 1));
+    const cJSON *cap = cJSON_GetObjectItemCaseSensitive(r->ref_report, "capability_report");
+    if (cap) cJSON_AddItemToObject(o, "capability_report", cJSON_Duplicate(cap, 1));
+    return o;
 }
 
 double bench_median_of(const bench_result *r, int metric) { return metric_pct(r, metric, 0.5); }
@@ -316,6 +439,8 @@ cJSON *bench_result_json(const bench_result *r) {
         for (int k = 0; k < BM_COUNT; k++) cJSON_AddNumberToObject(e, bench_metric_names[k], t->v[k]);
         cJSON_AddBoolToObject(e, "loss_finite", t->loss_finite);
         cJSON_AddBoolToObject(e, "output_finite", t->output_finite);
+        cJSON_AddItemToObject(e, "spike_rates_training", rate_array(r, t->rate_train));
+        cJSON_AddItemToObject(e, "spike_rates_inference", rate_array(r, t->rate_infer));
         cJSON_AddItemToArray(arr, e);
     }
     for (int k = 0; k < BM_COUNT; k++) {
@@ -333,7 +458,9 @@ cJSON *bench_result_json(const bench_result *r) {
     add_report_item(o, r->report, "capability_report");
     add_report_item(o, r->report, "conversion_report");
     add_report_item(o, r->report, "neurons");
+    cJSON_AddItemToObject(o, "spike_rates", spike_rates_json(r));
     if (r->converge) cJSON_AddItemToObject(o, "converge", cJSON_Duplicate(r->converge, 1));
+    if (r->ref_trials || r->ref_skipped[0]) cJSON_AddItemToObject(o, "reference_hand_built", reference_json(r));
     return o;
 }
 
@@ -402,7 +529,8 @@ void bench_print_table(const bench_suite *s, const cJSON *eff) {
            w->width, w->depth, w->classes, s->trials, w->training_steps, w->inference_steps);
     if (w->kind == BENCH_FCSNN) printf("T %d, input %d\n", w->T, w->in);
     if (s->cuda_device >= 0)
-        printf("device cuda:%d (CUDA graphs, CUDA-event timing; memory: counted device allocations)\n", s->cuda_device);
+        printf("device cuda:%d: the engine (snn_model_to + prepare + optimizer, the loop of snn train); the "
+               "hand-built GPU network is shown as a reference\n", s->cuda_device);
     printf("%-6s %22s %22s %9s %9s %11s %16s\n", "prec", "train samples/s", "infer samples/s", "train MB",
            "infer MB", "update", "checksum");
     printf("%-6s %22s %22s %9s %9s %11s %16s\n", "", "median [p25, p75]", "median [p25, p75]", "alloc", "alloc",
@@ -426,6 +554,27 @@ void bench_print_table(const bench_suite *s, const cJSON *eff) {
                bench_median_of(r, BM_BWDOPT_MS));
     }
     for (int i = 0; i < s->P; i++) {
+        const bench_result *r = &s->res[i];
+        if (r->n_rates) {
+            printf("%s spike rates (train/eval):", r->name);
+            for (int k = 0; k < r->n_rates; k++)
+                printf(" %s %.4f/%.4f", r->rate_names[k], rate_median(r, k, 0), rate_median(r, k, 1));
+            printf("\n");
+        }
+    }
+    for (int i = 0; i < s->P; i++) {
+        const bench_result *r = &s->res[i];
+        if (r->ref_trials)
+            printf("%s engine / hand-built reference: training %.3fx (%.0f vs %.0f samples/s), inference %.3fx "
+                   "(%.0f vs %.0f samples/s)\n",
+                   r->name, metric_pct(r, BM_TRAIN_SPS, .5) / trials_pct(r->ref_trials, r->n, BM_TRAIN_SPS, .5),
+                   metric_pct(r, BM_TRAIN_SPS, .5), trials_pct(r->ref_trials, r->n, BM_TRAIN_SPS, .5),
+                   metric_pct(r, BM_INFER_SPS, .5) / trials_pct(r->ref_trials, r->n, BM_INFER_SPS, .5),
+                   metric_pct(r, BM_INFER_SPS, .5), trials_pct(r->ref_trials, r->n, BM_INFER_SPS, .5));
+        else if (r->ref_skipped[0])
+            printf("%s hand-built reference skipped: %s\n", r->name, r->ref_skipped);
+    }
+    for (int i = 0; i < s->P; i++) {
         const cJSON *c = s->res[i].converge;
         if (!c) continue;
         const cJSON *acc = cJSON_GetObjectItemCaseSensitive(c, "test_accuracy");
@@ -435,9 +584,9 @@ void bench_print_table(const bench_suite *s, const cJSON *eff) {
                cJSON_IsNumber(acc) ? acc->valuedouble : NAN, cJSON_IsNumber(st) ? st->valueint : 0,
                cJSON_IsNumber(sec) ? sec->valuedouble : NAN);
     }
-    /* delayed FP8 on the GPU: its final loss next to current scaling's (same seed and steps) */
+    /* delayed FP8 on the hand-built GPU network: its final loss next to current scaling's */
     for (int i = 0; i < s->P; i++) {
-        const cJSON *pol = cJSON_GetObjectItemCaseSensitive(s->res[i].report, "policy");
+        const cJSON *pol = cJSON_GetObjectItemCaseSensitive(s->res[i].ref_report, "policy");
         const cJSON *lc = cJSON_GetObjectItemCaseSensitive(pol, "delayed_loss_check");
         if (!lc) continue;
         printf("%s (delayed) final loss %.5f, current scaling %.5f (ratio %.3f, must be within 2x): %s\n",

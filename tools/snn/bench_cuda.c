@@ -1,7 +1,9 @@
-/* snn bench --device cuda: one (trial, precision) run of the linear or FC-SNN workload on
- * the GPU (src/backend/cuda/cuda_bench_*.cu), with the same base state, protocol, metrics
- * and JSON as the CPU path (bench_core.c). Built only with -DSNN_CUDA=ON; without it the
- * device check (bench_common.c) refuses cuda before anything here is called. */
+/* snn bench --device cuda: the hand-built GPU network of the linear or FC-SNN workload
+ * (src/backend/cuda/cuda_bench_*.cu), run after each engine run (bench_core.c, the model
+ * placed with snn_model_to) on the same base state and FP8 recipe and reported only as
+ * results[].reference_hand_built while that code exists; plus the GPU flag checks and the
+ * device metadata. Built only with -DSNN_CUDA=ON; without it the device check
+ * (bench_common.c) refuses cuda before anything here is called. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,25 +20,8 @@ static int g_cuda_dev = -1;
 snn_cuda *bench_cuda_context(void) { return g_cuda; }
 
 void bench_cuda_check_flags(const char *cmd, const bench_flags *f) {
-    snn_cuda_bench_device d;
-    if (f->recipe && !strcmp(f->recipe, "mxfp8") && g_cuda && snn_cuda_bench_device_info(g_cuda, &d) == SNN_OK &&
-        d.cc_major < 10)
-        die_usage("bench %s: --fp8-recipe mxfp8 needs native MXFP8 GEMMs (E8M0-scaled 32-element blocks), which "
-                  "cuBLASLt runs on compute capability 10.0 and newer; cuda:%d is %s (%d.%d). Use current or "
-                  "delayed here, or --device cpu (exact emulation)",
-                  cmd, g_cuda_dev, d.name, d.cc_major, d.cc_minor);
-    if (f->recipe && !strcmp(f->recipe, "block") && g_cuda && snn_cuda_bench_device_info(g_cuda, &d) == SNN_OK &&
-        d.cc_major != 9)
-        die_usage("bench %s: --fp8-recipe block runs on cuBLASLt's 1x128 / 128x128 block-scale modes, which exist "
-                  "for compute capability 9.x; cuda:%d is %s (%d.%d). Use current or delayed here, or --device cpu "
-                  "(exact emulation)",
-                  cmd, g_cuda_dev, d.name, d.cc_major, d.cc_minor);
-    if (f->recipe && strcmp(f->recipe, "auto") && strcmp(f->recipe, "current") && strcmp(f->recipe, "delayed") &&
-        strcmp(f->recipe, "block"))
-        die_usage("bench %s: --device cuda implements the fp8 recipes 'current' (per-tensor current scaling; "
-                  "'auto' selects it), 'delayed' (per-tensor scales from amax histories) and 'block' (1x128 / "
-                  "128x128 block scaling), not '%s'",
-                  cmd, f->recipe);
+    /* Every FP8 recipe runs on the engine (prepare refuses what the device cannot do); the
+     * hand-built reference runs where it implements the recipe and is skipped otherwise. */
     /* fcsnn runs its LIF layers on the mixed-precision GPU neurons (cuda_neuron_mp.h) with
      * these flags; the linear workload has no neurons. */
     if ((f->storage || f->fwd || f->bwd) && strcmp(cmd, "fcsnn"))
@@ -86,28 +71,29 @@ static snn_cuda_bench_precision gpu_precision(snn_precision_mode m) {
     }
 }
 
-/* FP8 on the GPU: 'delayed' and 'block' as asked, everything else ('auto', 'current')
- * current scaling. */
-static int gpu_delayed(const snn_precision_config *pc) {
-    return pc->mode == SNN_PRECISION_FP8 && pc->fp8_recipe == SNN_FP8_RECIPE_DELAYED;
+/* FP8 on the hand-built network: the recipe the library resolved for the engine (`auto`
+ * means the same there as in snn train), 'delayed' and 'block' as such, 'current' current
+ * scaling; bench_cuda_reference_supported refuses the others. */
+static int gpu_delayed(const snn_precision_config *pc, snn_fp8_recipe resolved) {
+    return pc->mode == SNN_PRECISION_FP8 && resolved == SNN_FP8_RECIPE_DELAYED;
 }
-static int gpu_block(const snn_precision_config *pc) {
-    return pc->mode == SNN_PRECISION_FP8 && pc->fp8_recipe == SNN_FP8_RECIPE_BLOCK;
+static int gpu_block(const snn_precision_config *pc, snn_fp8_recipe resolved) {
+    return pc->mode == SNN_PRECISION_FP8 && resolved == SNN_FP8_RECIPE_BLOCK;
 }
 
-static snn_cuda_bench_cfg gpu_cfg(const bench_workload *w, const snn_precision_config *pc) {
+static snn_cuda_bench_cfg gpu_cfg(const bench_workload *w, const snn_precision_config *pc, snn_fp8_recipe resolved) {
     snn_cuda_bench_cfg c = {.kind = w->kind == BENCH_LINEAR ? SNN_CUDA_BENCH_LINEAR : SNN_CUDA_BENCH_FCSNN,
                             .T = w->T, .N = w->N, .in = w->in, .width = w->width, .depth = w->depth,
                             .classes = w->classes, .tau = w->tau, .lr = w->lr, .momentum = w->momentum,
                             .warmup = w->warmup, .training_steps = w->training_steps,
                             .inference_steps = w->inference_steps, .overlap_optimizer = 0, .autotune = 1};
-    if (gpu_delayed(pc)) {
+    if (gpu_delayed(pc, resolved)) {
         c.fp8_delayed = 1;
         c.fp8_history_len = pc->amax_history_len ? pc->amax_history_len : SNN_FP8_DEFAULT_HISTORY_LEN;
         c.fp8_margin = pc->margin;
         c.fp8_most_recent = pc->amax_compute_algo == SNN_AMAX_COMPUTE_MOST_RECENT;
     }
-    if (gpu_block(pc)) {
+    if (gpu_block(pc, resolved)) {
         c.fp8_block = 1;
         c.fp8_block_fp32_scales = pc->block_fp32_scales;
     }
@@ -117,13 +103,27 @@ static snn_cuda_bench_cfg gpu_cfg(const bench_workload *w, const snn_precision_c
     return c;
 }
 
-void bench_cuda_check_workload(const bench_suite *s) {
-    for (int i = 0; i < s->P; i++) {
-        snn_cuda_bench_cfg cfg = gpu_cfg(&s->w, &s->res[i].cfg);
-        if (snn_cuda_bench_check(&cfg, gpu_precision(s->res[i].cfg.mode)) != SNN_OK)
-            die_usage("bench %s --device cuda (%s): %s", s->w.kind == BENCH_LINEAR ? "linear" : "fcsnn",
-                      s->res[i].name, snn_last_error());
+int bench_cuda_reference_supported(const bench_suite *s, const bench_result *r, snn_fp8_recipe resolved,
+                                   char *why, size_t cap) {
+    snn_cuda_bench_device d;
+    if (r->cfg.mode == SNN_PRECISION_FP8) {
+        int have_dev = g_cuda && snn_cuda_bench_device_info(g_cuda, &d) == SNN_OK;
+        if (resolved != SNN_FP8_RECIPE_CURRENT && resolved != SNN_FP8_RECIPE_DELAYED &&
+            resolved != SNN_FP8_RECIPE_BLOCK) {
+            snprintf(why, cap, "the hand-built network has no '%s' FP8 recipe", snn_fp8_recipe_name(resolved));
+            return 0;
+        }
+        if (resolved == SNN_FP8_RECIPE_BLOCK && (!have_dev || d.cc_major != 9)) {
+            snprintf(why, cap, "the hand-built network's block recipe needs compute capability 9.x");
+            return 0;
+        }
     }
+    snn_cuda_bench_cfg cfg = gpu_cfg(&s->w, &r->cfg, resolved);
+    if (snn_cuda_bench_check(&cfg, gpu_precision(r->cfg.mode)) != SNN_OK) {
+        snprintf(why, cap, "%s", snn_last_error());
+        return 0;
+    }
+    return 1;
 }
 
 static cJSON *names(int from, int step, int count) {
@@ -146,10 +146,10 @@ typedef struct loss_check {
 } loss_check;
 
 static cJSON *gpu_report(const bench_suite *s, const bench_result *r, const snn_cuda_bench_result *g,
-                         const snn_cuda_bench_cfg *cfg, const loss_check *lc) {
+                         const snn_cuda_bench_cfg *cfg, const loss_check *lc, snn_fp8_recipe resolved_recipe) {
     const bench_workload *w = &s->w;
     int fp8 = r->cfg.mode == SNN_PRECISION_FP8, D = w->depth, fcsnn = w->kind == BENCH_FCSNN;
-    const char *resolved = cfg->fp8_delayed ? "delayed" : cfg->fp8_block ? "block" : "current";
+    const char *resolved = snn_fp8_recipe_name(resolved_recipe);
     const char *mode = snn_precision_mode_name(r->cfg.mode);
     cJSON *top = cJSON_CreateObject();
     cJSON *pol = cJSON_AddObjectToObject(top, "policy");
@@ -280,7 +280,8 @@ static int same_workload(const bench_workload *a, const bench_workload *b) {
            a->training_steps == b->training_steps;
 }
 
-void bench_cuda_run_one(bench_suite *s, bench_result *r, bench_trial *t) {
+void bench_cuda_run_reference(bench_suite *s, bench_result *r, snn_fp8_recipe resolved, bench_trial *t,
+                              cJSON **report) {
     const bench_workload *w = &s->w;
     int D = w->depth;
     const float **wt = malloc(sizeof(float *) * (size_t)D), **bs = malloc(sizeof(float *) * (size_t)D);
@@ -289,7 +290,7 @@ void bench_cuda_run_one(bench_suite *s, bench_result *r, bench_trial *t) {
         wt[l] = s->base_params + s->layer_w[l];
         bs[l] = s->base_params + s->layer_b[l];
     }
-    snn_cuda_bench_cfg cfg = gpu_cfg(w, &r->cfg);
+    snn_cuda_bench_cfg cfg = gpu_cfg(w, &r->cfg, resolved);
     snn_cuda_bench_data d = {.weights = wt, .biases = bs, .x = s->x, .y = s->y};
     snn_cuda_bench_result g;
     snn_status st = snn_cuda_bench_run(g_cuda, &cfg, gpu_precision(r->cfg.mode), &d, &g);
@@ -356,8 +357,8 @@ void bench_cuda_run_one(bench_suite *s, bench_result *r, bench_trial *t) {
     v[BM_INFER_CPU_MS] = g.infer_cpu_ms;
     t->loss_finite = g.loss_finite;
     t->output_finite = g.output_finite;
-    cJSON_Delete(r->report);
-    r->report = gpu_report(s, r, &g, &cfg, &lc);
+    cJSON_Delete(*report);
+    *report = gpu_report(s, r, &g, &cfg, &lc, resolved);
 }
 
 #else /* no CUDA in this build: bench_check_device exits before any of these is reached */
@@ -370,11 +371,21 @@ void bench_cuda_open(int device) {
     (void)device;
     die_usage("this snn was built without CUDA (configure with -DSNN_CUDA=ON)");
 }
-void bench_cuda_check_workload(const bench_suite *s) { (void)s; }
-void bench_cuda_run_one(bench_suite *s, bench_result *r, bench_trial *t) {
+int bench_cuda_reference_supported(const bench_suite *s, const bench_result *r, snn_fp8_recipe resolved,
+                                   char *why, size_t cap) {
     (void)s;
     (void)r;
+    (void)resolved;
+    snprintf(why, cap, "this snn was built without CUDA");
+    return 0;
+}
+void bench_cuda_run_reference(bench_suite *s, bench_result *r, snn_fp8_recipe resolved, bench_trial *t,
+                              cJSON **report) {
+    (void)s;
+    (void)r;
+    (void)resolved;
     (void)t;
+    (void)report;
     die_usage("this snn was built without CUDA (configure with -DSNN_CUDA=ON)");
 }
 void bench_cuda_metadata(cJSON *md, int device) {

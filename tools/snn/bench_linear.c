@@ -34,24 +34,29 @@ static void add_common_config(cJSON *c, const bench_suite *s, const bench_flags 
     cJSON_AddNumberToObject(c, "min_training_speedup", bench_f2d(f->min_training_speedup));
     cJSON_AddNumberToObject(c, "min_inference_speedup", bench_f2d(f->min_inference_speedup));
     if (s->cuda_device >= 0) {
+        cJSON_AddStringToObject(c, "engine",
+                                "the model snn train builds (zoo constructor), placed with snn_model_to, then "
+                                "snn_prepare_model_for_precision and the optimizer (device -> prepare -> optimizer); "
+                                "each training step is snn_model_forward (input copied in, output copied out), the "
+                                "loss on the host and snn_precision_backward, the loop snn train runs");
         cJSON_AddStringToObject(c, "timing",
-                                "CUDA events around CUDA graph replays on one stream; a training step is three graphs "
-                                "(forward, loss, backward+SGD) with events between them; prep (build, upload, eager "
-                                "step for cuBLASLt plans and autotuning, capture, reload of the base state) untimed");
+                                "host wall clock per step; every step ends on the host (the output copy and the "
+                                "optimizer's finiteness check wait for the device), so the figures are whole-step "
+                                "times; the forward/backward split is approximate where work is still queued");
         cJSON_AddStringToObject(c, "step_split",
-                                "forward_ms: forward graph (train mode, FP8 input quantisation included); loss_ms: "
-                                "cross-entropy and dL/dy; backward_optimizer_ms: backward graph (backward, SGD update "
-                                "of each layer right after its last reader, FP8 weight re-quantisation); optimizer_ms: "
-                                "the SGD updates alone, a graph with lr 0; backward_ms = backward_optimizer_ms - "
+                                "forward_ms: snn_model_forward (train mode, output copied to the host); loss_ms: "
+                                "cross-entropy and dL/dy on the host; backward_optimizer_ms: snn_precision_backward "
+                                "(dL/dy copied in, backward, loss scaling, SGD step, FP8 scale update); "
+                                "optimizer_ms: the SGD step alone with lr 0; backward_ms = backward_optimizer_ms - "
                                 "optimizer_ms");
         cJSON_AddStringToObject(c, "memory",
-                                "*_peak_allocated_mb: device buffers of the run counted exactly at allocation "
-                                "(training: all: FP32 master weights, gradients, momentum, working copies, FP8 copies "
-                                "and transposes, activations, input; inference: the buffers an inference step reads "
-                                "or writes plus the FP32 master weights); *_peak_rss_delta_mb: device memory in use "
-                                "(cudaMemGetInfo) after the graphs were captured minus before the run, the same for "
-                                "both phases (nothing is allocated while steps run): it adds allocator granularity, "
-                                "graph memory and cuBLASLt workspace growth");
+                                "*_peak_allocated_mb: parameters, buffers, activation arena and precision scratch, plus "
+                                "gradients and optimizer state when training (the engine's device arrays, counted as "
+                                "on the CPU); *_peak_rss_delta_mb: host resident set of the phase minus before the "
+                                "model was built");
+        cJSON_AddStringToObject(c, "reference",
+                                "results[].reference_hand_built: the hand-built GPU network (CUDA graphs, CUDA-event "
+                                "timing) on the same base state and recipe, with engine_over_hand_built_* ratios");
     } else {
         cJSON_AddStringToObject(c, "step_split",
                                 "forward_ms: model forward; loss_ms: cross-entropy and dL/dy; backward_optimizer_ms: "
@@ -79,6 +84,16 @@ int bench_workload_finish(bench_suite *s, bench_flags *f, cJSON *config) {
     add_common_config(config, s, f);
     bench_suite_run(s);
     cJSON_AddNumberToObject(config, "parameters", (double)s->n_params);
+    /* what `auto` (or the recipe asked for) became: the library's resolution in prepare, the
+     * same as in snn train */
+    for (int i = 0; i < s->P; i++) {
+        const cJSON *pol = cJSON_GetObjectItemCaseSensitive(s->res[i].report, "policy");
+        const cJSON *rec = cJSON_GetObjectItemCaseSensitive(pol, "resolved_fp8_recipe");
+        if (s->res[i].cfg.mode == SNN_PRECISION_FP8 && cJSON_IsString(rec)) {
+            cJSON_AddStringToObject(config, "fp8_recipe_resolved", rec->valuestring);
+            break;
+        }
+    }
     if (f->converge) {
         bench_converge_data d;
         bench_converge_load(f, &d);
