@@ -27,13 +27,16 @@ set(SNN_CUDA_FLAGS -std=c++17 -O3 --expt-relaxed-constexpr -Xcompiler=-Wall,-Wno
 target_compile_options(snn_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:${SNN_CUDA_FLAGS}>)
 
 # GPU tests: exit 77 (skipped) when no GPU is usable, so a CUDA build without a GPU still passes.
+# They, the emulation test and the benchmarks link libsnn.so (every symbol of the library is
+# visible there, internal ones included): one copy of the CUDA kernels for two dozen programs
+# instead of one each, which is what lets scripts/gpu-pack carry all of them to a GPU machine.
 file(GLOB _snn_cuda_tests CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/cuda/test_cuda_*.c)
 foreach(_src ${_snn_cuda_tests})
   get_filename_component(t ${_src} NAME_WE)
   add_executable(${t} ${_src} ${PROJECT_SOURCE_DIR}/tests/harness.c)
   target_include_directories(${t} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests
                                           ${PROJECT_SOURCE_DIR}/tests/cuda)
-  target_link_libraries(${t} PRIVATE snn)
+  target_link_libraries(${t} PRIVATE snn_shared ${SNN_DEPS})
   add_test(NAME ${t} COMMAND ${t} WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
   set_tests_properties(${t} PROPERTIES SKIP_RETURN_CODE 77)
 endforeach()
@@ -44,7 +47,7 @@ add_executable(test_cuda_emul ${PROJECT_SOURCE_DIR}/tests/cuda/test_cuda_emul.cu
 target_include_directories(test_cuda_emul PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests
                                                   ${PROJECT_SOURCE_DIR}/tests/cuda)
 target_compile_options(test_cuda_emul PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-std=c++17 -Xcompiler=-Wno-unknown-pragmas>)
-target_link_libraries(test_cuda_emul PRIVATE snn)
+target_link_libraries(test_cuda_emul PRIVATE snn_shared ${SNN_DEPS})
 add_test(NAME test_cuda_emul COMMAND test_cuda_emul WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
 
 # Benchmarks (not tests): bench/cuda/*_bench.cu
@@ -52,14 +55,14 @@ foreach(b neuron_bench fcsnn_bench linear_bench)
   add_executable(snn_${b} ${PROJECT_SOURCE_DIR}/bench/cuda/${b}.cu)
   target_include_directories(snn_${b} PRIVATE ${PROJECT_SOURCE_DIR}/bench/cuda)
   target_compile_options(snn_${b} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-std=c++17>)
-  target_link_libraries(snn_${b} PRIVATE snn)
+  target_link_libraries(snn_${b} PRIVATE snn_shared ${SNN_DEPS})
 endforeach()
 
 # The engine against the runner on FC-SNN (C, public API only): bench/cuda/engine_bench.c
 add_executable(snn_engine_bench ${PROJECT_SOURCE_DIR}/bench/cuda/engine_bench.c)
-target_link_libraries(snn_engine_bench PRIVATE snn)
+target_link_libraries(snn_engine_bench PRIVATE snn_shared ${SNN_DEPS})
 
 # Whole-model GPU throughput (C, over the public API): bench/cuda/model_bench.c
 add_executable(snn_model_bench ${PROJECT_SOURCE_DIR}/bench/cuda/model_bench.c)
 target_include_directories(snn_model_bench PRIVATE ${PROJECT_SOURCE_DIR}/src)
-target_link_libraries(snn_model_bench PRIVATE snn CUDA::cudart)
+target_link_libraries(snn_model_bench PRIVATE snn_shared ${SNN_DEPS} CUDA::cudart)

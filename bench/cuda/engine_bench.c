@@ -6,6 +6,7 @@
  *   snn_engine_bench [--width 4096] [--depth 20] [--T 16] [--batch 256] [--in 784]
  *                    [--classes 10] [--precision bf16] [--trials 5] [--steps 5] [--json FILE]
  *                    [--model fcsnn|convsnn|spikformer] [--image 128] [--embed 384] [--heads 12]
+ *                    [--runner 1]   (0: the engine only, e.g. under a kernel profiler)
  *
  * Engine step: snn_model_forward (input copied in, output copied out), the loss mean(y²) and
  * its gradient on the host, snn_precision_backward (backward, loss scaling, AdamW) — the loop
@@ -55,7 +56,7 @@ static int parse(const char *s, long lo, long hi, long *out) {
 
 int main(int argc, char **argv) {
     long width = 4096, depth = 20, T = 16, B = 256, in = 784, classes = 10, trials = 5, steps = 5;
-    long image = 128, embed = 384, heads = 12;
+    long image = 128, embed = 384, heads = 12, runner = 1;
     const char *prec = "bf16", *json = NULL, *model = "fcsnn";
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *a = argv[i], *v = argv[i + 1];
@@ -63,10 +64,11 @@ int main(int argc, char **argv) {
                 : !strcmp(a, "--batch") ? &B : !strcmp(a, "--in") ? &in : !strcmp(a, "--classes") ? &classes
                 : !strcmp(a, "--trials") ? &trials : !strcmp(a, "--steps") ? &steps
                 : !strcmp(a, "--image") ? &image : !strcmp(a, "--embed") ? &embed : !strcmp(a, "--heads") ? &heads
-                : NULL;
+                : !strcmp(a, "--runner") ? &runner : NULL;
         if (n) {
-            if (!parse(v, 1, 1 << 16, n)) {
-                fprintf(stderr, "engine_bench: error: %s expects an integer in [1, 65536], got '%s'\n", a, v);
+            long lo = n == &runner ? 0 : 1;
+            if (!parse(v, lo, 1 << 16, n)) {
+                fprintf(stderr, "engine_bench: error: %s expects an integer in [%ld, 65536], got '%s'\n", a, lo, v);
                 return 2;
             }
         } else if (!strcmp(a, "--precision")) {
@@ -154,7 +156,7 @@ int main(int argc, char **argv) {
                               .compute = !strcmp(prec, "bf16") ? SNN_BF16 : !strcmp(prec, "fp16") ? SNN_F16 : SNN_F32,
                               .loss = SNN_CUDA_LOSS_CE};
     snn_cuda_model *g = NULL;
-    int have_runner = strcmp(prec, "fp8") != 0;
+    int have_runner = runner && strcmp(prec, "fp8") != 0;
     if (have_runner && snn_cuda_model_create(c, hm, &go, &oo, &g) != SNN_OK) return die("runner");
     float *out = malloc(ny * sizeof *out);
     for (int t = 0; have_runner && t < trials; t++) {

@@ -224,6 +224,11 @@ struct snn_backend {
      * [0, nb*P) is written (the columns of a row beyond nb*P are left alone). Exact. */
     snn_status (*im2col)(const snn_backend *be, const snn_conv_geom *g, int nb, const float *x, float *col,
                          size_t ld);
+    /* im2col with the columns stored in t (SNN_F16 / SNN_BF16, RNE from the FP32 values):
+     * exactly the cast of what im2col writes, so a 16-bit GEMM (b_store = t) reads it without a
+     * conversion pass. NULL on a backend without gemm_rounds (the CPU). */
+    snn_status (*im2col16)(const snn_backend *be, snn_dtype t, const snn_conv_geom *g, int nb, const float *x,
+                           void *col, size_t ld);
     /* The adjoint: dx (nb samples, overwritten) = for every pixel the sum of the column
      * entries that read it, added in increasing row r (tap) order starting from +0.0f
      * (0 + a first, as dx = 0; dx += ...); pixels no window reads become 0. Exact. */
@@ -238,6 +243,9 @@ struct snn_backend {
     /* The inverse layout change: dst[o*ld + s*P + p] = src[s][o][p] for nb samples (copies). */
     snn_status (*conv_gather)(const snn_backend *be, int nb, int O, size_t P, const float *src, float *dst,
                               size_t ld);
+    /* conv_gather with dst stored in t (RNE), the A operand of a 16-bit dW GEMM. NULL on the CPU. */
+    snn_status (*conv_gather16)(const snn_backend *be, snn_dtype t, int nb, int O, size_t P, const float *src,
+                                void *dst, size_t ld);
     /* A convolution's bias gradient over B samples dy[B][O][P]:
      * db[o] += (float)(Σ_b Σ_p dy[b][o][p]) with the sum in double. The CPU sums b then p in
      * increasing order; another backend may sum in another (fixed) order, so the double sums
@@ -273,9 +281,11 @@ struct snn_backend {
 
     /* ---- BatchNorm, dropout, token mean, spiking self-attention (cpu_layers.c, cuda_table_norm.cu) ---- */
     /* BatchNorm over x [B][C][S] (channel c of row i is x[(i·C + c)·S + k], k < S). Every sum
-     * is in double and runs in one order on every backend: per (row, channel) the S values in
-     * increasing k starting from 0.0, then those row partials added in increasing i starting
-     * from 0.0. With that order and the per-element formulas below (each operation rounded
+     * is in double and runs in one order on every backend: per (row, channel) 32 lane partials,
+     * partial l adding the values k = l, l + 32, l + 64, ... in increasing k from +0.0, combined
+     * by the halving tree a[l] += a[l + h] for h = 16, 8, 4, 2, 1 (one GPU warp per row and
+     * channel: coalesced loads, a shuffle tree); then those row partials added in increasing i
+     * from +0.0. With that order and the per-element formulas below (each operation rounded
      * once, no FMA) every backend gives the same bits.
      * batchnorm_stats: acc[c] = Σ x when sum is NULL; else the second pass around the mean,
      * acc[c] = Σ d·d with d = x - sum[c]/count (sum[c]/count in double). */

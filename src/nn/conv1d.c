@@ -79,6 +79,7 @@ static const snn_module_ops conv1d_ops = {
     .describe = conv1d_describe,
     .kind = "Conv1d",
     .devices = SNN_DEVMASK_ALL,
+    .flags = SNN_MODULE_W16,
     .setup = conv1d_setup,
     .init = conv1d_init,
     .reserve = conv1d_reserve,

@@ -70,6 +70,36 @@ static snn_status mm(const snn_backend *be, const snn_run *r, int ta, int tb, in
     return be->gemm(be, &g);
 }
 
+/* A 16-bit GEMM type on a backend that stores 16-bit operands (the CUDA table): the columns
+ * (and the gathered dy) are written in that type by im2col16 / conv_gather16 and read by the
+ * GEMM as they are, one pass instead of an FP32 copy plus the GEMM's conversion. The values
+ * are the same (the cast of the FP32 copy), so are the results. SNN_F32 otherwise. */
+static snn_dtype store16(const snn_backend *be, const snn_run *r) {
+    const snn_dtype t = ab_type(r);
+    return t != SNN_F32 && be->gemm_rounds && be->im2col16 && be->conv_gather16 ? t : SNN_F32;
+}
+
+/* How W (params[0].data) is stored: a precision wrapper's 16-bit copy (SNN_MODULE_W16), which
+ * only the 16-bit-operand path reads (store16; the CPU never gets one), or FP32. */
+static snn_dtype w_store(const snn_run *r) { return r->w_store ? (snn_dtype)r->w_store : SNN_F32; }
+
+static snn_status check_w_store(const snn_backend *be, const snn_run *r) {
+    if (w_store(r) != SNN_F32 && store16(be, r) == SNN_F32)
+        return snn_error(SNN_E_STATE, "convolution: a 16-bit weight copy needs a backend with 16-bit GEMM operands "
+                                      "and im2col16");
+    return SNN_OK;
+}
+
+/* mm with B (sb) and A (sa) stored as given (SNN_F32 or the GEMM type). */
+static snn_status mm_stored(const snn_backend *be, const snn_run *r, int ta, int tb, int M, int N, int K,
+                            const void *A, snn_dtype sa, int lda, const void *Bm, snn_dtype sb, int ldb, float beta,
+                            float *C, int ldc) {
+    snn_gemm g = {.trans_a = ta, .trans_b = tb, .M = M, .N = N, .K = K, .alpha = 1.0f, .beta = beta, .A = A,
+                  .lda = lda, .B = Bm, .ldb = ldb, .C = C, .ldc = ldc, .ab_type = ab_type(r), .bias = NULL,
+                  .c_round = SNN_F32, .a_store = sa, .b_store = sb, .c_store = SNN_F32};
+    return be->gemm(be, &g);
+}
+
 /* The first failure of the per-sample loops' worker threads: its status and message (the
  * message is thread-local, so it is copied out for the calling thread). */
 typedef struct {
@@ -129,8 +159,15 @@ static snn_status forward_batched(snn_conv_engine *e, const snn_run *r, const sn
     for (size_t b0 = 0; b0 < B; b0 += (size_t)e->chunk) {
         const int nb = (int)(B - b0 < (size_t)e->chunk ? B - b0 : (size_t)e->chunk);
         const size_t ld = (size_t)nb * P;
-        SNN_TRY(be->im2col(be, g, nb, x + b0 * in_n, e->col, ld));
-        SNN_TRY(mm(be, r, 0, 0, O, (int)ld, (int)K, W, (int)K, e->col, (int)ld, 0.0f, e->buf, (int)ld));
+        const snn_dtype s16 = store16(be, r);
+        if (s16 != SNN_F32) {
+            SNN_TRY(be->im2col16(be, s16, g, nb, x + b0 * in_n, e->col, ld));
+            SNN_TRY(mm_stored(be, r, 0, 0, O, (int)ld, (int)K, W, w_store(r), (int)K, e->col, s16, (int)ld, 0.0f,
+                              e->buf, (int)ld));
+        } else {
+            SNN_TRY(be->im2col(be, g, nb, x + b0 * in_n, e->col, ld));
+            SNN_TRY(mm(be, r, 0, 0, O, (int)ld, (int)K, W, (int)K, e->col, (int)ld, 0.0f, e->buf, (int)ld));
+        }
         SNN_TRY(be->conv_scatter(be, nb, O, P, e->buf, ld, bias, y + b0 * out_n));
     }
     return SNN_OK;
@@ -138,6 +175,7 @@ static snn_status forward_batched(snn_conv_engine *e, const snn_run *r, const sn
 
 snn_status snn_conv_engine_forward(snn_conv_engine *e, const snn_run *r, const snn_backend *be, size_t B,
                                    const float *W, const float *bias, const float *x, float *y) {
+    SNN_TRY(check_w_store(be, r));
     if (e->per_sample) return forward_per_sample(e, r, be, B, W, bias, x, y);
     return forward_batched(e, r, be, B, W, bias, x, y);
 }
@@ -178,6 +216,7 @@ static snn_status dw_grouped(snn_conv_engine *e, const snn_run *r, const snn_bac
 snn_status snn_conv_engine_backward(snn_conv_engine *e, const snn_run *r, const snn_backend *be, size_t B,
                                     const float *W, float *dW, float *db, const float *x, const float *dy,
                                     float *dx) {
+    SNN_TRY(check_w_store(be, r));
     const snn_conv_geom *g = &e->g;
     const int O = e->out_ch;
     const size_t K = (size_t)g->C * g->kh * g->kw, P = (size_t)g->Ho * g->Wo;
@@ -187,6 +226,19 @@ snn_status snn_conv_engine_backward(snn_conv_engine *e, const snn_run *r, const 
     for (size_t b0 = 0; b0 < B && !e->partial; b0 += (size_t)e->chunk) {
         const int nb = (int)(B - b0 < (size_t)e->chunk ? B - b0 : (size_t)e->chunk);
         const size_t ld = (size_t)nb * P;
+        const snn_dtype s16 = store16(be, r);
+        if (s16 != SNN_F32) {
+            /* dy gathered once in 16 bits serves both GEMMs (dW, and dcol = W^T dy) */
+            SNN_TRY(be->conv_gather16(be, s16, nb, O, P, dy + b0 * out_n, e->buf, ld));
+            SNN_TRY(be->im2col16(be, s16, g, nb, x + b0 * in_n, e->col, ld));
+            SNN_TRY(mm_stored(be, r, 0, 1, O, (int)K, (int)ld, e->buf, s16, (int)ld, e->col, s16, (int)ld, 1.0f, dW,
+                              (int)K));
+            if (!dx || e->per_sample) continue;
+            SNN_TRY(mm_stored(be, r, 1, 0, (int)K, (int)ld, O, W, w_store(r), (int)K, e->buf, s16, (int)ld, 0.0f,
+                              e->col, (int)ld));
+            SNN_TRY(be->col2im(be, g, nb, e->col, ld, dx + b0 * in_n));
+            continue;
+        }
         SNN_TRY(be->conv_gather(be, nb, O, P, dy + b0 * out_n, e->buf, ld));
         SNN_TRY(be->im2col(be, g, nb, x + b0 * in_n, e->col, ld));
         /* dW[O][K] += dy[O][ld] col[K][ld]^T */
@@ -287,6 +339,7 @@ static const snn_module_ops conv2d_ops = {
     .describe = conv2d_describe,
     .kind = "Conv2d",
     .devices = SNN_DEVMASK_ALL,
+    .flags = SNN_MODULE_W16,
     .setup = conv2d_setup,
     .init = conv2d_init,
     .reserve = conv2d_reserve,

@@ -93,9 +93,10 @@ typedef struct snn_module_desc {
     float scale;                         /* SpikingSelfAttentionCore */
 } snn_module_desc;
 
-/* snn_module_ops.flags: the kind reads params[0] (its weight) only as the B operand of its
- * GEMMs and passes snn_run.w_store as that operand's b_store, so a precision wrapper may put a
- * 16-bit copy of the weight there (converted once per forward, reused by the backward). */
+/* snn_module_ops.flags: the kind reads params[0] (its weight) only as an operand of its GEMMs
+ * and passes snn_run.w_store as that operand's store type (Linear: b_store; the convolutions:
+ * a_store), so a precision wrapper may put a 16-bit copy of the weight there (converted once
+ * per forward, reused by the backward). */
 #define SNN_MODULE_W16 1u
 /* The kind honours snn_module.in_store / out_store (16-bit activations and gradients). */
 #define SNN_MODULE_TYPED_IO 2u

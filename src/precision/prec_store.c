@@ -26,8 +26,12 @@ int snn_prec_gemm16_direct(const snn_precision *p, const snn_prec_module *pm) {
 
 /* What kind of boundary end m is: 1 a direct 16-bit GEMM module, 2 a plain neuron, 0 neither. */
 static int end_kind(const snn_precision *p, const snn_module *m) {
-    if (m->ops == &snn_prec_gemm16_ops && m->prec)
-        return snn_prec_gemm16_direct(p, (const snn_prec_module *)m->prec) ? 1 : 0;
+    if (m->ops == &snn_prec_gemm16_ops && m->prec) {
+        /* direct, and its own kind reads and writes 16-bit boundaries (the convolutions are
+         * direct but keep FP32 boundaries) */
+        const snn_prec_module *pm = (const snn_prec_module *)m->prec;
+        return snn_prec_gemm16_direct(p, pm) && (pm->orig->flags & SNN_MODULE_TYPED_IO) ? 1 : 0;
+    }
     if (!m->prec && snn_module_is_neuron(m) && (m->ops->flags & SNN_MODULE_TYPED_IO)) return 2;
     return 0;
 }

@@ -187,6 +187,24 @@ static void test_im2col(void) {
         float *got = downf(dcol, ncol);
         CHECK_BITS(what, got, ref, ncol);
         free(got);
+        /* im2col16 / conv_gather16: the RNE cast of what the FP32 entries write (the CPU has
+         * neither entry; its im2col plus snn_f32_to_bf16 / _f16 is the reference) */
+        for (int ti = 0; gpu->im2col16 && ti < 2; ti++) {
+            const snn_dtype t16 = ti ? SNN_F16 : SNN_BF16;
+            uint16_t *want = xmalloc(ncol * 2), *d16 = dnew(NULL, ncol * 2);
+            for (size_t i = 0; i < ncol; i++) want[i] = ti ? snn_f32_to_f16(ref[i]) : snn_f32_to_bf16(ref[i]);
+            OK(gpu->upload(gpu, d16, want, ncol * 2)); /* the columns beyond nb*P keep these */
+            OK(gpu->im2col16(gpu, t16, &g, t->nb, dx_, d16, ld));
+            uint16_t *got16 = downb(d16, ncol * 2);
+            size_t bad = 0;
+            for (size_t i = 0; i < ncol; i++) bad += got16[i] != want[i];
+            CHECK_MSG(bad == 0, "im2col16 %s %s: %zu of %zu differ from the cast of im2col", what,
+                      ti ? "f16" : "bf16", bad, ncol);
+            CHECK(gpu->im2col16(gpu, SNN_F32, &g, t->nb, dx_, d16, ld) == SNN_E_INVALID);
+            free(want);
+            free(got16);
+            dfree(d16);
+        }
         /* col2im of random columns */
         float *col = hnew(ncol, -1.0f, 1.0f);
         sprinkle_zeros(col, ncol);
@@ -246,6 +264,21 @@ static void test_scatter_gather(void) {
         OK(gpu->conv_gather(gpu, nb, O, P, dsrc, ddst, ld));
         float *got = downf(ddst, nbuf);
         CHECK_BITS("conv_gather", got, ref, nbuf);
+        for (int ti = 0; gpu->conv_gather16 && ti < 2; ti++) {
+            const snn_dtype t16 = ti ? SNN_F16 : SNN_BF16;
+            uint16_t *want = xmalloc(nbuf * 2), *d16 = dnew(NULL, nbuf * 2);
+            for (size_t i = 0; i < nbuf; i++) want[i] = ti ? snn_f32_to_f16(ref[i]) : snn_f32_to_bf16(ref[i]);
+            OK(gpu->upload(gpu, d16, want, nbuf * 2));
+            OK(gpu->conv_gather16(gpu, t16, nb, O, P, dsrc, d16, ld));
+            uint16_t *got16 = downb(d16, nbuf * 2);
+            size_t bad = 0;
+            for (size_t i = 0; i < nbuf; i++) bad += got16[i] != want[i];
+            CHECK_MSG(bad == 0, "conv_gather16 case %zu %s: %zu of %zu differ from the cast of conv_gather", ci,
+                      ti ? "f16" : "bf16", bad, nbuf);
+            free(want);
+            free(got16);
+            dfree(d16);
+        }
         free(got);
         free(ref);
         free(y);

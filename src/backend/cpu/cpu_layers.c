@@ -27,6 +27,60 @@ static void channel_block(int C, int *c0, int *c1) {
     *c1 = *c0 + q + (tid < r ? 1 : 0);
 }
 
+/* The per-(row, channel) sums in the order backend.h fixes: 32 lane partials (partial l adds
+ * the k = l, l + 32, l + 64, ... in increasing k from +0.0), combined by the halving tree
+ * a[l] += a[l + h] for h = 16, 8, 4, 2, 1. A GPU warp computes exactly this (one lane per
+ * partial, coalesced loads, a shuffle tree), and the 32 independent accumulators vectorise
+ * here. */
+#define BN_LANES 32
+
+static double lane_tree(double *a) {
+    for (int h = BN_LANES / 2; h; h >>= 1)
+        for (int l = 0; l < h; l++) a[l] = a[l] + a[l + h];
+    return a[0];
+}
+
+/* Σ p[k] (mu NULL) or Σ (p[k] - *mu)². */
+static double lane_sum(const float *p, size_t S, const double *mu) {
+    double a[BN_LANES] = {0};
+    size_t k0 = 0;
+    if (!mu) {
+        for (; k0 + BN_LANES <= S; k0 += BN_LANES)
+            for (int l = 0; l < BN_LANES; l++) a[l] += p[k0 + l];
+        for (size_t k = k0; k < S; k++) a[k - k0] += p[k];
+    } else {
+        const double m = *mu;
+        for (; k0 + BN_LANES <= S; k0 += BN_LANES)
+            for (int l = 0; l < BN_LANES; l++) {
+                double d = (double)p[k0 + l] - m;
+                a[l] += d * d;
+            }
+        for (size_t k = k0; k < S; k++) {
+            double d = (double)p[k] - m;
+            a[k - k0] += d * d;
+        }
+    }
+    return lane_tree(a);
+}
+
+/* s0 = Σ dy[k], s1 = Σ dy[k]·((x[k] - mu)·is). */
+static void lane_grad_sums(const float *x, const float *dy, size_t S, double mu, double is, double *s0,
+                           double *s1) {
+    double a[BN_LANES] = {0}, b[BN_LANES] = {0};
+    size_t k0 = 0;
+    for (; k0 + BN_LANES <= S; k0 += BN_LANES)
+        for (int l = 0; l < BN_LANES; l++) {
+            a[l] += dy[k0 + l];
+            b[l] += dy[k0 + l] * ((x[k0 + l] - mu) * is);
+        }
+    for (size_t k = k0; k < S; k++) {
+        a[k - k0] += dy[k];
+        b[k - k0] += dy[k] * ((x[k] - mu) * is);
+    }
+    *s0 = lane_tree(a);
+    *s1 = lane_tree(b);
+}
+
 static snn_status bn_args(const char *what, size_t B, int C, size_t S, const void *x) {
     if (C <= 0 || (B && S && !x)) return snn_error(SNN_E_INVALID, "%s: bad arguments (C = %d)", what, C);
     return SNN_OK;
@@ -44,28 +98,12 @@ snn_status snn_cpu_batchnorm_stats(const snn_backend *be, size_t B, int C, size_
         int c0, c1;
         channel_block(C, &c0, &c1);
         for (int c = c0; c < c1; c++) acc[c] = 0.0;
-        if (!sum) {
-            for (size_t i = 0; i < B; i++)
-                for (int c = c0; c < c1; c++) {
-                    const float *p = x + (i * Cz + (size_t)c) * S;
-                    double s = 0.0;
-                    for (size_t k = 0; k < S; k++) s += p[k];
-                    acc[c] += s;
-                }
-        } else {
-            /* second pass around the mean: no cancellation as in E[x^2] - E[x]^2 */
-            for (size_t i = 0; i < B; i++)
-                for (int c = c0; c < c1; c++) {
-                    const float *p = x + (i * Cz + (size_t)c) * S;
-                    const double mu = sum[c] / count;
-                    double s = 0.0;
-                    for (size_t k = 0; k < S; k++) {
-                        double d = (double)p[k] - mu;
-                        s += d * d;
-                    }
-                    acc[c] += s;
-                }
-        }
+        for (size_t i = 0; i < B; i++)
+            for (int c = c0; c < c1; c++) {
+                /* the second pass around the mean: no cancellation as in E[x^2] - E[x]^2 */
+                const double mu = sum ? sum[c] / count : 0.0;
+                acc[c] += lane_sum(x + (i * Cz + (size_t)c) * S, S, sum ? &mu : NULL);
+            }
     }
     return SNN_OK;
 }
@@ -131,12 +169,8 @@ snn_status snn_cpu_batchnorm_backward_sums(const snn_backend *be, size_t B, int 
         for (size_t i = 0; i < B; i++)
             for (int c = c0; c < c1; c++) {
                 const size_t o = (i * Cz + (size_t)c) * S;
-                const double mu = mean[c], is = invstd[c];
-                double s0 = 0.0, s1 = 0.0;
-                for (size_t k = 0; k < S; k++) {
-                    s0 += dy[o + k];
-                    s1 += dy[o + k] * ((x[o + k] - mu) * is);
-                }
+                double s0, s1;
+                lane_grad_sums(x + o, dy + o, S, mean[c], invstd[c], &s0, &s1);
                 gsum[c] += s0;
                 gdot[c] += s1;
             }

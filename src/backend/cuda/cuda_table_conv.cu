@@ -59,9 +59,15 @@ inline bool fits32(size_t n) { return n <= (size_t)0x7fffffff; }
 
 /* ---------------------------------------------------------------- im2col / col2im */
 
+/* The stored form of an FP32 value: itself, or RNE to a 16-bit type. */
+template <typename O> __device__ __forceinline__ O store_as(float v);
+template <> __device__ __forceinline__ float store_as<float>(float v) { return v; }
+template <> __device__ __forceinline__ __nv_bfloat16 store_as<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <> __device__ __forceinline__ __half store_as<__half>(float v) { return __float2half_rn(v); }
+
 /* col[r*ld + s*P + p] for r < K, s < nb, p < P; element e = (r*nb + s)*P + p. */
-template <typename I>
-__global__ void im2col_kernel(Geo g, I nb, const float *__restrict__ x, float *__restrict__ col, size_t ld) {
+template <typename I, typename O = float>
+__global__ void im2col_kernel(Geo g, I nb, const float *__restrict__ x, O *__restrict__ col, size_t ld) {
     const I P = (I)g.Ho * (I)g.Wo, K = (I)g.C * (I)g.kh * (I)g.kw, total = K * nb * P;
     const I in_n = (I)g.C * (I)g.H * (I)g.W, kk = (I)g.kh * (I)g.kw;
     for (I e = blockIdx.x * (I)blockDim.x + threadIdx.x; e < total; e += (I)gridDim.x * blockDim.x) {
@@ -72,7 +78,7 @@ __global__ void im2col_kernel(Geo g, I nb, const float *__restrict__ x, float *_
         float v = 0.0f;
         if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W)
             v = x[(size_t)s * in_n + ((size_t)c * g.H + (size_t)ih) * g.W + (size_t)iw];
-        col[(size_t)r * ld + (size_t)s * P + p] = v;
+        col[(size_t)r * ld + (size_t)s * P + p] = store_as<O>(v);
     }
 }
 
@@ -118,6 +124,31 @@ snn_status t_im2col(const snn_backend *be, const snn_conv_geom *g, int nb, const
     return SNN_OK;
 }
 
+template <typename O>
+void launch_im2col(const snn_backend *be, const snn_conv_geom *g, int nb, const float *x, O *col, size_t ld,
+                   size_t total) {
+    const unsigned grid = snn_cuda_table_grid(be, total, 256);
+    if (fits32(total) && fits32((size_t)nb * g->C * g->H * g->W))
+        im2col_kernel<uint32_t, O><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), (uint32_t)nb, x, col, ld);
+    else
+        im2col_kernel<uint64_t, O><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), (uint64_t)nb, x, col, ld);
+}
+
+snn_status t_im2col16(const snn_backend *be, snn_dtype t, const snn_conv_geom *g, int nb, const float *x, void *col,
+                      size_t ld) {
+    SNN_TRY(snn_cuda_table_check(be, "im2col16"));
+    SNN_TRY(check_geom("im2col16", g, nb));
+    if (t != SNN_BF16 && t != SNN_F16) return snn_error(SNN_E_INVALID, "im2col16: the type must be f16 or bf16");
+    const size_t K = (size_t)g->C * g->kh * g->kw, P = (size_t)g->Ho * g->Wo, total = K * (size_t)nb * P;
+    if (ld < (size_t)nb * P) return snn_error(SNN_E_SHAPE, "im2col16: ld %zu < %d samples x %zu", ld, nb, P);
+    if (!total) return SNN_OK;
+    if (!x || !col) return snn_error(SNN_E_INVALID, "im2col16: NULL buffer");
+    if (t == SNN_BF16) launch_im2col(be, g, nb, x, (__nv_bfloat16 *)col, ld, total);
+    else launch_im2col(be, g, nb, x, (__half *)col, ld, total);
+    SNN_CU_LAUNCHED("im2col16");
+    return SNN_OK;
+}
+
 snn_status t_col2im(const snn_backend *be, const snn_conv_geom *g, int nb, const float *col, size_t ld, float *dx) {
     SNN_TRY(snn_cuda_table_check(be, "col2im"));
     SNN_TRY(check_geom("col2im", g, nb));
@@ -148,12 +179,12 @@ __global__ void scatter_kernel(I nb, I O, I P, const float *__restrict__ src, si
     }
 }
 
-template <typename I>
-__global__ void gather_kernel(I nb, I O, I P, const float *__restrict__ src, float *__restrict__ dst, size_t ld) {
+template <typename I, typename D = float>
+__global__ void gather_kernel(I nb, I O, I P, const float *__restrict__ src, D *__restrict__ dst, size_t ld) {
     const I total = nb * O * P;
     for (I e = blockIdx.x * (I)blockDim.x + threadIdx.x; e < total; e += (I)gridDim.x * blockDim.x) {
         const I p = e % P, so = e / P, o = so % O, s = so / O;
-        dst[(size_t)o * ld + (size_t)s * P + p] = src[e];
+        dst[(size_t)o * ld + (size_t)s * P + p] = store_as<D>(src[e]);
     }
 }
 
@@ -189,6 +220,32 @@ snn_status t_conv_gather(const snn_backend *be, int nb, int O, size_t P, const f
     else
         gather_kernel<uint64_t><<<grid, 256, 0, stream_of(be)>>>((uint64_t)nb, (uint64_t)O, (uint64_t)P, src, dst, ld);
     SNN_CU_LAUNCHED("conv_gather");
+    return SNN_OK;
+}
+
+template <typename D>
+void launch_gather(const snn_backend *be, int nb, int O, size_t P, const float *src, D *dst, size_t ld) {
+    const size_t total = (size_t)nb * O * P;
+    const unsigned grid = snn_cuda_table_grid(be, total, 256);
+    if (fits32(total))
+        gather_kernel<uint32_t, D><<<grid, 256, 0, stream_of(be)>>>((uint32_t)nb, (uint32_t)O, (uint32_t)P, src, dst,
+                                                                     ld);
+    else
+        gather_kernel<uint64_t, D><<<grid, 256, 0, stream_of(be)>>>((uint64_t)nb, (uint64_t)O, (uint64_t)P, src, dst,
+                                                                     ld);
+}
+
+snn_status t_conv_gather16(const snn_backend *be, snn_dtype t, int nb, int O, size_t P, const float *src, void *dst,
+                           size_t ld) {
+    SNN_TRY(snn_cuda_table_check(be, "conv_gather16"));
+    if (t != SNN_BF16 && t != SNN_F16) return snn_error(SNN_E_INVALID, "conv_gather16: the type must be f16 or bf16");
+    if (nb < 0 || O < 0) return snn_error(SNN_E_INVALID, "conv_gather16: negative size");
+    if (!nb || !O || !P) return SNN_OK;
+    if (!src || !dst) return snn_error(SNN_E_INVALID, "conv_gather16: NULL buffer");
+    if (ld < (size_t)nb * P) return snn_error(SNN_E_SHAPE, "conv_gather16: ld %zu < %d x %zu", ld, nb, P);
+    if (t == SNN_BF16) launch_gather(be, nb, O, P, src, (__nv_bfloat16 *)dst, ld);
+    else launch_gather(be, nb, O, P, src, (__half *)dst, ld);
+    SNN_CU_LAUNCHED("conv_gather16");
     return SNN_OK;
 }
 
@@ -457,6 +514,8 @@ void snn_cuda_install_conv(snn_backend *be) {
     be->col2im = t_col2im;
     be->conv_scatter = t_conv_scatter;
     be->conv_gather = t_conv_gather;
+    be->im2col16 = t_im2col16;
+    be->conv_gather16 = t_conv_gather16;
     be->conv_bias_grad = t_conv_bias_grad;
     be->sum_groups_add = t_sum_groups_add;
     be->transpose = t_transpose;

@@ -2,16 +2,16 @@
  * self-attention (backend.h says what each computes; the CPU reference is
  * src/backend/cpu/cpu_layers.c).
  *
- * BatchNorm: backend.h fixes the order of every sum (per (row, channel) the S values in
- * increasing k, then the rows in increasing i), so these kernels follow it exactly and give
- * the CPU's bits: one thread per (row, channel) sums its S values into a double partial in
- * the table's workspace, then one thread per channel adds the B partials in row order. Every
+ * BatchNorm: backend.h fixes the order of every sum (per (row, channel) 32 lane partials in
+ * increasing k and a halving tree over them, then the rows in increasing i), so these kernels
+ * follow it exactly and give the CPU's bits: one warp per (row, channel), lane l summing the
+ * k = l (mod 32) with coalesced loads and __shfl_down_sync building the tree (lane l adds lane
+ * l + h, the CPU's a[l] += a[l + h]), into a double partial in the table's workspace; then one
+ * thread per channel adds the B partials in row order. Every
  * double operation is an explicit __d*_rn intrinsic, so nvcc cannot contract a multiply and
  * an add into an FMA the CPU (-std=c17, contraction off) does not do; division and sqrt are
  * the IEEE ones on both sides. The runner's kernels (cuda_norm.cu: a one-pass shifted
- * variance over tree reductions) are faster but do not compute this contract, so they stay
- * with the runner. The per-(row, channel) loop reads S contiguous floats per thread (not
- * coalesced across a warp when S > 1): fine for the planes of the zoo's models, not tuned.
+ * variance) do not compute this contract, so they stay with the runner.
  *
  * Dropout: the mask is Philox (cuda_philox.h, shared with the runner) at base + i, the same
  * function as snn_rng_uniform; scale is computed on the host as the CPU does. Bit-identical.
@@ -33,23 +33,31 @@ inline cudaStream_t st_of(const snn_backend *be) { return snn_cuda_stream_of(snn
 
 /* ---------------------------------------------------------------- BatchNorm */
 
-/* part[i·C + c] = Σ_k x[i][c][k] (sum == NULL) or Σ_k (x - sum[c]/count)², from 0.0 in k order. */
+/* The halving tree of backend.h over the 32 lanes' partials; lane 0 holds the result. */
+__device__ __forceinline__ double lane_tree(double v) {
+    for (int h = 16; h; h >>= 1) v = __dadd_rn(v, __shfl_down_sync(0xffffffffu, v, h));
+    return v;
+}
+
+/* part[i·C + c] = Σ_k x[i][c][k] (sum == NULL) or Σ_k (x - sum[c]/count)²: one warp a row. */
 __global__ void bn_row_kernel(const float *__restrict__ x, size_t B, int C, size_t S,
                               const double *__restrict__ sum, double count, double *__restrict__ part) {
-    const size_t n = B * (size_t)C;
-    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < n; e += (size_t)gridDim.x * blockDim.x) {
+    const size_t n = B * (size_t)C, nw = ((size_t)gridDim.x * blockDim.x) >> 5;
+    const unsigned lane = threadIdx.x & 31u;
+    for (size_t e = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; e < n; e += nw) {
         const float *p = x + e * S;
         double s = 0.0;
         if (!sum) {
-            for (size_t k = 0; k < S; k++) s = __dadd_rn(s, (double)p[k]);
+            for (size_t k = lane; k < S; k += 32) s = __dadd_rn(s, (double)p[k]);
         } else {
             const double mu = __ddiv_rn(sum[e % (size_t)C], count);
-            for (size_t k = 0; k < S; k++) {
+            for (size_t k = lane; k < S; k += 32) {
                 const double d = __dsub_rn((double)p[k], mu);
                 s = __dadd_rn(s, __dmul_rn(d, d));
             }
         }
-        part[e] = s;
+        s = lane_tree(s);
+        if (!lane) part[e] = s;
     }
 }
 
@@ -94,23 +102,28 @@ __global__ void bn_apply_kernel(const float *__restrict__ x, size_t B, int C, si
     }
 }
 
-/* p0[i·C + c] = Σ_k dy, p1[i·C + c] = Σ_k dy·((x - mean)·invstd), from 0.0 in k order. */
+/* p0[i·C + c] = Σ_k dy, p1[i·C + c] = Σ_k dy·((x - mean)·invstd): one warp a row. */
 __global__ void bn_grad_row_kernel(const float *__restrict__ x, const float *__restrict__ dy, size_t B, int C,
                                    size_t S, const double *__restrict__ mean, const double *__restrict__ invstd,
                                    double *__restrict__ p0, double *__restrict__ p1) {
-    const size_t n = B * (size_t)C;
-    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < n; e += (size_t)gridDim.x * blockDim.x) {
+    const size_t n = B * (size_t)C, nw = ((size_t)gridDim.x * blockDim.x) >> 5;
+    const unsigned lane = threadIdx.x & 31u;
+    for (size_t e = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; e < n; e += nw) {
         const size_t c = e % (size_t)C;
         const double mu = mean[c], is = invstd[c];
         const float *px = x + e * S, *pg = dy + e * S;
         double s0 = 0.0, s1 = 0.0;
-        for (size_t k = 0; k < S; k++) {
+        for (size_t k = lane; k < S; k += 32) {
             const double g = (double)pg[k];
             s0 = __dadd_rn(s0, g);
             s1 = __dadd_rn(s1, __dmul_rn(g, __dmul_rn(__dsub_rn((double)px[k], mu), is)));
         }
-        p0[e] = s0;
-        p1[e] = s1;
+        s0 = lane_tree(s0);
+        s1 = lane_tree(s1);
+        if (!lane) {
+            p0[e] = s0;
+            p1[e] = s1;
+        }
     }
 }
 
@@ -172,7 +185,7 @@ snn_status t_batchnorm_stats(const snn_backend *be, size_t B, int C, size_t S, c
     if (S == 0) {
         SNN_CU_TRY(cudaMemsetAsync(part, 0, rows * sizeof(double), st));
     } else {
-        bn_row_kernel<<<grid(be, rows), NT, 0, st>>>(x, B, C, S, sum, count, part);
+        bn_row_kernel<<<grid(be, rows * 32), NT, 0, st>>>(x, B, C, S, sum, count, part);
         SNN_CU_LAUNCHED("batchnorm_stats");
     }
     bn_col_kernel<<<grid(be, (size_t)C), NT, 0, st>>>(part, B, C, acc);
@@ -217,7 +230,7 @@ snn_status t_batchnorm_backward_sums(const snn_backend *be, size_t B, int C, siz
         if (S == 0) {
             SNN_CU_TRY(cudaMemsetAsync(p0, 0, 2 * rows * sizeof(double), st));
         } else {
-            bn_grad_row_kernel<<<grid(be, rows), NT, 0, st>>>(x, dy, B, C, S, mean, invstd, p0, p1);
+            bn_grad_row_kernel<<<grid(be, rows * 32), NT, 0, st>>>(x, dy, B, C, S, mean, invstd, p0, p1);
             SNN_CU_LAUNCHED("batchnorm_backward_sums");
         }
     }
