@@ -65,47 +65,89 @@ template <> __device__ __forceinline__ float store_as<float>(float v) { return v
 template <> __device__ __forceinline__ __nv_bfloat16 store_as<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 template <> __device__ __forceinline__ __half store_as<__half>(float v) { return __float2half_rn(v); }
 
-/* col[r*ld + s*P + p] for r < K, s < nb, p < P; element e = (r*nb + s)*P + p. */
+/* The 2-D launches below: blockIdx.y (grid-stride) walks "lines" (a column row and sample for
+ * im2col, a sample and channel plane for col2im), whose per-line indices are computed once,
+ * and x walks the pixels of the line, so an element costs one division instead of ten. */
+struct Grid2 {
+    dim3 grid;
+    unsigned block; /* whole warps; narrower than 256 for short lines, so few threads idle */
+};
+Grid2 grid2(const snn_backend *be, size_t lines, size_t per_line) {
+    unsigned bd = 256;
+    if (per_line < 256) bd = per_line <= 32 ? 32u : (unsigned)((per_line + 31) / 32 * 32);
+    const size_t cap = (size_t)snn_cuda_table_grid(be, (size_t)1 << 40, 256) * (256 / bd);
+    size_t gx = (per_line + bd - 1) / bd;
+    if (gx > cap) gx = cap;
+    if (gx < 1) gx = 1;
+    size_t gy = cap / gx;
+    if (gy < 1) gy = 1;
+    if (gy > lines) gy = lines;
+    if (gy > 65535) gy = 65535;
+    Grid2 g = {dim3((unsigned)gx, (unsigned)gy, 1), bd};
+    return g;
+}
+
+/* col[r*ld + s*P + p] for r < K, s < nb, p < P: line (r, s) = rs = r*nb + s. */
 template <typename I, typename O = float>
 __global__ void im2col_kernel(Geo g, I nb, const float *__restrict__ x, O *__restrict__ col, size_t ld) {
-    const I P = (I)g.Ho * (I)g.Wo, K = (I)g.C * (I)g.kh * (I)g.kw, total = K * nb * P;
+    const I P = (I)g.Ho * (I)g.Wo, K = (I)g.C * (I)g.kh * (I)g.kw, lines = K * nb;
     const I in_n = (I)g.C * (I)g.H * (I)g.W, kk = (I)g.kh * (I)g.kw;
-    for (I e = blockIdx.x * (I)blockDim.x + threadIdx.x; e < total; e += (I)gridDim.x * blockDim.x) {
-        const I p = e % P, rs = e / P, s = rs % nb, r = rs / nb;
-        const I c = r / kk, t = r % kk, i = t / (I)g.kw, j = t % (I)g.kw;
-        const int oh = (int)(p / (I)g.Wo), ow = (int)(p % (I)g.Wo);
-        const int ih = oh * g.sh - g.ph + (int)i, iw = ow * g.sw - g.pw + (int)j;
-        float v = 0.0f;
-        if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W)
-            v = x[(size_t)s * in_n + ((size_t)c * g.H + (size_t)ih) * g.W + (size_t)iw];
-        col[(size_t)r * ld + (size_t)s * P + p] = store_as<O>(v);
+    for (I rs = blockIdx.y; rs < lines; rs += gridDim.y) {
+        const I s = rs % nb, r = rs / nb;
+        const I c = r / kk, t = r % kk;
+        const int i = (int)(t / (I)g.kw), j = (int)(t % (I)g.kw);
+        const float *xp = x + (size_t)s * in_n + (size_t)c * g.H * g.W;
+        O *cp = col + (size_t)r * ld + (size_t)s * P;
+        for (I p = blockIdx.x * (I)blockDim.x + threadIdx.x; p < P; p += (I)gridDim.x * blockDim.x) {
+            const int oh = (int)(p / (I)g.Wo), ow = (int)p - oh * g.Wo;
+            const int ih = oh * g.sh - g.ph + i, iw = ow * g.sw - g.pw + j;
+            float v = 0.0f;
+            if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W) v = xp[(size_t)ih * g.W + (size_t)iw];
+            cp[p] = store_as<O>(v);
+        }
     }
 }
 
-/* dx[s][c][ih][iw] = +0 + the entries of the taps (i, j) that read it, taps in increasing order. */
+/* dx[s][c][ih][iw] = +0 + the entries of the taps (i, j) that read it, taps in increasing order:
+ * line (s, c) = sc = s*C + c. */
 template <typename I>
 __global__ void col2im_kernel(Geo g, I nb, const float *__restrict__ col, size_t ld, float *__restrict__ dx) {
-    const I P = (I)g.Ho * (I)g.Wo, HW = (I)g.H * (I)g.W, total = nb * (I)g.C * HW;
-    for (I e = blockIdx.x * (I)blockDim.x + threadIdx.x; e < total; e += (I)gridDim.x * blockDim.x) {
-        const I pix = e % HW, sc = e / HW, c = sc % (I)g.C, s = sc / (I)g.C;
-        const int ih = (int)(pix / (I)g.W), iw = (int)(pix % (I)g.W);
-        float acc = 0.0f;
-        for (int i = 0; i < g.kh; i++) {
-            const int th = ih + g.ph - i; /* = oh * sh */
-            if (th < 0 || th % g.sh) continue;
-            const int oh = th / g.sh;
-            if (oh >= g.Ho) continue;
-            for (int j = 0; j < g.kw; j++) {
-                const int tw = iw + g.pw - j;
-                if (tw < 0 || tw % g.sw) continue;
-                const int ow = tw / g.sw;
-                if (ow >= g.Wo) continue;
-                const size_t r = ((size_t)c * g.kh + (size_t)i) * g.kw + (size_t)j;
-                acc = __fadd_rn(acc, col[r * ld + (size_t)s * P + (size_t)oh * g.Wo + (size_t)ow]);
+    const I P = (I)g.Ho * (I)g.Wo, HW = (I)g.H * (I)g.W, lines = nb * (I)g.C;
+    for (I sc = blockIdx.y; sc < lines; sc += gridDim.y) {
+        const I c = sc % (I)g.C, s = sc / (I)g.C;
+        const float *cs = col + (size_t)s * P;
+        float *dp = dx + (size_t)sc * HW;
+        for (I pix = blockIdx.x * (I)blockDim.x + threadIdx.x; pix < HW; pix += (I)gridDim.x * blockDim.x) {
+            const int ih = (int)(pix / (I)g.W), iw = (int)pix - ih * g.W;
+            float acc = 0.0f;
+            for (int i = 0; i < g.kh; i++) {
+                const int th = ih + g.ph - i; /* = oh * sh */
+                if (th < 0) break;            /* th only falls as i grows */
+                const int oh = g.sh == 1 ? th : th / g.sh;
+                if (oh * g.sh != th || oh >= g.Ho) continue;
+                for (int j = 0; j < g.kw; j++) {
+                    const int tw = iw + g.pw - j;
+                    if (tw < 0) break;
+                    const int ow = g.sw == 1 ? tw : tw / g.sw;
+                    if (ow * g.sw != tw || ow >= g.Wo) continue;
+                    const size_t r = ((size_t)c * g.kh + (size_t)i) * g.kw + (size_t)j;
+                    acc = __fadd_rn(acc, cs[r * ld + (size_t)oh * g.Wo + (size_t)ow]);
+                }
             }
+            dp[pix] = acc;
         }
-        dx[e] = acc;
     }
+}
+
+template <typename O>
+void launch_im2col(const snn_backend *be, const snn_conv_geom *g, int nb, const float *x, O *col, size_t ld,
+                   size_t total) {
+    const size_t K = (size_t)g->C * g->kh * g->kw, P = (size_t)g->Ho * g->Wo;
+    const Grid2 gr = grid2(be, K * (size_t)nb, P);
+    if (fits32(total) && fits32((size_t)nb * g->C * g->H * g->W))
+        im2col_kernel<uint32_t, O><<<gr.grid, gr.block, 0, stream_of(be)>>>(geo_of(g), (uint32_t)nb, x, col, ld);
+    else
+        im2col_kernel<uint64_t, O><<<gr.grid, gr.block, 0, stream_of(be)>>>(geo_of(g), (uint64_t)nb, x, col, ld);
 }
 
 snn_status t_im2col(const snn_backend *be, const snn_conv_geom *g, int nb, const float *x, float *col, size_t ld) {
@@ -115,24 +157,11 @@ snn_status t_im2col(const snn_backend *be, const snn_conv_geom *g, int nb, const
     if (ld < (size_t)nb * P) return snn_error(SNN_E_SHAPE, "im2col: ld %zu < %d samples x %zu", ld, nb, P);
     if (!total) return SNN_OK;
     if (!x || !col) return snn_error(SNN_E_INVALID, "im2col: NULL buffer");
-    const unsigned grid = snn_cuda_table_grid(be, total, 256);
-    if (fits32(total) && fits32((size_t)nb * g->C * g->H * g->W))
-        im2col_kernel<uint32_t><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), (uint32_t)nb, x, col, ld);
-    else
-        im2col_kernel<uint64_t><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), (uint64_t)nb, x, col, ld);
+    launch_im2col(be, g, nb, x, col, ld, total);
     SNN_CU_LAUNCHED("im2col");
     return SNN_OK;
 }
 
-template <typename O>
-void launch_im2col(const snn_backend *be, const snn_conv_geom *g, int nb, const float *x, O *col, size_t ld,
-                   size_t total) {
-    const unsigned grid = snn_cuda_table_grid(be, total, 256);
-    if (fits32(total) && fits32((size_t)nb * g->C * g->H * g->W))
-        im2col_kernel<uint32_t, O><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), (uint32_t)nb, x, col, ld);
-    else
-        im2col_kernel<uint64_t, O><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), (uint64_t)nb, x, col, ld);
-}
 
 snn_status t_im2col16(const snn_backend *be, snn_dtype t, const snn_conv_geom *g, int nb, const float *x, void *col,
                       size_t ld) {
@@ -156,11 +185,11 @@ snn_status t_col2im(const snn_backend *be, const snn_conv_geom *g, int nb, const
     if (ld < (size_t)nb * P) return snn_error(SNN_E_SHAPE, "col2im: ld %zu < %d samples x %zu", ld, nb, P);
     if (!total) return SNN_OK;
     if (!dx || !col) return snn_error(SNN_E_INVALID, "col2im: NULL buffer");
-    const unsigned grid = snn_cuda_table_grid(be, total, 256);
+    const Grid2 gr = grid2(be, (size_t)nb * g->C, (size_t)g->H * g->W);
     if (fits32(total) && fits32((size_t)nb * P))
-        col2im_kernel<uint32_t><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), (uint32_t)nb, col, ld, dx);
+        col2im_kernel<uint32_t><<<gr.grid, gr.block, 0, stream_of(be)>>>(geo_of(g), (uint32_t)nb, col, ld, dx);
     else
-        col2im_kernel<uint64_t><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), (uint64_t)nb, col, ld, dx);
+        col2im_kernel<uint64_t><<<gr.grid, gr.block, 0, stream_of(be)>>>(geo_of(g), (uint64_t)nb, col, ld, dx);
     SNN_CU_LAUNCHED("col2im");
     return SNN_OK;
 }

@@ -91,14 +91,19 @@ __global__ void bn_stats_final_kernel(int C, int training, double eps, double mo
     }
 }
 
+/* The elementwise passes walk (row, channel) lines in blockIdx.y and the S values of a line
+ * in x: the channel is computed once a line, not with two 64-bit divisions an element. */
 __global__ void bn_apply_kernel(const float *__restrict__ x, size_t B, int C, size_t S, const double *__restrict__ mean,
                                 const double *__restrict__ invstd, const float *__restrict__ w,
                                 const float *__restrict__ b, float *__restrict__ y) {
-    const size_t n = B * (size_t)C * S;
-    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < n; e += (size_t)gridDim.x * blockDim.x) {
-        const int c = (int)((e / S) % (size_t)C);
-        const double sc = __dmul_rn(invstd[c], (double)w[c]);
-        y[e] = (float)__dadd_rn(__dmul_rn(__dsub_rn((double)x[e], mean[c]), sc), (double)b[c]);
+    const size_t lines = B * (size_t)C;
+    for (size_t e = blockIdx.y; e < lines; e += gridDim.y) {
+        const int c = (int)(e % (size_t)C);
+        const double sc = __dmul_rn(invstd[c], (double)w[c]), mu = mean[c], bc = (double)b[c];
+        const float *xp = x + e * S;
+        float *yp = y + e * S;
+        for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < S; k += (size_t)gridDim.x * blockDim.x)
+            yp[k] = (float)__dadd_rn(__dmul_rn(__dsub_rn((double)xp[k], mu), sc), bc);
     }
 }
 
@@ -147,18 +152,44 @@ __global__ void bn_dx_kernel(const float *__restrict__ x, const float *__restric
                              int training, double count, const float *__restrict__ w, const double *__restrict__ mean,
                              const double *__restrict__ invstd, const double *__restrict__ gsum,
                              const double *__restrict__ gdot, float *__restrict__ dx) {
-    const size_t n = B * (size_t)C * S;
-    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < n; e += (size_t)gridDim.x * blockDim.x) {
-        const int c = (int)((e / S) % (size_t)C);
-        const double is = invstd[c], k = __dmul_rn((double)w[c], is), g = (double)dy[e];
-        if (training) {
-            const double a = __ddiv_rn(gsum[c], count), bb = __ddiv_rn(gdot[c], count);
-            const double xh = __dmul_rn(__dsub_rn((double)x[e], mean[c]), is);
-            dx[e] = (float)__dmul_rn(k, __dsub_rn(__dsub_rn(g, a), __dmul_rn(xh, bb)));
-        } else {
-            dx[e] = (float)__dmul_rn(k, g);
+    const size_t lines = B * (size_t)C;
+    for (size_t e = blockIdx.y; e < lines; e += gridDim.y) {
+        const int c = (int)(e % (size_t)C);
+        const double is = invstd[c], k = __dmul_rn((double)w[c], is), mu = mean[c];
+        const double a = training ? __ddiv_rn(gsum[c], count) : 0.0, bb = training ? __ddiv_rn(gdot[c], count) : 0.0;
+        const float *xp = x + e * S, *gp = dy + e * S;
+        float *dp = dx + e * S;
+        for (size_t q = blockIdx.x * (size_t)blockDim.x + threadIdx.x; q < S; q += (size_t)gridDim.x * blockDim.x) {
+            const double g = (double)gp[q];
+            if (training) {
+                const double xh = __dmul_rn(__dsub_rn((double)xp[q], mu), is);
+                dp[q] = (float)__dmul_rn(k, __dsub_rn(__dsub_rn(g, a), __dmul_rn(xh, bb)));
+            } else {
+                dp[q] = (float)__dmul_rn(k, g);
+            }
         }
     }
+}
+
+/* x covers a line's S values, y the lines (grid-stride), within the table's thread budget;
+ * a short line gets a narrower block (whole warps) so few threads idle. */
+struct LineLaunch {
+    dim3 grid;
+    unsigned block;
+};
+LineLaunch line_launch(const snn_backend *be, size_t lines, size_t S) {
+    unsigned bd = NT;
+    if (S < NT) bd = S <= 32 ? 32u : (unsigned)((S + 31) / 32 * 32);
+    const size_t cap = (size_t)snn_cuda_table_grid(be, (size_t)1 << 40, NT) * (NT / bd);
+    size_t gx = (S + bd - 1) / bd;
+    if (gx > cap) gx = cap;
+    if (gx < 1) gx = 1;
+    size_t gy = cap / gx;
+    if (gy < 1) gy = 1;
+    if (gy > lines) gy = lines;
+    if (gy > 65535) gy = 65535;
+    LineLaunch l = {dim3((unsigned)gx, (unsigned)gy, 1), bd};
+    return l;
 }
 
 snn_status bn_args(const snn_backend *be, const char *what, size_t B, int C, size_t S, const void *x) {
@@ -207,7 +238,8 @@ snn_status t_batchnorm_forward(const snn_backend *be, size_t B, int C, size_t S,
     SNN_CU_LAUNCHED("batchnorm_forward (statistics)");
     const size_t n = B * (size_t)C * S;
     if (n) {
-        bn_apply_kernel<<<grid(be, n), NT, 0, st>>>(x, B, C, S, mean, invstd, w, b, y);
+        const LineLaunch l = line_launch(be, B * (size_t)C, S);
+        bn_apply_kernel<<<l.grid, l.block, 0, st>>>(x, B, C, S, mean, invstd, w, b, y);
         SNN_CU_LAUNCHED("batchnorm_forward");
     }
     return SNN_OK;
@@ -247,7 +279,8 @@ snn_status t_batchnorm_backward_input(const snn_backend *be, size_t B, int C, si
         return snn_error(SNN_E_INVALID, "batchnorm_backward_input: NULL argument");
     const size_t n = B * (size_t)C * S;
     if (!n) return SNN_OK;
-    bn_dx_kernel<<<grid(be, n), NT, 0, st_of(be)>>>(x, dy, B, C, S, training, count, w, mean, invstd, gsum, gdot, dx);
+    const LineLaunch l = line_launch(be, B * (size_t)C, S);
+    bn_dx_kernel<<<l.grid, l.block, 0, st_of(be)>>>(x, dy, B, C, S, training, count, w, mean, invstd, gsum, gdot, dx);
     SNN_CU_LAUNCHED("batchnorm_backward_input");
     return SNN_OK;
 }
