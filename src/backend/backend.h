@@ -233,13 +233,16 @@ struct snn_backend {
      * entries that read it, added in increasing row r (tap) order starting from +0.0f
      * (0 + a first, as dx = 0; dx += ...); pixels no window reads become 0. Exact. */
     snn_status (*col2im)(const snn_backend *be, const snn_conv_geom *g, int nb, const float *col, size_t ld,
-                         float *dx);
+                         snn_dtype round, float *dx);
     /* The GEMM output of nb samples, src[O][ld] (sample s at columns s*P), into y[nb][O][P]:
      * y[s][o][p] = src[o*ld + s*P + p] + (bias ? bias[o] : 0.0f) (one FP32 add; without a bias
      * the + 0.0f still runs, so -0 becomes +0). src NULL: y[s][o][p] = bias[o] (a copy; bias
-     * required), the start of a GEMM that accumulates onto its bias (beta 1). Exact. */
+     * required), the start of a GEMM that accumulates onto its bias (beta 1). Exact.
+     * col2im and conv_scatter take `round`: SNN_F32 none; SNN_F16 / SNN_BF16: every value
+     * written is rounded (RNE, overflow to inf) to that type last, what a 16-bit module's
+     * output rounding would do in a pass of its own. */
     snn_status (*conv_scatter)(const snn_backend *be, int nb, int O, size_t P, const float *src, size_t ld,
-                               const float *bias, float *y);
+                               const float *bias, snn_dtype round, float *y);
     /* The inverse layout change: dst[o*ld + s*P + p] = src[s][o][p] for nb samples (copies). */
     snn_status (*conv_gather)(const snn_backend *be, int nb, int O, size_t P, const float *src, float *dst,
                               size_t ld);

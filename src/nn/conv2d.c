@@ -82,6 +82,8 @@ static snn_dtype store16(const snn_backend *be, const snn_run *r) {
 /* How W (params[0].data) is stored: a precision wrapper's 16-bit copy (SNN_MODULE_W16), which
  * only the 16-bit-operand path reads (store16; the CPU never gets one), or FP32. */
 static snn_dtype w_store(const snn_run *r) { return r->w_store ? (snn_dtype)r->w_store : SNN_F32; }
+/* The rounding a wrapper asked of y and dx (SNN_MODULE_ROUNDS_OUT), SNN_F32 for none. */
+static snn_dtype out_round(const snn_run *r) { return r->out_round ? (snn_dtype)r->out_round : SNN_F32; }
 
 static snn_status check_w_store(const snn_backend *be, const snn_run *r) {
     if (w_store(r) != SNN_F32 && store16(be, r) == SNN_F32)
@@ -141,9 +143,10 @@ static snn_status forward_per_sample(snn_conv_engine *e, const snn_run *r, const
                 cb = col;
             }
             /* y = bias, then the product accumulates onto it */
-            if (st == SNN_OK && bias) st = be->conv_scatter(be, 1, O, P, NULL, P, bias, yb);
+            if (st == SNN_OK && bias) st = be->conv_scatter(be, 1, O, P, NULL, P, bias, SNN_F32, yb);
             if (st == SNN_OK)
                 st = mm(be, r, 0, 0, O, (int)P, (int)K, W, (int)K, cb, (int)P, bias ? 1.0f : 0.0f, yb, (int)P);
+            if (st == SNN_OK && out_round(r) != SNN_F32) st = be->round(be, out_round(r), yb, yb, out_n);
             worker_fail(&err, st);
         }
     }
@@ -168,7 +171,7 @@ static snn_status forward_batched(snn_conv_engine *e, const snn_run *r, const sn
             SNN_TRY(be->im2col(be, g, nb, x + b0 * in_n, e->col, ld));
             SNN_TRY(mm(be, r, 0, 0, O, (int)ld, (int)K, W, (int)K, e->col, (int)ld, 0.0f, e->buf, (int)ld));
         }
-        SNN_TRY(be->conv_scatter(be, nb, O, P, e->buf, ld, bias, y + b0 * out_n));
+        SNN_TRY(be->conv_scatter(be, nb, O, P, e->buf, ld, bias, out_round(r), y + b0 * out_n));
     }
     return SNN_OK;
 }
@@ -236,7 +239,7 @@ snn_status snn_conv_engine_backward(snn_conv_engine *e, const snn_run *r, const 
             if (!dx || e->per_sample) continue;
             SNN_TRY(mm_stored(be, r, 1, 0, (int)K, (int)ld, O, W, w_store(r), (int)K, e->buf, s16, (int)ld, 0.0f,
                               e->col, (int)ld));
-            SNN_TRY(be->col2im(be, g, nb, e->col, ld, dx + b0 * in_n));
+            SNN_TRY(be->col2im(be, g, nb, e->col, ld, out_round(r), dx + b0 * in_n));
             continue;
         }
         SNN_TRY(be->conv_gather(be, nb, O, P, dy + b0 * out_n, e->buf, ld));
@@ -246,7 +249,7 @@ snn_status snn_conv_engine_backward(snn_conv_engine *e, const snn_run *r, const 
         if (!dx || e->per_sample) continue;
         /* dcol[K][ld] = W^T dy, into the column buffer (no longer needed) */
         SNN_TRY(mm(be, r, 1, 0, (int)K, (int)ld, O, W, (int)K, e->buf, (int)ld, 0.0f, e->col, (int)ld));
-        SNN_TRY(be->col2im(be, g, nb, e->col, ld, dx + b0 * in_n));
+        SNN_TRY(be->col2im(be, g, nb, e->col, ld, out_round(r), dx + b0 * in_n));
     }
     if (!dx || !e->per_sample) return SNN_OK;
     worker_err err = {SNN_OK, ""};
@@ -259,7 +262,9 @@ snn_status snn_conv_engine_backward(snn_conv_engine *e, const snn_run *r, const 
             float *db_ = e->direct ? dx + (size_t)b * in_n : col; /* pointwise: dcol is dx */
             snn_status st =
                 mm(be, r, 1, 0, (int)K, (int)P, O, W, (int)K, dy + (size_t)b * out_n, (int)P, 0.0f, db_, (int)P);
-            if (st == SNN_OK && !e->direct) st = be->col2im(be, g, 1, col, P, dx + (size_t)b * in_n);
+            float *dxb = dx + (size_t)b * in_n;
+            if (st == SNN_OK && !e->direct) st = be->col2im(be, g, 1, col, P, out_round(r), dxb);
+            else if (st == SNN_OK && out_round(r) != SNN_F32) st = be->round(be, out_round(r), dxb, dxb, in_n);
             worker_fail(&err, st);
         }
     }
@@ -339,7 +344,7 @@ static const snn_module_ops conv2d_ops = {
     .describe = conv2d_describe,
     .kind = "Conv2d",
     .devices = SNN_DEVMASK_ALL,
-    .flags = SNN_MODULE_W16,
+    .flags = SNN_MODULE_W16 | SNN_MODULE_ROUNDS_OUT,
     .setup = conv2d_setup,
     .init = conv2d_init,
     .reserve = conv2d_reserve,

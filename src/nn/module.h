@@ -78,6 +78,9 @@ typedef struct snn_run {
     int w_store;                      /* snn_dtype of params[0].data while a wrapper has put a
                                          16-bit copy of the weight there (kinds with
                                          SNN_MODULE_W16 only); 0: F32 */
+    int out_round;                    /* snn_dtype a wrapper asks a SNN_MODULE_ROUNDS_OUT kind
+                                         to round its forward output and its dx to, in the
+                                         pass that writes them; 0: none */
 } snn_run;
 
 typedef struct snn_module snn_module;
@@ -98,6 +101,9 @@ typedef struct snn_module_desc {
  * a_store), so a precision wrapper may put a 16-bit copy of the weight there (converted once
  * per forward, reused by the backward). */
 #define SNN_MODULE_W16 1u
+/* The kind honours snn_run.out_round (its last pass over y and dx rounds them), so the
+ * wrapper's own rounding pass goes. */
+#define SNN_MODULE_ROUNDS_OUT 4u
 /* The kind honours snn_module.in_store / out_store (16-bit activations and gradients). */
 #define SNN_MODULE_TYPED_IO 2u
 

@@ -59,6 +59,9 @@ static snn_status g16_direct_call(snn_module *m, const snn_run *r, int backward,
     snn_run r16 = *r;
     r16.gemm_type = (int)p->half;
     r16.w_store = (int)p->half;
+    /* a kind that rounds what it writes last saves the pass below */
+    const int rounds_out = (pm->orig->flags & SNN_MODULE_ROUNDS_OUT) != 0;
+    if (rounds_out) r16.out_round = (int)p->half;
     float *w = m->params[0].data;
     m->params[0].data = (float *)pm->w16;
     snn_status st = backward ? pm->orig->backward(m, &r16, x, y, dy, out) : pm->orig->forward(m, &r16, x, out);
@@ -67,7 +70,7 @@ static snn_status g16_direct_call(snn_module *m, const snn_run *r, int backward,
     /* FP32 outputs are rounded here; 16-bit ones were written rounded by the GEMM */
     size_t n = backward ? in_floats(m, r) : out_floats(m, r);
     int stored16 = backward ? m->in_store : m->out_store;
-    return out && !stored16 ? round_buf(m, p->half, out, out, n) : SNN_OK;
+    return out && !stored16 && !rounds_out ? round_buf(m, p->half, out, out, n) : SNN_OK;
 }
 
 /* The module's own forward on rounded operands; its GEMMs are told the operands are 16-bit

@@ -210,16 +210,26 @@ static void test_im2col(void) {
         sprinkle_zeros(col, ncol);
         float *dref = hpoisoned(nx), *dd = dnewf(NULL, nx);
         OK(gpu->upload(gpu, dcol, col, ncol * sizeof(float)));
-        OK(cpu->col2im(cpu, &g, t->nb, col, ld, dref));
-        OK(gpu->col2im(gpu, &g, t->nb, dcol, ld, dd));
+        OK(cpu->col2im(cpu, &g, t->nb, col, ld, SNN_F32, dref));
+        OK(gpu->col2im(gpu, &g, t->nb, dcol, ld, SNN_F32, dd));
         got = downf(dd, nx);
         CHECK_BITS(what, got, dref, nx);
         free(got);
+        /* with the output rounding of a 16-bit module */
+        for (int ti = 0; ti < 2; ti++) {
+            const snn_dtype t16 = ti ? SNN_F16 : SNN_BF16;
+            OK(cpu->col2im(cpu, &g, t->nb, col, ld, t16, dref));
+            OK(gpu->col2im(gpu, &g, t->nb, dcol, ld, t16, dd));
+            got = downf(dd, nx);
+            CHECK_BITS(what, got, dref, nx);
+            free(got);
+        }
+        CHECK(gpu->col2im(gpu, &g, t->nb, dcol, ld, SNN_F8E4M3, dd) == SNN_E_INVALID);
         /* refusals: ld too small, a geometry whose output size is stale */
         CHECK(gpu->im2col(gpu, &g, t->nb, dx_, dcol, (size_t)t->nb * P - 1) == SNN_E_SHAPE);
         snn_conv_geom bad = g;
         bad.Wo++;
-        CHECK(gpu->col2im(gpu, &bad, t->nb, dcol, ld + P, dd) == SNN_E_INVALID);
+        CHECK(gpu->col2im(gpu, &bad, t->nb, dcol, ld + P, SNN_F32, dd) == SNN_E_INVALID);
         free(x);
         free(ref);
         free(col);
@@ -242,13 +252,15 @@ static void test_scatter_gather(void) {
         sprinkle_zeros(buf, nbuf);
         bias[0] = -0.0f; /* -0 bias: a copy keeps it, an add of +0 products does not */
         float *dbuf = dnewf(buf, nbuf), *dbias = dnewf(bias, (size_t)O), *dy = dnewf(NULL, ny);
-        for (int mode = 0; mode < 3; mode++) { /* with bias, without, bias only (src NULL) */
-            const float *hs = mode == 2 ? NULL : buf, *ds = mode == 2 ? NULL : dbuf;
-            const float *hb = mode == 1 ? NULL : bias, *db = mode == 1 ? NULL : dbias;
+        /* with bias, without, bias only (src NULL); then with each output rounding */
+        for (int mode = 0; mode < 9; mode++) {
+            const float *hs = mode % 3 == 2 ? NULL : buf, *ds = mode % 3 == 2 ? NULL : dbuf;
+            const float *hb = mode % 3 == 1 ? NULL : bias, *db = mode % 3 == 1 ? NULL : dbias;
+            const snn_dtype rt = mode < 3 ? SNN_F32 : mode < 6 ? SNN_BF16 : SNN_F16;
             float *ref = hpoisoned(ny);
             OK(gpu->fill(gpu, dy, NAN, ny));
-            OK(cpu->conv_scatter(cpu, nb, O, P, hs, ld, hb, ref));
-            OK(gpu->conv_scatter(gpu, nb, O, P, ds, ld, db, dy));
+            OK(cpu->conv_scatter(cpu, nb, O, P, hs, ld, hb, rt, ref));
+            OK(gpu->conv_scatter(gpu, nb, O, P, ds, ld, db, rt, dy));
             float *got = downf(dy, ny);
             char what[64];
             snprintf(what, sizeof what, "conv_scatter case %zu mode %d", ci, mode);
@@ -256,7 +268,7 @@ static void test_scatter_gather(void) {
             free(got);
             free(ref);
         }
-        CHECK(gpu->conv_scatter(gpu, nb, O, P, NULL, ld, NULL, dy) == SNN_E_INVALID);
+        CHECK(gpu->conv_scatter(gpu, nb, O, P, NULL, ld, NULL, SNN_F32, dy) == SNN_E_INVALID);
         /* gather: the columns beyond nb*P keep the poison on both sides */
         float *y = hnew(ny, -3.0f, 3.0f), *ref = hpoisoned(nbuf);
         float *dsrc = dnewf(y, ny), *ddst = dnewf(NULL, nbuf);

@@ -37,8 +37,16 @@ snn_status snn_cpu_im2col(const snn_backend *be, const snn_conv_geom *g, int nb,
     return SNN_OK;
 }
 
+/* x[i] = round_to(t, x[i]) for i < n (t SNN_F32: nothing). */
+static snn_status round_out(snn_dtype t, float *x, size_t n, const char *what) {
+    if (t == SNN_F32) return SNN_OK;
+    if (t != SNN_F16 && t != SNN_BF16) return snn_error(SNN_E_INVALID, "%s: round must be f32, f16 or bf16", what);
+    for (size_t i = 0; i < n; i++) x[i] = snn_round_to(t, x[i], 0);
+    return SNN_OK;
+}
+
 snn_status snn_cpu_col2im(const snn_backend *be, const snn_conv_geom *g, int nb, const float *col, size_t ld,
-                          float *dx) {
+                          snn_dtype round, float *dx) {
     (void)be;
     SNN_TRY(check_geom("col2im", g, nb));
     const size_t K = (size_t)g->C * g->kh * g->kw, P = (size_t)g->Ho * g->Wo, in_n = (size_t)g->C * g->H * g->W;
@@ -46,11 +54,11 @@ snn_status snn_cpu_col2im(const snn_backend *be, const snn_conv_geom *g, int nb,
     if (nb && (!dx || !col)) return snn_error(SNN_E_INVALID, "col2im: NULL buffer");
 #pragma omp parallel for schedule(static) if(nb > 1 && (size_t)nb * K * P > PAR_MIN_WORK)
     for (int s = 0; s < nb; s++) snn_col2im_f32(g, col + (size_t)s * P, ld, dx + (size_t)s * in_n);
-    return SNN_OK;
+    return round_out(round, dx, (size_t)nb * in_n, "col2im");
 }
 
 snn_status snn_cpu_conv_scatter(const snn_backend *be, int nb, int O, size_t P, const float *src, size_t ld,
-                                const float *bias, float *y) {
+                                const float *bias, snn_dtype round, float *y) {
     (void)be;
     if (nb < 0 || O < 0) return snn_error(SNN_E_INVALID, "conv_scatter: negative size");
     if (!nb || !O || !P) return SNN_OK;
@@ -70,7 +78,7 @@ snn_status snn_cpu_conv_scatter(const snn_backend *be, int nb, int O, size_t P, 
             for (size_t p = 0; p < P; p++) dst[p] = row[p] + bo;
         }
     }
-    return SNN_OK;
+    return round_out(round, y, (size_t)nb * out_n, "conv_scatter");
 }
 
 snn_status snn_cpu_conv_gather(const snn_backend *be, int nb, int O, size_t P, const float *src, float *dst,

@@ -7,9 +7,9 @@
 snn_status snn_cpu_im2col(const snn_backend *be, const snn_conv_geom *g, int nb, const float *x, float *col,
                           size_t ld);
 snn_status snn_cpu_col2im(const snn_backend *be, const snn_conv_geom *g, int nb, const float *col, size_t ld,
-                          float *dx);
+                          snn_dtype round, float *dx);
 snn_status snn_cpu_conv_scatter(const snn_backend *be, int nb, int O, size_t P, const float *src, size_t ld,
-                                const float *bias, float *y);
+                                const float *bias, snn_dtype round, float *y);
 snn_status snn_cpu_conv_gather(const snn_backend *be, int nb, int O, size_t P, const float *src, float *dst,
                                size_t ld);
 snn_status snn_cpu_conv_bias_grad(const snn_backend *be, size_t B, int O, size_t P, const float *dy, float *db);

@@ -65,6 +65,17 @@ template <> __device__ __forceinline__ float store_as<float>(float v) { return v
 template <> __device__ __forceinline__ __nv_bfloat16 store_as<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 template <> __device__ __forceinline__ __half store_as<__half>(float v) { return __float2half_rn(v); }
 
+/* An entry's `round` as a kernel argument: 0 none, 1 BF16, 2 F16 (RNE, overflow to inf). */
+inline int round_code(snn_dtype t) { return t == SNN_BF16 ? 1 : t == SNN_F16 ? 2 : 0; }
+snn_status check_round(snn_dtype t, const char *what) {
+    if (t != SNN_F32 && t != SNN_BF16 && t != SNN_F16)
+        return snn_error(SNN_E_INVALID, "%s: round must be f32, f16 or bf16", what);
+    return SNN_OK;
+}
+__device__ __forceinline__ float round_by(int rc, float v) {
+    return rc == 1 ? __bfloat162float(__float2bfloat16_rn(v)) : rc == 2 ? __half2float(__float2half_rn(v)) : v;
+}
+
 /* The 2-D launches below: blockIdx.y (grid-stride) walks "lines" (a column row and sample for
  * im2col, a sample and channel plane for col2im), whose per-line indices are computed once,
  * and x walks the pixels of the line, so an element costs one division instead of ten. */
@@ -111,7 +122,7 @@ __global__ void im2col_kernel(Geo g, I nb, const float *__restrict__ x, O *__res
 /* dx[s][c][ih][iw] = +0 + the entries of the taps (i, j) that read it, taps in increasing order:
  * line (s, c) = sc = s*C + c. */
 template <typename I>
-__global__ void col2im_kernel(Geo g, I nb, const float *__restrict__ col, size_t ld, float *__restrict__ dx) {
+__global__ void col2im_kernel(Geo g, I nb, const float *__restrict__ col, size_t ld, int rc, float *__restrict__ dx) {
     const I P = (I)g.Ho * (I)g.Wo, HW = (I)g.H * (I)g.W, lines = nb * (I)g.C;
     for (I sc = blockIdx.y; sc < lines; sc += gridDim.y) {
         const I c = sc % (I)g.C, s = sc / (I)g.C;
@@ -134,7 +145,7 @@ __global__ void col2im_kernel(Geo g, I nb, const float *__restrict__ col, size_t
                     acc = __fadd_rn(acc, cs[r * ld + (size_t)oh * g.Wo + (size_t)ow]);
                 }
             }
-            dp[pix] = acc;
+            dp[pix] = round_by(rc, acc);
         }
     }
 }
@@ -178,63 +189,75 @@ snn_status t_im2col16(const snn_backend *be, snn_dtype t, const snn_conv_geom *g
     return SNN_OK;
 }
 
-snn_status t_col2im(const snn_backend *be, const snn_conv_geom *g, int nb, const float *col, size_t ld, float *dx) {
+snn_status t_col2im(const snn_backend *be, const snn_conv_geom *g, int nb, const float *col, size_t ld, snn_dtype round,
+                    float *dx) {
     SNN_TRY(snn_cuda_table_check(be, "col2im"));
     SNN_TRY(check_geom("col2im", g, nb));
+    SNN_TRY(check_round(round, "col2im"));
+    const int rc = round_code(round);
     const size_t P = (size_t)g->Ho * g->Wo, total = (size_t)nb * g->C * g->H * g->W;
     if (ld < (size_t)nb * P) return snn_error(SNN_E_SHAPE, "col2im: ld %zu < %d samples x %zu", ld, nb, P);
     if (!total) return SNN_OK;
     if (!dx || !col) return snn_error(SNN_E_INVALID, "col2im: NULL buffer");
     const Grid2 gr = grid2(be, (size_t)nb * g->C, (size_t)g->H * g->W);
     if (fits32(total) && fits32((size_t)nb * P))
-        col2im_kernel<uint32_t><<<gr.grid, gr.block, 0, stream_of(be)>>>(geo_of(g), (uint32_t)nb, col, ld, dx);
+        col2im_kernel<uint32_t><<<gr.grid, gr.block, 0, stream_of(be)>>>(geo_of(g), (uint32_t)nb, col, ld, rc, dx);
     else
-        col2im_kernel<uint64_t><<<gr.grid, gr.block, 0, stream_of(be)>>>(geo_of(g), (uint64_t)nb, col, ld, dx);
+        col2im_kernel<uint64_t><<<gr.grid, gr.block, 0, stream_of(be)>>>(geo_of(g), (uint64_t)nb, col, ld, rc, dx);
     SNN_CU_LAUNCHED("col2im");
     return SNN_OK;
 }
 
 /* ---------------------------------------------------------------- layout changes around the GEMM */
 
-/* y[s][o][p] = src[o*ld + s*P + p] + b_o (src NULL: y = bias[o]). */
+/* y[s][o][p] = round(src[o*ld + s*P + p] + b_o) (src NULL: y = bias[o]): line (s, o) = s*O + o. */
 template <typename I>
 __global__ void scatter_kernel(I nb, I O, I P, const float *__restrict__ src, size_t ld, const float *__restrict__ bias,
-                               float *__restrict__ y) {
-    const I total = nb * O * P;
-    for (I e = blockIdx.x * (I)blockDim.x + threadIdx.x; e < total; e += (I)gridDim.x * blockDim.x) {
-        const I p = e % P, so = e / P, o = so % O, s = so / O;
+                               int rc, float *__restrict__ y) {
+    for (I so = blockIdx.y; so < nb * O; so += gridDim.y) {
+        const I o = so % O, s = so / O;
         const float bo = bias ? bias[o] : 0.0f;
-        y[e] = src ? __fadd_rn(src[(size_t)o * ld + (size_t)s * P + p], bo) : bo;
+        const float *sp = src ? src + (size_t)o * ld + (size_t)s * P : NULL;
+        float *yp = y + (size_t)so * P;
+        for (I p = blockIdx.x * (I)blockDim.x + threadIdx.x; p < P; p += (I)gridDim.x * blockDim.x)
+            yp[p] = round_by(rc, sp ? __fadd_rn(sp[p], bo) : bo);
     }
 }
 
 template <typename I, typename D = float>
 __global__ void gather_kernel(I nb, I O, I P, const float *__restrict__ src, D *__restrict__ dst, size_t ld) {
-    const I total = nb * O * P;
-    for (I e = blockIdx.x * (I)blockDim.x + threadIdx.x; e < total; e += (I)gridDim.x * blockDim.x) {
-        const I p = e % P, so = e / P, o = so % O, s = so / O;
-        dst[(size_t)o * ld + (size_t)s * P + p] = store_as<D>(src[e]);
+    for (I so = blockIdx.y; so < nb * O; so += gridDim.y) {
+        const I o = so % O, s = so / O;
+        const float *sp = src + (size_t)so * P;
+        D *dp = dst + (size_t)o * ld + (size_t)s * P;
+        for (I p = blockIdx.x * (I)blockDim.x + threadIdx.x; p < P; p += (I)gridDim.x * blockDim.x)
+            dp[p] = store_as<D>(sp[p]);
     }
 }
 
 snn_status t_conv_scatter(const snn_backend *be, int nb, int O, size_t P, const float *src, size_t ld,
-                          const float *bias, float *y) {
+                          const float *bias, snn_dtype round, float *y) {
     SNN_TRY(snn_cuda_table_check(be, "conv_scatter"));
+    SNN_TRY(check_round(round, "conv_scatter"));
     if (nb < 0 || O < 0) return snn_error(SNN_E_INVALID, "conv_scatter: negative size");
     if (!nb || !O || !P) return SNN_OK;
     if (!y || (!src && !bias)) return snn_error(SNN_E_INVALID, "conv_scatter: NULL buffer");
     if (src && ld < (size_t)nb * P) return snn_error(SNN_E_SHAPE, "conv_scatter: ld %zu < %d x %zu", ld, nb, P);
     const size_t total = (size_t)nb * O * P;
-    const unsigned grid = snn_cuda_table_grid(be, total, 256);
+    const Grid2 gr = grid2(be, (size_t)nb * O, P);
+    const int rc = round_code(round);
     if (fits32(total))
-        scatter_kernel<uint32_t><<<grid, 256, 0, stream_of(be)>>>((uint32_t)nb, (uint32_t)O, (uint32_t)P, src, ld,
-                                                                  bias, y);
+        scatter_kernel<uint32_t><<<gr.grid, gr.block, 0, stream_of(be)>>>((uint32_t)nb, (uint32_t)O, (uint32_t)P, src,
+                                                                          ld, bias, rc, y);
     else
-        scatter_kernel<uint64_t><<<grid, 256, 0, stream_of(be)>>>((uint64_t)nb, (uint64_t)O, (uint64_t)P, src, ld,
-                                                                  bias, y);
+        scatter_kernel<uint64_t><<<gr.grid, gr.block, 0, stream_of(be)>>>((uint64_t)nb, (uint64_t)O, (uint64_t)P, src,
+                                                                          ld, bias, rc, y);
     SNN_CU_LAUNCHED("conv_scatter");
     return SNN_OK;
 }
+
+template <typename D>
+void launch_gather(const snn_backend *be, int nb, int O, size_t P, const float *src, D *dst, size_t ld);
 
 snn_status t_conv_gather(const snn_backend *be, int nb, int O, size_t P, const float *src, float *dst, size_t ld) {
     SNN_TRY(snn_cuda_table_check(be, "conv_gather"));
@@ -242,12 +265,7 @@ snn_status t_conv_gather(const snn_backend *be, int nb, int O, size_t P, const f
     if (!nb || !O || !P) return SNN_OK;
     if (!src || !dst) return snn_error(SNN_E_INVALID, "conv_gather: NULL buffer");
     if (ld < (size_t)nb * P) return snn_error(SNN_E_SHAPE, "conv_gather: ld %zu < %d x %zu", ld, nb, P);
-    const size_t total = (size_t)nb * O * P;
-    const unsigned grid = snn_cuda_table_grid(be, total, 256);
-    if (fits32(total))
-        gather_kernel<uint32_t><<<grid, 256, 0, stream_of(be)>>>((uint32_t)nb, (uint32_t)O, (uint32_t)P, src, dst, ld);
-    else
-        gather_kernel<uint64_t><<<grid, 256, 0, stream_of(be)>>>((uint64_t)nb, (uint64_t)O, (uint64_t)P, src, dst, ld);
+    launch_gather(be, nb, O, P, src, dst, ld);
     SNN_CU_LAUNCHED("conv_gather");
     return SNN_OK;
 }
@@ -255,13 +273,13 @@ snn_status t_conv_gather(const snn_backend *be, int nb, int O, size_t P, const f
 template <typename D>
 void launch_gather(const snn_backend *be, int nb, int O, size_t P, const float *src, D *dst, size_t ld) {
     const size_t total = (size_t)nb * O * P;
-    const unsigned grid = snn_cuda_table_grid(be, total, 256);
+    const Grid2 gr = grid2(be, (size_t)nb * O, P);
     if (fits32(total))
-        gather_kernel<uint32_t, D><<<grid, 256, 0, stream_of(be)>>>((uint32_t)nb, (uint32_t)O, (uint32_t)P, src, dst,
-                                                                     ld);
+        gather_kernel<uint32_t, D><<<gr.grid, gr.block, 0, stream_of(be)>>>((uint32_t)nb, (uint32_t)O, (uint32_t)P, src,
+                                                                             dst, ld);
     else
-        gather_kernel<uint64_t, D><<<grid, 256, 0, stream_of(be)>>>((uint64_t)nb, (uint64_t)O, (uint64_t)P, src, dst,
-                                                                     ld);
+        gather_kernel<uint64_t, D><<<gr.grid, gr.block, 0, stream_of(be)>>>((uint64_t)nb, (uint64_t)O, (uint64_t)P, src,
+                                                                             dst, ld);
 }
 
 snn_status t_conv_gather16(const snn_backend *be, snn_dtype t, int nb, int O, size_t P, const float *src, void *dst,
