@@ -17,6 +17,7 @@
  *     sequential order: backend.h's bound).
  * Index arithmetic runs in 32 bits when the element count fits (the common case) and in 64
  * bits otherwise. */
+#include "backend/cuda/cuda_fastdiv.h"
 #include "backend/cuda/cuda_table.h"
 
 #include <limits.h>
@@ -149,12 +150,35 @@ __global__ void col2im_kernel(Geo g, I nb, const float *__restrict__ col, size_t
     }
 }
 
+/* The same walk with every index below 2^31: the divisions as multiply-highs (cuda_fastdiv.h),
+ * which is what the kernel's time goes to otherwise. */
+template <typename O>
+__global__ void im2col_fd_kernel(Geo g, int nb, Div dP, Div dnb, Div dkk, Div dkw, Div dWo,
+                                 const float *__restrict__ x, O *__restrict__ col, size_t ld) {
+    const int P = g.Ho * g.Wo, K = g.C * g.kh * g.kw, total = K * nb * P;
+    const size_t in_n = (size_t)g.C * g.H * g.W;
+    for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < total; e += gridDim.x * blockDim.x) {
+        const int rs = dv(e, dP), p = e - rs * P;
+        const int r = dv(rs, dnb), s = rs - r * nb;
+        const int c = dv(r, dkk), t = r - c * (int)dkk.d;
+        const int i = dv(t, dkw), j = t - i * g.kw;
+        const int oh = dv(p, dWo), ow = p - oh * g.Wo;
+        const int ih = oh * g.sh - g.ph + i, iw = ow * g.sw - g.pw + j;
+        float v = 0.0f;
+        if ((unsigned)ih < (unsigned)g.H && (unsigned)iw < (unsigned)g.W)
+            v = x[(size_t)s * in_n + ((size_t)c * g.H + (size_t)ih) * g.W + (size_t)iw];
+        col[(size_t)r * ld + (size_t)s * P + p] = store_as<O>(v);
+    }
+}
+
 template <typename O>
 void launch_im2col(const snn_backend *be, const snn_conv_geom *g, int nb, const float *x, O *col, size_t ld,
                    size_t total) {
     const unsigned grid = snn_cuda_table_grid(be, total, 256);
     if (fits32(total) && fits32((size_t)nb * g->C * g->H * g->W))
-        im2col_kernel<uint32_t, O><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), (uint32_t)nb, x, col, ld);
+        im2col_fd_kernel<O><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), nb, div_make(g->Ho * g->Wo), div_make(nb),
+                                                             div_make(g->kh * g->kw), div_make(g->kw), div_make(g->Wo),
+                                                             x, col, ld);
     else
         im2col_kernel<uint64_t, O><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), (uint64_t)nb, x, col, ld);
 }
@@ -229,6 +253,27 @@ __global__ void gather_kernel(I nb, I O, I P, const float *__restrict__ src, D *
     }
 }
 
+/* The two with every index below 2^31, divisions as multiply-highs. */
+__global__ void scatter_fd_kernel(int nb, int O, int P, Div dP, Div dO, const float *__restrict__ src, size_t ld,
+                                  const float *__restrict__ bias, int rc, float *__restrict__ y) {
+    const int total = nb * O * P;
+    for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < total; e += gridDim.x * blockDim.x) {
+        const int so = dv(e, dP), p = e - so * P, s = dv(so, dO), o = so - s * O;
+        const float bo = bias ? bias[o] : 0.0f;
+        y[e] = round_by(rc, src ? __fadd_rn(src[(size_t)o * ld + (size_t)s * P + p], bo) : bo);
+    }
+}
+
+template <typename D>
+__global__ void gather_fd_kernel(int nb, int O, int P, Div dP, Div dO, const float *__restrict__ src,
+                                 D *__restrict__ dst, size_t ld) {
+    const int total = nb * O * P;
+    for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < total; e += gridDim.x * blockDim.x) {
+        const int so = dv(e, dP), p = e - so * P, s = dv(so, dO), o = so - s * O;
+        dst[(size_t)o * ld + (size_t)s * P + p] = store_as<D>(src[e]);
+    }
+}
+
 snn_status t_conv_scatter(const snn_backend *be, int nb, int O, size_t P, const float *src, size_t ld,
                           const float *bias, snn_dtype round, float *y) {
     SNN_TRY(snn_cuda_table_check(be, "conv_scatter"));
@@ -241,8 +286,8 @@ snn_status t_conv_scatter(const snn_backend *be, int nb, int O, size_t P, const 
     const unsigned grid = snn_cuda_table_grid(be, total, 256);
     const int rc = round_code(round);
     if (fits32(total))
-        scatter_kernel<uint32_t><<<grid, 256, 0, stream_of(be)>>>((uint32_t)nb, (uint32_t)O, (uint32_t)P, src,
-                                                                          ld, bias, rc, y);
+        scatter_fd_kernel<<<grid, 256, 0, stream_of(be)>>>(nb, O, (int)P, div_make((int)P), div_make(O), src, ld, bias,
+                                                            rc, y);
     else
         scatter_kernel<uint64_t><<<grid, 256, 0, stream_of(be)>>>((uint64_t)nb, (uint64_t)O, (uint64_t)P, src,
                                                                           ld, bias, rc, y);
@@ -269,8 +314,8 @@ void launch_gather(const snn_backend *be, int nb, int O, size_t P, const float *
     const size_t total = (size_t)nb * O * P;
     const unsigned grid = snn_cuda_table_grid(be, total, 256);
     if (fits32(total))
-        gather_kernel<uint32_t, D><<<grid, 256, 0, stream_of(be)>>>((uint32_t)nb, (uint32_t)O, (uint32_t)P, src,
-                                                                             dst, ld);
+        gather_fd_kernel<D><<<grid, 256, 0, stream_of(be)>>>(nb, O, (int)P, div_make((int)P), div_make(O), src, dst,
+                                                             ld);
     else
         gather_kernel<uint64_t, D><<<grid, 256, 0, stream_of(be)>>>((uint64_t)nb, (uint64_t)O, (uint64_t)P, src,
                                                                              dst, ld);
