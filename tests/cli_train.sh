@@ -82,12 +82,24 @@ PY
 check "predict exit 0" '[ $? -eq 0 ]'
 check "predict one line per image" '[ $(wc -l <"$tmp/pred.out") -eq 5 ]'
 check "predict classes in range" 'awk "{ if (\$2 < 0 || \$2 > 9) exit 1 }" "$tmp/pred.out"'
-# --device cuda: without CUDA in this build (or without a usable GPU) one line and exit 2
+# --device cuda: without CUDA in this build one line naming the build and exit 2 (train,
+# eval and predict place the model with snn_model_to, which refuses the device there); with
+# CUDA, tests/cli_cuda.sh runs them on a GPU
 if ! "$SNN" --version | grep -q cuda; then
-  expect_usage_error "train --device cuda" train --model fcsnn --dataset synthetic --device cuda --out "$tmp/gpu"
-  expect_usage_error "eval --device cuda" eval --checkpoint "$tmp/run/model.safetensors" --dataset synthetic --device cuda
-  expect_usage_error "predict --device cuda" predict --checkpoint "$tmp/run/model.safetensors" --input "$tmp/img.idx" --device cuda
+  for dev in cuda cuda:0; do
+    expect_usage_error "train --device $dev" train --model fcsnn --dataset synthetic --device $dev --out "$tmp/gpu"
+    check "train --device $dev names the build" 'grep -q "built without CUDA" "$tmp/err"'
+    expect_usage_error "eval --device $dev" eval --checkpoint "$tmp/run/model.safetensors" --dataset $ds --device $dev
+    check "eval --device $dev names the build" 'grep -q "built without CUDA" "$tmp/err"'
+    expect_usage_error "predict --device $dev" predict --checkpoint "$tmp/run/model.safetensors" --input "$tmp/img.idx" --device $dev
+    check "predict --device $dev names the build" 'grep -q "built without CUDA" "$tmp/err"'
+  done
+  # the checkpoint's precision is checked first, with the CPU's refusal
+  expect_usage_error "eval --device cuda --precision bf16 (fp32 checkpoint)" eval --checkpoint "$tmp/run/model.safetensors" --dataset $ds --device cuda --precision bf16
+  check "eval --device cuda refuses another precision" 'grep -q "does not match the requested" "$tmp/err"'
 fi
+expect_usage_error "eval bad device" eval --checkpoint "$tmp/run/model.safetensors" --dataset $ds --device cuda:x
+expect_usage_error "predict bad device" predict --checkpoint "$tmp/run/model.safetensors" --input "$tmp/img.idx" --device gpu
 expect_usage_error "bad device" train --model fcsnn --dataset synthetic --device cuda:x --out "$tmp/gpu"
 head -c 20 "$tmp/img.idx" >"$tmp/bad.idx"
 expect_usage_error "truncated idx" predict --checkpoint "$tmp/run/model.safetensors" --input "$tmp/bad.idx"

@@ -9,7 +9,6 @@
 #include "common.h"
 #include "snn/checkpoint.h"
 #include "snn/train.h"
-#include "train_cuda.h"
 
 int cmd_eval(int argc, char **argv) {
     if (eval_dist_wanted(argc, argv)) return cmd_eval_dist(argc, argv); /* an artifact, under mpirun */
@@ -62,10 +61,8 @@ int cmd_eval(int argc, char **argv) {
         die_usage("the dataset has %d classes but the model outputs %zu", snn_dataset_classes(test),
                   snn_model_output_numel(m));
     double acc = 0, loss = 0, t0 = now_seconds();
-    if (device_is_cuda(pf.device))
-        st = eval_cuda(m, test, T, batch, enc, seed, pf.device, gpu_precision_config(&pf, ck), ck, &acc, &loss);
-    else
-        st = snn_evaluate(m, test, T, batch, enc, seed, &acc, &loss);
+    /* one call for every device: load_checkpoint placed the model where --device asked */
+    st = snn_evaluate(m, test, T, batch, enc, seed, &acc, &loss);
     if (st != SNN_OK) die_status(st == SNN_E_NUMERIC ? SNN_E_FORMAT : st, NULL);
     double dt = now_seconds() - t0;
     printf("test accuracy: %.4f (%d samples)\n", acc, snn_dataset_size(test));

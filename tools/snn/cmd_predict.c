@@ -9,7 +9,6 @@
 #include "common.h"
 #include "snn/checkpoint.h"
 #include "snn/train.h"
-#include "train_cuda.h"
 
 static int print_prediction(int index, int cls, double score, void *user) {
     int json = *(const int *)user;
@@ -59,36 +58,11 @@ int cmd_predict(int argc, char **argv) {
     size_t F = snn_dataset_features(ds);
     if (F != snn_model_input_numel(m))
         die_usage("%s has %zu values per image but the model expects %zu", input, F, snn_model_input_numel(m));
-    int total = snn_dataset_size(ds), N = batch < total ? batch : total, C = (int)snn_model_output_numel(m);
+    int total = snn_dataset_size(ds), N = batch < total ? batch : total;
     if (total < 1) die_usage("%s holds no images", input);
-    if (!device_is_cuda(pf.device)) {
-        st = snn_predict(m, ds, T, N, print_prediction, &json);
-        if (st != SNN_OK) die_status(st == SNN_E_NUMERIC ? SNN_E_FORMAT : st, NULL);
-    } else {
-        gpu_infer *gpu = gpu_infer_open(m, T, N, pf.device, gpu_precision_config(&pf, ck), ck);
-        float *yg = malloc(sizeof(float) * (size_t)C * N * (size_t)T), *xb = malloc(sizeof(float) * F * N);
-        uint32_t *idx = malloc(sizeof(uint32_t) * N);
-        if (!yg || !xb || !idx) die_status(SNN_E_NOMEM, "allocating");
-        for (int start = 0; start < total; start += N) {
-            int valid = total - start < N ? total - start : N;
-            for (int i = 0; i < N; i++) idx[i] = (uint32_t)(start + (i < valid ? i : 0));
-            st = snn_dataset_batch(ds, idx, N, xb, NULL);
-            if (st == SNN_OK) st = gpu_infer_forward(gpu, xb, valid, yg);
-            if (st != SNN_OK) die_status(st, "predicting");
-            for (int i = 0; i < valid; i++) {
-                int best = 0;
-                double bv = -1e300;
-                for (int c = 0; c < C; c++) {
-                    double s = 0;
-                    for (int tt = 0; tt < T; tt++) s += yg[((size_t)tt * N + i) * C + c];
-                    if (s > bv) { bv = s; best = c; }
-                }
-                if (print_prediction(start + i, best, bv / T, &json)) die_usage("cannot write to stdout");
-            }
-        }
-        free(xb); free(yg); free(idx);
-        gpu_infer_close(gpu);
-    }
+    /* one call for every device: load_checkpoint placed the model where --device asked */
+    st = snn_predict(m, ds, T, N, print_prediction, &json);
+    if (st != SNN_OK) die_status(st == SNN_E_NUMERIC ? SNN_E_FORMAT : st, NULL);
     snn_dataset_free(ds);
     snn_ckpt_close(ck);
     snn_precision_free(prec);

@@ -16,7 +16,6 @@
 #include "snn/optim.h"
 #include "snn/prepare.h"
 #include "snn/train.h"
-#include "train_cuda.h"
 
 typedef struct train_flags {
     int epochs, batch_size, json, quiet, warmup;
@@ -347,27 +346,10 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "snn: warning: --neuron-bwd fp8 without loss scaling (only --precision fp16 scales the loss): "
                         "small surrogate gradients underflow in FP8 and the run may stop learning\n");
     if (make_dir(o.out_dir) != 0) die_usage("cannot create output directory '%s': %s", o.out_dir, strerror(errno));
-    /* On a GPU the model runs on the op-table engine (the same loop as on the CPU) when every
-     * module kind it holds has GPU kernels there; otherwise on the whole-model GPU runner,
-     * which the engine is replacing. */
-    int use_runner = 0;
-    if (on_gpu && (st = snn_model_to(m, pf.device)) != SNN_OK) {
-        if (st != SNN_E_UNSUPPORTED || !strstr(snn_last_error(), "runs on the CPU only")) die_status(st, "placing the model");
-        use_runner = 1;
-        if (!tf.quiet) fprintf(stderr, "snn: note: %s; training on the GPU model runner instead\n", snn_last_error());
-    }
-    if (use_runner && SEEN("--checkpoint-every"))
-        die_usage("--checkpoint-every is not available for this model with --device cuda yet (the GPU model runner "
-                  "writes its checkpoint at the end and where --max-steps stops it)");
-    if (use_runner) {
-        if ((st = snn_precision_config_validate(&pcfg)) != SNN_OK) die_status(st, "checking the precision");
-        int rc = train_cuda_run(m, &o, &rpos, resume, train, test, mf.model, pf.device, &pcfg, tf.quiet, tf.json);
-        if (resume) snn_ckpt_close(resume);
-        snn_model_free(m);
-        snn_dataset_free(train);
-        snn_dataset_free(test);
-        return rc;
-    }
+    /* On a GPU the model runs on the op-table engine, the same loop as on the CPU: the model is
+     * placed first (snn_model_to), then prepared. A build without CUDA refuses the device here
+     * with the library's message naming the build. */
+    if (on_gpu && (st = snn_model_to(m, pf.device)) != SNN_OK) die_status(st, "placing the model");
     /* device -> prepare -> optimizer (the trainer creates it) */
     snn_precision *prec = NULL;
     st = snn_prepare_model_for_precision(m, pf.device ? pf.device : "cpu", &pcfg, &prec);

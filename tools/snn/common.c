@@ -186,11 +186,11 @@ void load_checkpoint(const char *path, uint64_t seed, const precision_flags *pf,
     } else if (!pc || snn_precision_config_from_json(pc, &pcfg) != SNN_OK) {
         pcfg = snn_precision_config_default();
     }
-    if (pf->device && !strncmp(pf->device, "cuda", 4)) {
-        /* the GPU runner takes the precision as its compute type (tools/snn/train_cuda.c) */
-        *prec = NULL;
-        return;
-    }
+    /* device -> prepare, the precision guide's order: on a GPU the model is placed first and
+     * the same library calls then run there. A build without CUDA refuses "cuda" here
+     * (SNN_E_UNSUPPORTED, the message names the build): exit 2, one line. */
+    if (device_is_cuda(pf->device) && (st = snn_model_to(*m, pf->device)) != SNN_OK)
+        die_status(st, "placing the model");
     st = snn_prepare_model_for_precision(*m, pf->device ? pf->device : "cpu", &pcfg, prec);
     if (st != SNN_OK) die_status(st, "preparing the precision");
     /* FP8 scales and amax histories, the loss scale and the step count of the trained model:
@@ -210,6 +210,8 @@ long ckpt_int_metadata(const snn_ckpt *ck, const char *key, long lo, long hi, lo
                   v, lo, hi);
     return x;
 }
+
+int device_is_cuda(const char *device) { return device && !strncmp(device, "cuda", 4); }
 
 int device_parse(const char *what, const char *dev) {
     if (!dev || !strcmp(dev, "cpu")) return -1;

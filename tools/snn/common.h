@@ -54,6 +54,8 @@ double model_bytes_estimate(const model_flags *f, int c, int h, int w, int class
 /* --device: -1 for NULL or "cpu", N for "cuda" / "cuda:N". Anything else exits 2, and so does
  * cuda in a build without CUDA; `what` (may be NULL) prefixes the message ("bench linear"). */
 int device_parse(const char *what, const char *dev);
+/* 1 for "cuda" and "cuda:N" (any text after "cuda": snn_model_to or device_parse checks it). */
+int device_is_cuda(const char *device);
 
 #endif
 
@@ -67,11 +69,13 @@ int precision_flags_options(precision_flags *f, opt *table);
 int precision_flags_given(const precision_flags *f);
 /* Parse and validate; a bad value or combination exits 2 with the validation message. */
 snn_precision_config precision_flags_config(const precision_flags *f);
-/* Open a checkpoint written by snn train, rebuild its model and prepare it under the
- * precision it was trained with (flags that disagree are refused). Exits on failure. */
 struct snn_ckpt;
 /* An integer metadata value of a checkpoint, strictly: absent gives def; text, a sign
  * where none belongs, overflow or a value outside [lo, hi] exits 2 naming the key. */
 long ckpt_int_metadata(const struct snn_ckpt *ck, const char *key, long lo, long hi, long def);
+/* Open a checkpoint written by snn train, rebuild its model, place it on pf->device (cpu by
+ * default; cuda / cuda:N through snn_model_to) and prepare it there under the precision it
+ * was trained with, restoring its FP8 / loss-scaler state (flags that disagree with the
+ * checkpoint are refused). Exits on failure. */
 void load_checkpoint(const char *path, uint64_t seed, const precision_flags *pf, snn_model **m,
                      struct snn_ckpt **ck, snn_precision **prec);
