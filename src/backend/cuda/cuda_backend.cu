@@ -746,6 +746,21 @@ snn_status snn_cuda_table_ws(const snn_backend *be, size_t bytes, void **out) { 
 void *snn_cuda_table_scratch(const snn_backend *be) { return tab(be)->scratch; }
 unsigned snn_cuda_table_grid(const snn_backend *be, size_t n, unsigned block) { return grid_for(be, n, block); }
 
+snn_cuda_lines snn_cuda_table_lines(const snn_backend *be, size_t lines, size_t per_line) {
+    unsigned bd = 256;
+    if (per_line < 256) bd = per_line <= 32 ? 32u : (unsigned)((per_line + 31) / 32 * 32);
+    const size_t cap = (size_t)grid_for(be, (size_t)1 << 40, 256) * (256 / bd);
+    size_t gx = (per_line + bd - 1) / bd;
+    if (gx > cap) gx = cap;
+    if (gx < 1) gx = 1;
+    size_t gy = cap / gx;
+    if (gy < 1) gy = 1;
+    if (gy > lines) gy = lines;
+    if (gy > 65535) gy = 65535;
+    snn_cuda_lines l = {dim3((unsigned)gx, (unsigned)gy, 1), bd};
+    return l;
+}
+
 /* ---------------------------------------------------------------- factory */
 
 extern "C" snn_status snn_backend_cuda_create(int device, snn_backend **out) {

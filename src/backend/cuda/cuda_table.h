@@ -27,6 +27,16 @@ void *snn_cuda_table_scratch(const snn_backend *be);
 /* A grid-stride grid for n elements: enough blocks to fill the GPU, no more. */
 unsigned snn_cuda_table_grid(const snn_backend *be, size_t n, unsigned block);
 
+/* A 2-D launch over `lines` rows of `per_line` elements each: blockIdx.y walks the lines
+ * (grid-stride), blockIdx.x and the threads a line's elements, so per-line indices are
+ * computed once; a short line gets a narrower block (whole warps) so few threads idle, and the
+ * thread total stays within what snn_cuda_table_grid allows. */
+struct snn_cuda_lines {
+    dim3 grid;
+    unsigned block;
+};
+snn_cuda_lines snn_cuda_table_lines(const snn_backend *be, size_t lines, size_t per_line);
+
 /* The families' install functions (each in its own file). */
 void snn_cuda_install_conv(snn_backend *be);  /* cuda_table_conv.cu: im2col, pooling */
 void snn_cuda_install_norm(snn_backend *be);  /* cuda_table_norm.cu: BatchNorm, dropout, token mean, SSA */

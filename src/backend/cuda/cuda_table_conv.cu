@@ -77,27 +77,8 @@ __device__ __forceinline__ float round_by(int rc, float v) {
     return rc == 1 ? __bfloat162float(__float2bfloat16_rn(v)) : rc == 2 ? __half2float(__float2half_rn(v)) : v;
 }
 
-/* col2im's 2-D launch: blockIdx.y (grid-stride) walks lines (a sample and channel plane),
- * whose indices are computed once, and x the pixels of a plane (one division an element,
- * and no division by a stride of 1 in the tap loop). */
-struct Grid2 {
-    dim3 grid;
-    unsigned block; /* whole warps; narrower than 256 for short lines, so few threads idle */
-};
-Grid2 grid2(const snn_backend *be, size_t lines, size_t per_line) {
-    unsigned bd = 256;
-    if (per_line < 256) bd = per_line <= 32 ? 32u : (unsigned)((per_line + 31) / 32 * 32);
-    const size_t cap = (size_t)snn_cuda_table_grid(be, (size_t)1 << 40, 256) * (256 / bd);
-    size_t gx = (per_line + bd - 1) / bd;
-    if (gx > cap) gx = cap;
-    if (gx < 1) gx = 1;
-    size_t gy = cap / gx;
-    if (gy < 1) gy = 1;
-    if (gy > lines) gy = lines;
-    if (gy > 65535) gy = 65535;
-    Grid2 g = {dim3((unsigned)gx, (unsigned)gy, 1), bd};
-    return g;
-}
+/* col2im's 2-D launch (snn_cuda_table_lines): the lines are sample and channel planes, x the
+ * pixels of a plane (one division an element, and none by a stride of 1 in the tap loop). */
 
 /* col[r*ld + s*P + p] for r < K, s < nb, p < P; element e = (r*nb + s)*P + p. A 1-D walk: a
  * 2-D form like col2im's below measured slower here (27.4 against 33.4 ms over a Spikformer-S
@@ -221,7 +202,7 @@ snn_status t_col2im(const snn_backend *be, const snn_conv_geom *g, int nb, const
     if (ld < (size_t)nb * P) return snn_error(SNN_E_SHAPE, "col2im: ld %zu < %d samples x %zu", ld, nb, P);
     if (!total) return SNN_OK;
     if (!dx || !col) return snn_error(SNN_E_INVALID, "col2im: NULL buffer");
-    const Grid2 gr = grid2(be, (size_t)nb * g->C, (size_t)g->H * g->W);
+    const snn_cuda_lines gr = snn_cuda_table_lines(be, (size_t)nb * g->C, (size_t)g->H * g->W);
     if (fits32(total) && fits32((size_t)nb * P))
         col2im_kernel<uint32_t><<<gr.grid, gr.block, 0, stream_of(be)>>>(geo_of(g), (uint32_t)nb, col, ld, rc, dx);
     else

@@ -171,26 +171,6 @@ __global__ void bn_dx_kernel(const float *__restrict__ x, const float *__restric
     }
 }
 
-/* x covers a line's S values, y the lines (grid-stride), within the table's thread budget;
- * a short line gets a narrower block (whole warps) so few threads idle. */
-struct LineLaunch {
-    dim3 grid;
-    unsigned block;
-};
-LineLaunch line_launch(const snn_backend *be, size_t lines, size_t S) {
-    unsigned bd = NT;
-    if (S < NT) bd = S <= 32 ? 32u : (unsigned)((S + 31) / 32 * 32);
-    const size_t cap = (size_t)snn_cuda_table_grid(be, (size_t)1 << 40, NT) * (NT / bd);
-    size_t gx = (S + bd - 1) / bd;
-    if (gx > cap) gx = cap;
-    if (gx < 1) gx = 1;
-    size_t gy = cap / gx;
-    if (gy < 1) gy = 1;
-    if (gy > lines) gy = lines;
-    if (gy > 65535) gy = 65535;
-    LineLaunch l = {dim3((unsigned)gx, (unsigned)gy, 1), bd};
-    return l;
-}
 
 snn_status bn_args(const snn_backend *be, const char *what, size_t B, int C, size_t S, const void *x) {
     SNN_TRY(snn_cuda_table_check(be, what));
@@ -238,7 +218,7 @@ snn_status t_batchnorm_forward(const snn_backend *be, size_t B, int C, size_t S,
     SNN_CU_LAUNCHED("batchnorm_forward (statistics)");
     const size_t n = B * (size_t)C * S;
     if (n) {
-        const LineLaunch l = line_launch(be, B * (size_t)C, S);
+        const snn_cuda_lines l = snn_cuda_table_lines(be, B * (size_t)C, S);
         bn_apply_kernel<<<l.grid, l.block, 0, st>>>(x, B, C, S, mean, invstd, w, b, y);
         SNN_CU_LAUNCHED("batchnorm_forward");
     }
@@ -279,7 +259,7 @@ snn_status t_batchnorm_backward_input(const snn_backend *be, size_t B, int C, si
         return snn_error(SNN_E_INVALID, "batchnorm_backward_input: NULL argument");
     const size_t n = B * (size_t)C * S;
     if (!n) return SNN_OK;
-    const LineLaunch l = line_launch(be, B * (size_t)C, S);
+    const snn_cuda_lines l = snn_cuda_table_lines(be, B * (size_t)C, S);
     bn_dx_kernel<<<l.grid, l.block, 0, st_of(be)>>>(x, dy, B, C, S, training, count, w, mean, invstd, gsum, gdot, dx);
     SNN_CU_LAUNCHED("batchnorm_backward_input");
     return SNN_OK;
