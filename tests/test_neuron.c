@@ -582,6 +582,9 @@ static void test_module(void) {
     m->own_ops = m->ops;
     m->ops = &wrapper;
     CHECK(snn_module_is_neuron(m) && snn_neuron_module_opts(m) != NULL);
+    /* The kind id comes from the own table too; the wrapper's (id 0) is no kind. */
+    CHECK(snn_module_kind_is(m, SNN_KIND_LIF_NODE) && !snn_module_kind_is(m, SNN_KIND_IF_NODE) &&
+          !snn_module_kind_is(m, SNN_KIND_NONE) && !snn_module_kind_is(NULL, SNN_KIND_LIF_NODE));
     m->ops = m->own_ops;
     m->own_ops = NULL;
     snn_module_free(m);

@@ -23,15 +23,14 @@ static void convert_visit(snn_module *m, void *ctx) {
     convert_walk *w = ctx;
     if (w->st != SNN_OK) return;
     const snn_gpt_opts *o = w->o;
-    const char *k = snn_module_own_ops(m)->kind;
     const int hd = o->hidden / o->heads;
-    if (!strcmp(k, "PositionEmbedding")) {
+    if (snn_module_kind_is(m, SNN_KIND_POSITION_EMBEDDING)) {
         w->st = snn_lm_cp_install_posemb(m, o->context, o->hidden, w->seq, w->cp, w->rank);
         w->n_pos++;
-    } else if (!strcmp(k, "RoPE")) {
+    } else if (snn_module_kind_is(m, SNN_KIND_ROPE)) {
         w->st = snn_lm_cp_install_rope(m, o->heads, o->groups, hd, o->rope_theta, o->context, w->seq, w->cp, w->rank);
         w->n_rope++;
-    } else if (!strcmp(k, "CausalSelfAttention")) {
+    } else if (snn_module_kind_is(m, SNN_KIND_CAUSAL_SELF_ATTENTION)) {
         w->st = snn_lm_cp_install_attention(m, o->heads, o->groups, hd, w->seq, w->comm);
         w->n_attn++;
     }

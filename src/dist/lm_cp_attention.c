@@ -173,7 +173,7 @@ static void cpattn_destroy(snn_module *m) {
 }
 
 static const snn_module_ops cpattn_ops = {
-    .kind = "CPCausalSelfAttention",
+    .id = SNN_KIND_CP_CAUSAL_SELF_ATTENTION, .kind = "CPCausalSelfAttention",
     .setup = cpattn_setup,
     .reserve = cpattn_reserve,
     .forward = cpattn_forward,

@@ -60,7 +60,7 @@ static void cppos_destroy(snn_module *m) {
 }
 
 static const snn_module_ops cppos_ops = {
-    .kind = "CPPositionEmbedding",
+    .id = SNN_KIND_CP_POSITION_EMBEDDING, .kind = "CPPositionEmbedding",
     .forward = cppos_forward,
     .backward = cppos_backward,
     .destroy = cppos_destroy,
@@ -116,7 +116,7 @@ static void cprope_destroy(snn_module *m) {
 }
 
 static const snn_module_ops cprope_ops = {
-    .kind = "CPRoPE",
+    .id = SNN_KIND_CP_ROPE, .kind = "CPRoPE",
     .forward = cprope_forward,
     .backward = cprope_backward,
     .destroy = cprope_destroy,

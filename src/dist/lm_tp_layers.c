@@ -115,7 +115,7 @@ static snn_status vpe_backward(snn_module *m, const snn_run *r, const float *x, 
 }
 
 static const snn_module_ops vpe_ops = {
-    .kind = "VocabParallelEmbedding",
+    .id = SNN_KIND_VOCAB_PARALLEL_EMBEDDING, .kind = "VocabParallelEmbedding",
     .setup = vpe_setup,
     .init = vpe_init,
     .reserve = vpe_reserve,
@@ -150,7 +150,7 @@ snn_module *snn_vocab_parallel_embedding_new(int vocab, int lo, int local, int d
 }
 
 snn_module *snn_vocab_parallel_embedding_inner(snn_module *m) {
-    if (!m || snn_module_own_ops(m) != &vpe_ops) return NULL;
+    if (!snn_module_kind_is(m, SNN_KIND_VOCAB_PARALLEL_EMBEDDING)) return NULL;
     return m->children[0];
 }
 
@@ -323,7 +323,7 @@ static snn_status sp_backward(snn_module *m, const snn_run *r, const float *x, c
 }
 
 static const snn_module_ops sp_ops = {
-    .kind = "SequenceParallel",
+    .id = SNN_KIND_SEQUENCE_PARALLEL, .kind = "SequenceParallel",
     .setup = sp_setup,
     .init = sp_init,
     .reserve = sp_reserve,

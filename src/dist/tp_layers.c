@@ -44,7 +44,7 @@ static snn_status tp_setup(snn_module *m, snn_shape in) {
     m->out = c->out;
     m->n_params = 0;
     if (t->mode == SNN_TP_ROW && t->bias > 0) {
-        t->bias_last = !strcmp(snn_module_own_ops(c)->kind, "Linear");
+        t->bias_last = snn_module_kind_is(c, SNN_KIND_LINEAR);
         int feats = t->bias_last ? m->out.d[m->out.rank - 1] : m->out.d[0];
         if (feats != t->bias)
             return snn_error(SNN_E_SHAPE, "%s: row-parallel bias of %d features for an output of %d", m->name, t->bias,
@@ -136,7 +136,7 @@ static void tp_reset(snn_module *m) {
 }
 
 static const snn_module_ops tp_ops = {
-    .kind = "TensorParallel",
+    .id = SNN_KIND_TENSOR_PARALLEL, .kind = "TensorParallel",
     .setup = tp_setup,
     .init = tp_init,
     .reserve = tp_reserve,
@@ -169,7 +169,7 @@ snn_module *snn_tp_wrap_new(snn_module *inner, snn_tp_mode mode, int groups, int
 }
 
 int snn_tp_is_wrapper(const snn_module *m, snn_tp_mode *mode, int *groups) {
-    if (snn_module_own_ops(m) != &tp_ops) return 0;
+    if (!snn_module_kind_is(m, SNN_KIND_TENSOR_PARALLEL)) return 0;
     const tp_impl *t = m->impl;
     if (mode) *mode = t->mode;
     if (groups) *groups = t->groups;

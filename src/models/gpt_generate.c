@@ -20,9 +20,9 @@ typedef snn_gen_mods gen_mods;
 
 static void collect(snn_module *m, void *ctx) {
     gen_mods *g = ctx;
-    const char *k = snn_module_own_ops(m)->kind;
-    if (!strcmp(k, "CausalSelfAttention") && g->n_core < 1024) g->core[g->n_core++] = m;
-    if ((!strcmp(k, "CausalSelfAttention") || !strcmp(k, "PositionEmbedding") || !strcmp(k, "RoPE")) &&
+    const int attn = snn_module_kind_is(m, SNN_KIND_CAUSAL_SELF_ATTENTION);
+    if (attn && g->n_core < 1024) g->core[g->n_core++] = m;
+    if ((attn || snn_module_kind_is(m, SNN_KIND_POSITION_EMBEDDING) || snn_module_kind_is(m, SNN_KIND_ROPE)) &&
         g->n_pos < 2048)
         g->pos[g->n_pos++] = m;
 }

@@ -91,8 +91,9 @@ static snn_status build(snn_module *root, const snn_spikformer_opts *s) {
 /* Spikformer's init: truncated normal (std 0.02) for Linear/Conv weights, zero biases. */
 static void spk_init(snn_module *m, void *ctx) {
     snn_rng *rng = ctx;
-    const char *k = m->ops->kind;
-    if (strcmp(k, "Linear") && strcmp(k, "Conv1d") && strcmp(k, "Conv2d")) return;
+    if (!snn_module_kind_is(m, SNN_KIND_LINEAR) && !snn_module_kind_is(m, SNN_KIND_CONV1D) &&
+        !snn_module_kind_is(m, SNN_KIND_CONV2D))
+        return;
     for (int i = 0; i < m->n_params; i++) {
         snn_param *p = &m->params[i];
         if (!strcmp(p->name, "weight")) snn_init_trunc_normal(p->data, p->numel, 0.02f, rng);

@@ -30,7 +30,7 @@ static snn_status reshape_backward(snn_module *m, const snn_run *r, const float 
     return m->be->copy(m->be, dx, dy, snn_rows(r) * snn_shape_numel(m->in) * sizeof(float));
 }
 
-static const snn_module_ops reshape_ops = {.kind = "Reshape",
+static const snn_module_ops reshape_ops = {.id = SNN_KIND_RESHAPE, .kind = "Reshape",
                                            .devices = SNN_DEVMASK_ALL,
                                            .setup = reshape_setup,
                                            .forward = reshape_forward,
@@ -62,7 +62,7 @@ static snn_status tmean_backward(snn_module *m, const snn_run *r, const float *x
     return m->be->token_mean_backward(m->be, snn_rows(r) * (size_t)m->in.d[0], m->in.d[1], dy, dx);
 }
 
-static const snn_module_ops tmean_ops = {.kind = "TokenMean",
+static const snn_module_ops tmean_ops = {.id = SNN_KIND_TOKEN_MEAN, .kind = "TokenMean",
                                          .devices = SNN_DEVMASK_ALL,
                                          .setup = tmean_setup,
                                          .forward = tmean_forward,
@@ -119,6 +119,7 @@ static void ssa_describe(const snn_module *m, snn_module_desc *d) {
 
 static const snn_module_ops ssa_ops = {
     .describe = ssa_describe,
+    .id = SNN_KIND_SPIKING_SELF_ATTENTION_CORE,
     .kind = "SpikingSelfAttentionCore",
     .devices = SNN_DEVMASK_ALL,
     .setup = ssa_setup,

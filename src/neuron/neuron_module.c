@@ -140,8 +140,9 @@ static snn_status neuron_backward(snn_module *m, const snn_run *r, const float *
     return SNN_OK;
 }
 
-#define NEURON_OPS(NAME, KIND)                                                                   \
+#define NEURON_OPS(NAME, ID, KIND)                                                               \
     static const snn_module_ops NAME = {                                                         \
+        .id = ID,                                                                                \
         .kind = KIND,                                                                            \
         .devices = SNN_DEVMASK_ALL,                                                              \
         .flags = SNN_MODULE_TYPED_IO,                                                            \
@@ -152,15 +153,14 @@ static snn_status neuron_backward(snn_module *m, const snn_run *r, const float *
         .backward = neuron_backward,                                                             \
         .reset = neuron_reset,                                                                   \
     }
-NEURON_OPS(if_ops, "IFNode");
-NEURON_OPS(lif_ops, "LIFNode");
-NEURON_OPS(plif_ops, "ParametricLIFNode");
+NEURON_OPS(if_ops, SNN_KIND_IF_NODE, "IFNode");
+NEURON_OPS(lif_ops, SNN_KIND_LIF_NODE, "LIFNode");
+NEURON_OPS(plif_ops, SNN_KIND_PLIF_NODE, "ParametricLIFNode");
 
 /* Compares the module's own table, so a neuron wrapped by the precision system still is one. */
 int snn_module_is_neuron(const snn_module *m) {
-    if (!m) return 0;
-    const snn_module_ops *ops = snn_module_own_ops(m);
-    return ops == &if_ops || ops == &lif_ops || ops == &plif_ops;
+    return snn_module_kind_is(m, SNN_KIND_IF_NODE) || snn_module_kind_is(m, SNN_KIND_LIF_NODE) ||
+           snn_module_kind_is(m, SNN_KIND_PLIF_NODE);
 }
 
 snn_module *snn_neuron_module_new(const snn_neuron_opts *o) {

@@ -156,7 +156,7 @@ static void attn_describe(const snn_module *m, snn_module_desc *d) {
 }
 
 static const snn_module_ops attn_ops = {
-    .kind = "CausalSelfAttention",
+    .id = SNN_KIND_CAUSAL_SELF_ATTENTION, .kind = "CausalSelfAttention",
     .devices = SNN_DEVMASK_ALL,
     .setup = attn_setup,
     .reserve = attn_reserve,
@@ -176,7 +176,7 @@ snn_module *snn_attention_new(int heads, int groups, int head_dim) {
 }
 
 snn_status snn_attention_attach_cache(snn_module *m, float *k, float *v, int rows, int capacity) {
-    if (strcmp(snn_module_own_ops(m)->kind, "CausalSelfAttention"))
+    if (!snn_module_kind_is(m, SNN_KIND_CAUSAL_SELF_ATTENTION))
         return snn_error(SNN_E_INVALID, "%s is not an attention module", m->name);
     attn_impl *a = m->impl;
     if ((k == NULL) != (v == NULL) || (k && (rows <= 0 || capacity <= 0)))

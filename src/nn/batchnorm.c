@@ -187,6 +187,7 @@ static void bn_describe(const snn_module *m, snn_module_desc *d) {
 
 static const snn_module_ops bn_ops = {
     .describe = bn_describe,
+    .id = SNN_KIND_BATCHNORM,
     .kind = "BatchNorm",
     .devices = SNN_DEVMASK_ALL,
     .setup = bn_setup,
@@ -198,7 +199,7 @@ static const snn_module_ops bn_ops = {
 };
 
 int snn_batchnorm_set_sync(snn_module *m, snn_status (*sum)(void *ctx, double *buf, size_t n), void *ctx) {
-    if (!m || snn_module_own_ops(m) != &bn_ops) return 0;
+    if (!snn_module_kind_is(m, SNN_KIND_BATCHNORM)) return 0;
     bn_impl *b = m->impl;
     b->sync = sum;
     b->sync_ctx = ctx;

@@ -54,7 +54,7 @@ static snn_status bis_backward(snn_module *m, const snn_run *r, const float *x, 
 }
 
 static const snn_module_ops bis_ops = {
-    .kind = "ElasticBiSpike",
+    .id = SNN_KIND_ELASTIC_BISPIKE, .kind = "ElasticBiSpike",
     .devices = SNN_DEVMASK_ALL,
     .setup = bis_setup,
     .reserve = bis_reserve,

@@ -77,6 +77,7 @@ static void conv1d_describe(const snn_module *m, snn_module_desc *d) {
 
 static const snn_module_ops conv1d_ops = {
     .describe = conv1d_describe,
+    .id = SNN_KIND_CONV1D,
     .kind = "Conv1d",
     .devices = SNN_DEVMASK_ALL,
     .flags = SNN_MODULE_W16 | SNN_MODULE_ROUNDS_OUT,
@@ -101,11 +102,11 @@ snn_module *snn_conv1d_new(int in_ch, int out_ch, int kernel, int stride, int pa
 }
 
 int snn_conv1d_is_pointwise(const snn_module *m) {
-    return m && snn_module_own_ops(m) == &conv1d_ops && is_pointwise((const conv1d_impl *)m->impl);
+    return snn_module_kind_is(m, SNN_KIND_CONV1D) && is_pointwise((const conv1d_impl *)m->impl);
 }
 int snn_conv1d_in_channels(const snn_module *m) {
-    return m && snn_module_own_ops(m) == &conv1d_ops ? ((const conv1d_impl *)m->impl)->in_ch : -1;
+    return snn_module_kind_is(m, SNN_KIND_CONV1D) ? ((const conv1d_impl *)m->impl)->in_ch : -1;
 }
 int snn_conv1d_out_channels(const snn_module *m) {
-    return m && snn_module_own_ops(m) == &conv1d_ops ? ((const conv1d_impl *)m->impl)->out_ch : -1;
+    return snn_module_kind_is(m, SNN_KIND_CONV1D) ? ((const conv1d_impl *)m->impl)->out_ch : -1;
 }

@@ -342,6 +342,7 @@ static void conv2d_describe(const snn_module *m, snn_module_desc *d) {
 
 static const snn_module_ops conv2d_ops = {
     .describe = conv2d_describe,
+    .id = SNN_KIND_CONV2D,
     .kind = "Conv2d",
     .devices = SNN_DEVMASK_ALL,
     .flags = SNN_MODULE_W16 | SNN_MODULE_ROUNDS_OUT,
@@ -366,8 +367,8 @@ snn_module *snn_conv2d_new(int in_ch, int out_ch, int kernel, int stride, int pa
 }
 
 int snn_conv2d_in_channels(const snn_module *m) {
-    return m && snn_module_own_ops(m) == &conv2d_ops ? ((const conv2d_impl *)m->impl)->in_ch : -1;
+    return snn_module_kind_is(m, SNN_KIND_CONV2D) ? ((const conv2d_impl *)m->impl)->in_ch : -1;
 }
 int snn_conv2d_out_channels(const snn_module *m) {
-    return m && snn_module_own_ops(m) == &conv2d_ops ? ((const conv2d_impl *)m->impl)->out_ch : -1;
+    return snn_module_kind_is(m, SNN_KIND_CONV2D) ? ((const conv2d_impl *)m->impl)->out_ch : -1;
 }

@@ -71,6 +71,7 @@ static void dropout_describe(const snn_module *m, snn_module_desc *d) {
 
 static const snn_module_ops dropout_ops = {
     .describe = dropout_describe,
+    .id = SNN_KIND_DROPOUT,
     .kind = "Dropout",
     .devices = SNN_DEVMASK_ALL,
     .setup = dropout_setup,

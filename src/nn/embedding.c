@@ -63,7 +63,7 @@ static void emb_describe(const snn_module *m, snn_module_desc *d) {
 }
 
 static const snn_module_ops emb_ops = {
-    .kind = "Embedding",
+    .id = SNN_KIND_EMBEDDING, .kind = "Embedding",
     .devices = SNN_DEVMASK_ALL,
     .setup = emb_setup,
     .init = emb_init,

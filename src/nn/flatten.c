@@ -27,7 +27,7 @@ static snn_status flatten_backward(snn_module *m, const snn_run *r, const float 
 }
 
 static const snn_module_ops flatten_ops = {
-    .kind = "Flatten",
+    .id = SNN_KIND_FLATTEN, .kind = "Flatten",
     .devices = SNN_DEVMASK_ALL,
     .setup = flatten_setup,
     .forward = flatten_forward,

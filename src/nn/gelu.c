@@ -21,7 +21,7 @@ static snn_status gelu_backward(snn_module *m, const snn_run *r, const float *x,
 }
 
 static const snn_module_ops gelu_ops = {
-    .kind = "GELU",
+    .id = SNN_KIND_GELU, .kind = "GELU",
     .devices = SNN_DEVMASK_ALL,
     .setup = gelu_setup,
     .forward = gelu_forward,

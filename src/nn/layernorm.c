@@ -88,6 +88,7 @@ static void ln_describe(const snn_module *m, snn_module_desc *d) {
 
 static const snn_module_ops ln_ops = {
     .describe = ln_describe,
+    .id = SNN_KIND_LAYERNORM,
     .kind = "LayerNorm",
     .devices = SNN_DEVMASK_ALL,
     .setup = ln_setup,

@@ -79,6 +79,7 @@ static void linear_describe(const snn_module *m, snn_module_desc *d) {
 
 static const snn_module_ops linear_ops = {
     .describe = linear_describe,
+    .id = SNN_KIND_LINEAR,
     .kind = "Linear",
     .devices = SNN_DEVMASK_ALL,
     .flags = SNN_MODULE_W16 | SNN_MODULE_TYPED_IO,

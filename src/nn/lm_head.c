@@ -27,7 +27,7 @@ static snn_status head_setup(snn_module *m, snn_shape in) {
                          snn_shape_str(in, b, sizeof b));
     if (h->tied) {
         const snn_param *w = &h->tied->params[0];
-        if (strcmp(snn_module_own_ops(h->tied)->kind, "Embedding") || h->tied->n_params < 1 ||
+        if (!snn_module_kind_is(h->tied, SNN_KIND_EMBEDDING) || h->tied->n_params < 1 ||
             w->shape.rank != 2 || w->shape.d[0] != h->vocab || w->shape.d[1] != h->dim)
             return snn_error(SNN_E_SHAPE, "LMHead: the tied module must be an Embedding(%d, %d) set up first",
                              h->vocab, h->dim);
@@ -73,7 +73,7 @@ static snn_status head_backward(snn_module *m, const snn_run *r, const float *x,
 }
 
 static const snn_module_ops head_ops = {
-    .kind = "LMHead",
+    .id = SNN_KIND_LM_HEAD, .kind = "LMHead",
     .devices = SNN_DEVMASK_ALL,
     .setup = head_setup,
     .init = head_init,

@@ -107,8 +107,58 @@ typedef struct snn_module_desc {
 /* The kind honours snn_module.in_store / out_store (16-bit activations and gradients). */
 #define SNN_MODULE_TYPED_IO 2u
 
+/* What a module is: code that asks "is this a Linear?" compares this id (through
+ * snn_module_kind_is), never the display name. One value per ops table; a table that
+ * leaves it 0 (SNN_KIND_NONE, e.g. a test double) is no kind any check looks for. */
+typedef enum snn_module_kind_id {
+    SNN_KIND_NONE = 0,
+    /* src/nn */
+    SNN_KIND_SEQUENTIAL,
+    SNN_KIND_RESIDUAL,
+    SNN_KIND_LINEAR,
+    SNN_KIND_CONV1D,
+    SNN_KIND_CONV2D,
+    SNN_KIND_BATCHNORM,
+    SNN_KIND_LAYERNORM,
+    SNN_KIND_RMSNORM,
+    SNN_KIND_GELU,
+    SNN_KIND_SWIGLU,
+    SNN_KIND_DROPOUT,
+    SNN_KIND_FLATTEN,
+    SNN_KIND_MAXPOOL2D,
+    SNN_KIND_AVGPOOL2D,
+    SNN_KIND_EMBEDDING,
+    SNN_KIND_POSITION_EMBEDDING,
+    SNN_KIND_ROPE,
+    SNN_KIND_CAUSAL_SELF_ATTENTION,
+    SNN_KIND_LM_HEAD,
+    SNN_KIND_ELASTIC_BISPIKE,
+    /* src/neuron */
+    SNN_KIND_IF_NODE,
+    SNN_KIND_LIF_NODE,
+    SNN_KIND_PLIF_NODE,
+    /* src/models */
+    SNN_KIND_RESHAPE,
+    SNN_KIND_TOKEN_MEAN,
+    SNN_KIND_SPIKING_SELF_ATTENTION_CORE,
+    /* src/dist: the parallel replacements are kinds of their own, not the module they replace */
+    SNN_KIND_TENSOR_PARALLEL,
+    SNN_KIND_VOCAB_PARALLEL_EMBEDDING,
+    SNN_KIND_SEQUENCE_PARALLEL,
+    SNN_KIND_CP_POSITION_EMBEDDING,
+    SNN_KIND_CP_ROPE,
+    SNN_KIND_CP_CAUSAL_SELF_ATTENTION,
+    /* src/precision: wrapper tables (a wrapped module keeps its own kind, see own_ops) */
+    SNN_KIND_PREC_GEMM16,
+    SNN_KIND_PREC_FP8_GEMM,
+    SNN_KIND_PREC_NEURON,
+    SNN_KIND_COUNT
+} snn_module_kind_id;
+
 typedef struct snn_module_ops {
-    const char *kind;   /* "Linear", "LIF", "Sequential", ... (names, reports; never compared) */
+    snn_module_kind_id id; /* what the module is; type checks compare this */
+    const char *kind;   /* "Linear", "LIFNode", "Sequential", ... (display name for reports
+                           and errors; never compared) */
     /* The devices the kind's forward/backward run on: SNN_DEVMASK bits of backend.h. 0 means
      * the CPU only (the kind still touches host memory directly); a kind that calls only the
      * op table (m->be, r->be) declares SNN_DEVMASK_ALL. */
@@ -150,9 +200,15 @@ struct snn_module {
 };
 
 /* The module's own ops table, also while a precision wrapper is installed: type checks
- * ("is this a Conv1d?") compare against this, not m->ops. */
+ * ("is this a Conv1d?") go through snn_module_kind_is below, which reads this, not m->ops. */
 static inline const snn_module_ops *snn_module_own_ops(const snn_module *m) {
     return m->own_ops ? m->own_ops : m->ops;
+}
+
+/* The one type check: is m a module of kind k? Looks at the module's own table, so a module
+ * wrapped by the precision system is still what it was. NULL is no kind. */
+static inline int snn_module_kind_is(const snn_module *m, snn_module_kind_id k) {
+    return m && k != SNN_KIND_NONE && snn_module_own_ops(m)->id == k;
 }
 
 /* The module's hyper-parameters (zeros for kinds without describe). */

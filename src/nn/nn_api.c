@@ -26,7 +26,6 @@
 #define API_NAME_MAX 31
 
 static const char *kind_of(const snn_module *m) { return snn_module_own_ops(m)->kind; }
-static int is_kind(const snn_module *m, const char *k) { return !strcmp(kind_of(m), k); }
 
 static snn_status null_handle(const char *fn, const char *what) {
     return snn_error(SNN_E_INVALID, "%s: %s is NULL", fn, what);
@@ -112,7 +111,7 @@ static const snn_module *sibling_named(const snn_module *parent, const char *nam
 snn_status snn_sequential_add(snn_module *seq, snn_module *child) {
     const char *fn = "snn_sequential_add";
     SNN_TRY(changeable(fn, seq, "the container"));
-    if (!is_kind(seq, "Sequential"))
+    if (!snn_module_kind_is(seq, SNN_KIND_SEQUENTIAL))
         return snn_error(SNN_E_INVALID, "%s: modules can only be added to a Sequential, not to a %s", fn,
                          kind_of(seq));
     SNN_TRY(can_adopt(fn, seq, child));
@@ -387,7 +386,7 @@ snn_status snn_module_set_name(snn_module *m, const char *name) {
                          "%s: \"%.40s\" is not a module name (letters, digits and '_', not starting with a digit, "
                          "1 to %d characters)",
                          fn, name, API_NAME_MAX);
-    if (m->parent && is_kind(m->parent, "Residual"))
+    if (snn_module_kind_is(m->parent, SNN_KIND_RESIDUAL))
         return snn_error(SNN_E_INVALID, "%s: the inner module of a Residual shares the residual's name; name the "
                                         "Residual instead", fn);
     if (m->parent && sibling_named(m->parent, name, m))

@@ -89,6 +89,7 @@ static void pool_describe(const snn_module *m, snn_module_desc *d) {
 
 static const snn_module_ops maxpool_ops = {
     .describe = pool_describe,
+    .id = SNN_KIND_MAXPOOL2D,
     .kind = "MaxPool2d",
     .devices = SNN_DEVMASK_ALL,
     .setup = pool_setup,
@@ -99,6 +100,7 @@ static const snn_module_ops maxpool_ops = {
 
 static const snn_module_ops avgpool_ops = {
     .describe = pool_describe,
+    .id = SNN_KIND_AVGPOOL2D,
     .kind = "AvgPool2d",
     .devices = SNN_DEVMASK_ALL,
     .setup = pool_setup,

@@ -51,7 +51,7 @@ static snn_status pos_backward(snn_module *m, const snn_run *r, const float *x, 
 }
 
 static const snn_module_ops pos_ops = {
-    .kind = "PositionEmbedding",
+    .id = SNN_KIND_POSITION_EMBEDDING, .kind = "PositionEmbedding",
     .devices = SNN_DEVMASK_ALL,
     .setup = pos_setup,
     .init = pos_init,
@@ -69,9 +69,9 @@ snn_module *snn_posemb_new(int max_len, int dim) {
 }
 
 snn_status snn_lm_set_offset(snn_module *m, int offset) {
-    const char *k = snn_module_own_ops(m)->kind;
-    if (strcmp(k, "PositionEmbedding") && strcmp(k, "RoPE") && strcmp(k, "CausalSelfAttention"))
-        return snn_error(SNN_E_INVALID, "%s (%s) has no position offset", m->name, k);
+    if (!snn_module_kind_is(m, SNN_KIND_POSITION_EMBEDDING) && !snn_module_kind_is(m, SNN_KIND_ROPE) &&
+        !snn_module_kind_is(m, SNN_KIND_CAUSAL_SELF_ATTENTION))
+        return snn_error(SNN_E_INVALID, "%s (%s) has no position offset", m->name, snn_module_own_ops(m)->kind);
     if (offset < 0) return snn_error(SNN_E_INVALID, "position offset must be >= 0 (got %d)", offset);
     *(int *)m->impl = offset;
     return SNN_OK;

@@ -68,7 +68,7 @@ static void residual_reset(snn_module *m) {
 }
 
 static const snn_module_ops residual_ops = {
-    .kind = "Residual",
+    .id = SNN_KIND_RESIDUAL, .kind = "Residual",
     .devices = SNN_DEVMASK_ALL, /* the sum is the table's; the inner module is checked on its own */
     .setup = residual_setup,
     .init = residual_init,

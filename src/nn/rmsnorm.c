@@ -61,7 +61,7 @@ static snn_status rms_backward(snn_module *m, const snn_run *r, const float *x, 
 }
 
 static const snn_module_ops rms_ops = {
-    .kind = "RMSNorm",
+    .id = SNN_KIND_RMSNORM, .kind = "RMSNorm",
     .devices = SNN_DEVMASK_ALL,
     .setup = rms_setup,
     .init = rms_init,

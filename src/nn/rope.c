@@ -108,7 +108,7 @@ static void rope_destroy(snn_module *m) {
 }
 
 static const snn_module_ops rope_ops = {
-    .kind = "RoPE",
+    .id = SNN_KIND_ROPE, .kind = "RoPE",
     .devices = SNN_DEVMASK_ALL,
     .setup = rope_setup,
     .reserve = rope_reserve,

@@ -91,7 +91,7 @@ static void seq_destroy(snn_module *m) {
 }
 
 static const snn_module_ops seq_ops = {
-    .kind = "Sequential",
+    .id = SNN_KIND_SEQUENTIAL, .kind = "Sequential",
     .devices = SNN_DEVMASK_ALL, /* it only hands buffers on; each child is checked on its own */
     .setup = seq_setup,
     .init = seq_init,
@@ -104,7 +104,7 @@ static const snn_module_ops seq_ops = {
 
 snn_module *snn_sequential_new(void) { return snn_module_new(&seq_ops, sizeof(seq_impl)); }
 
-int snn_module_is_sequential(const snn_module *m) { return m && snn_module_own_ops(m) == &seq_ops; }
+int snn_module_is_sequential(const snn_module *m) { return snn_module_kind_is(m, SNN_KIND_SEQUENTIAL); }
 
 const float *snn_sequential_output(snn_module *m, int i) {
     seq_impl *s = m->impl;

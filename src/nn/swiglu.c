@@ -37,7 +37,7 @@ static snn_status swiglu_backward(snn_module *m, const snn_run *r, const float *
 }
 
 static const snn_module_ops swiglu_ops = {
-    .kind = "SwiGLU",
+    .id = SNN_KIND_SWIGLU, .kind = "SwiGLU",
     .devices = SNN_DEVMASK_ALL,
     .setup = swiglu_setup,
     .forward = swiglu_forward,

@@ -114,7 +114,8 @@ static snn_status g16_backward(snn_module *m, const snn_run *r, const float *x, 
 }
 
 const snn_module_ops snn_prec_gemm16_ops = {
-    .kind = "Gemm16", .devices = SNN_DEVMASK_ALL, .setup = g16_setup, .init = g16_init, .reserve = g16_reserve,
+    .id = SNN_KIND_PREC_GEMM16, .kind = "Gemm16", .devices = SNN_DEVMASK_ALL,
+    .setup = g16_setup, .init = g16_init, .reserve = g16_reserve,
     .forward = g16_forward, .backward = g16_backward, .reset = g16_reset, .destroy = g16_destroy,
 };
 
@@ -243,7 +244,8 @@ static snn_status fp8_backward(snn_module *m, const snn_run *r, const float *x, 
 }
 
 const snn_module_ops snn_prec_fp8_ops = {
-    .kind = "Fp8Gemm", .devices = SNN_DEVMASK_ALL, .setup = g16_setup, .init = g16_init, .reserve = g16_reserve,
+    .id = SNN_KIND_PREC_FP8_GEMM, .kind = "Fp8Gemm", .devices = SNN_DEVMASK_ALL,
+    .setup = g16_setup, .init = g16_init, .reserve = g16_reserve,
     .forward = fp8_forward, .backward = fp8_backward, .reset = g16_reset, .destroy = g16_destroy,
 };
 
@@ -307,6 +309,7 @@ static snn_status nrn_backward(snn_module *m, const snn_run *r, const float *x, 
 }
 
 const snn_module_ops snn_prec_neuron_ops = {
-    .kind = "NeuronPrecision", .devices = SNN_DEVMASK_ALL, .setup = g16_setup, .init = g16_init, .reserve = g16_reserve,
+    .id = SNN_KIND_PREC_NEURON, .kind = "NeuronPrecision", .devices = SNN_DEVMASK_ALL,
+    .setup = g16_setup, .init = g16_init, .reserve = g16_reserve,
     .forward = nrn_forward, .backward = nrn_backward, .reset = g16_reset, .destroy = g16_destroy,
 };

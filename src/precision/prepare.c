@@ -17,15 +17,19 @@
 
 typedef enum { CLS_NONE, CLS_LINEAR, CLS_CONV1D_PW, CLS_LAYERNORM, CLS_HIGH, CLS_UNSUPPORTED } module_class;
 
-static const char *kind_of(const snn_module *m) { return snn_module_own_ops(m)->kind; }
+/* snn_module_kind_is reads the module's own table, so these hold on a converted model too. */
+static int is_linear(const snn_module *m) { return snn_module_kind_is(m, SNN_KIND_LINEAR); }
+static int is_layernorm(const snn_module *m) { return snn_module_kind_is(m, SNN_KIND_LAYERNORM); }
+static int is_gemm(const snn_module *m) {
+    return is_linear(m) || snn_module_kind_is(m, SNN_KIND_CONV1D) || snn_module_kind_is(m, SNN_KIND_CONV2D);
+}
 
 static module_class classify(const snn_module *m, int fp8) {
-    const char *k = kind_of(m);
-    if (!strcmp(k, "Linear")) return CLS_LINEAR;
-    if (!strcmp(k, "Conv1d")) return snn_conv1d_is_pointwise(m) ? CLS_CONV1D_PW : CLS_UNSUPPORTED;
-    if (!strcmp(k, "LayerNorm")) return fp8 ? CLS_LAYERNORM : CLS_HIGH;
-    if (snn_module_is_neuron(m) || !strcmp(k, "BatchNorm")) return CLS_HIGH;
-    if (!strcmp(k, "Conv2d")) return CLS_UNSUPPORTED;
+    if (is_linear(m)) return CLS_LINEAR;
+    if (snn_module_kind_is(m, SNN_KIND_CONV1D)) return snn_conv1d_is_pointwise(m) ? CLS_CONV1D_PW : CLS_UNSUPPORTED;
+    if (is_layernorm(m)) return fp8 ? CLS_LAYERNORM : CLS_HIGH;
+    if (snn_module_is_neuron(m) || snn_module_kind_is(m, SNN_KIND_BATCHNORM)) return CLS_HIGH;
+    if (snn_module_kind_is(m, SNN_KIND_CONV2D)) return CLS_UNSUPPORTED;
     return CLS_NONE;
 }
 
@@ -47,13 +51,12 @@ static const char *display_name(const snn_module *m) { return m->name[0] ? m->na
 
 /* Sequential children that form LayerNorm -> Linear or LayerNorm -> Linear -> GELU -> Linear. */
 static const char *pattern_of(const snn_module *m) {
-    if (strcmp(kind_of(m), "Sequential")) return NULL;
+    if (!snn_module_kind_is(m, SNN_KIND_SEQUENTIAL)) return NULL;
     snn_module *const *c = m->children;
-    if (m->n_children == 2 && !strcmp(kind_of(c[0]), "LayerNorm") && !strcmp(kind_of(c[1]), "Linear") &&
-        fp8_aligned(c[1]))
+    if (m->n_children == 2 && is_layernorm(c[0]) && is_linear(c[1]) && fp8_aligned(c[1]))
         return "LayerNormLinear";
-    if (m->n_children == 4 && !strcmp(kind_of(c[0]), "LayerNorm") && !strcmp(kind_of(c[1]), "Linear") &&
-        !strcmp(kind_of(c[2]), "GELU") && !strcmp(kind_of(c[3]), "Linear") && fp8_aligned(c[1]) && fp8_aligned(c[3]) &&
+    if (m->n_children == 4 && is_layernorm(c[0]) && is_linear(c[1]) && snn_module_kind_is(c[2], SNN_KIND_GELU) &&
+        is_linear(c[3]) && fp8_aligned(c[1]) && fp8_aligned(c[3]) &&
         c[3]->out.d[c[3]->out.rank - 1] == c[0]->in.d[c[0]->in.rank - 1] && c[1]->n_params == c[3]->n_params) /* fc2.out == H, biases alike */
         return "LayerNormMLP";
     return NULL;
@@ -190,15 +193,14 @@ static void wrap(convert_ctx *c, snn_module *m, snn_pm_kind kind) {
 static void convert_visit(snn_module *m, void *ctx) {
     convert_ctx *c = ctx;
     snn_precision *p = c->p;
-    const char *k = kind_of(m);
-    int gemm = !strcmp(k, "Linear") || !strcmp(k, "Conv1d") || !strcmp(k, "Conv2d");
+    int gemm = is_gemm(m);
     if (p->cfg.neuron_storage != SNN_NEURON_STORAGE_UNSET && snn_module_is_neuron(m)) {
         wrap(c, m, SNN_PM_NEURON);
         return;
     }
     if (!gemm || p->cfg.mode == SNN_PRECISION_FP32) return;
     if (p->cfg.mode == SNN_PRECISION_FP8 && fp8_aligned(m)) {
-        if (!strcmp(k, "Linear")) return wrap(c, m, SNN_PM_FP8_LINEAR);
+        if (is_linear(m)) return wrap(c, m, SNN_PM_FP8_LINEAR);
         if (snn_conv1d_is_pointwise(m)) return wrap(c, m, SNN_PM_FP8_CONV1D);
     }
     wrap(c, m, SNN_PM_GEMM16);
@@ -208,7 +210,7 @@ static void convert_visit(snn_module *m, void *ctx) {
  * child of the same Sequential). Their input is 0/1, exact in E4M3 with scale 1, so the
  * amax pass and the quantisation of that operand can be skipped. */
 static void mark_spike_inputs(snn_module *m) {
-    if (!strcmp(kind_of(m), "Sequential"))
+    if (snn_module_kind_is(m, SNN_KIND_SEQUENTIAL))
         for (int i = 1; i < m->n_children; i++)
             if (snn_module_is_neuron(m->children[i - 1])) m->children[i]->precision_flags |= SNN_PREC_SPIKE_INPUT;
     for (int i = 0; i < m->n_children; i++) mark_spike_inputs(m->children[i]);
