@@ -16,6 +16,11 @@
  *            process with batch 2B, weights and BatchNorm buffers within 1e-5.
  * FP8 delayed: additionally the newest amax of the first Linear's input state must be the
  * MAX over ranks of the rank-local batch amax (so the check fails if the sync is absent).
+ * DEVICE (optional, default cpu): "cuda" places every model (the ranks' and the oracle's) on
+ * the GPU before prepare; the gradients then go through the host (an MPI communicator; the
+ * ranks may share one GPU), or through NCCL with DDP_NCCL=1 (one GPU per rank, device
+ * local_rank). The same checks hold. convsnn without SyncBatchNorm needs the CPU (its
+ * oracle edits gradients and buffers in place).
  * Exit 0 only when every rank passed. */
 #include <math.h>
 #include <stdio.h>
@@ -58,6 +63,7 @@ static const char *g_model;
 static int g_B, g_T = 4, g_sync;
 static uint64_t g_seed;
 static float g_lr = 0.05f;
+static char g_device[16] = "cpu";
 
 static snn_status build(const char *model, const snn_precision_config *pc, snn_model **m, snn_precision **p,
                         snn_optimizer **o) {
@@ -70,7 +76,8 @@ static snn_status build(const char *model, const snn_precision_config *pc, snn_m
         snn_status st = snn_convsnn_create(&co, g_seed, m);
         if (st != SNN_OK) return st;
     }
-    snn_status st = snn_prepare_model_for_precision(*m, "cpu", pc, p);
+    snn_status st = strcmp(g_device, "cpu") ? snn_model_to(*m, g_device) : SNN_OK;
+    if (st == SNN_OK) st = snn_prepare_model_for_precision(*m, g_device, pc, p);
     if (st != SNN_OK) return st;
     snn_optim_opts oo = snn_optim_defaults(getenv("DDP_ADAM") ? SNN_OPTIM_ADAM : SNN_OPTIM_SGD);
     oo.lr = g_lr;
@@ -140,8 +147,14 @@ static snn_status on_step(void *vctx, long step) {
 }
 
 /* Relative L2 distance of all weights (and buffers): ||a - b|| / ||b||. */
+static void refresh(snn_model *a, snn_model *b) { /* the host copies of device models */
+    TRY(snn_model_params(a) && snn_model_buffers(a) && snn_model_params(b) && snn_model_buffers(b) ? SNN_OK
+                                                                                                   : SNN_E_STATE);
+}
+
 static double rel_l2(snn_model *a, snn_model *b, int buffers_too) {
     double d2 = 0, n2 = 0;
+    refresh(a, b);
     for (size_t i = 0; i < snn_model_num_tensors(a); i++) {
         snn_tensor_info ta, tb;
         snn_model_tensor(a, i, &ta);
@@ -158,6 +171,7 @@ static double rel_l2(snn_model *a, snn_model *b, int buffers_too) {
 
 static double rel_diff(snn_model *a, snn_model *b, int buffers_too, const char **worst) {
     double w = 0;
+    refresh(a, b);
     *worst = "";
     for (size_t i = 0; i < snn_model_num_tensors(a); i++) {
         snn_tensor_info ta, tb;
@@ -222,8 +236,8 @@ static void oracle(const snn_dataset *train, int steps, int halves, snn_model **
 }
 
 int main(int argc, char **argv) {
-    if (argc != 5) {
-        fprintf(stderr, "usage: driver_ddp fcsnn|convsnn|convsnn-syncbn fp32|fp16|bf16|fp8 STEPS B\n");
+    if (argc != 5 && argc != 6) {
+        fprintf(stderr, "usage: driver_ddp fcsnn|convsnn|convsnn-syncbn fp32|fp16|bf16|fp8 STEPS B [cpu|cuda]\n");
         return 2;
     }
     if (snn_comm_init_world(&g_world) != SNN_OK) {
@@ -236,6 +250,12 @@ int main(int argc, char **argv) {
     if (!strcmp(g_model, "convsnn-syncbn")) {
         g_model = "convsnn";
         g_sync = 1;
+    }
+    snn_comm *nccl = NULL;
+    if (argc == 6 && strcmp(argv[5], "cpu")) {
+        if (strcmp(argv[5], "cuda") || (!strcmp(g_model, "convsnn") && !g_sync)) snn_comm_abort(g_world, 2);
+        snprintf(g_device, sizeof g_device, "cuda:%d", getenv("DDP_NCCL") ? snn_comm_local_rank(g_world) : 0);
+        if (getenv("DDP_NCCL")) TRY(snn_comm_nccl_create(g_world, snn_comm_local_rank(g_world), &nccl));
     }
     int steps = atoi(argv[3]);
     g_B = atoi(argv[4]);
@@ -272,7 +292,7 @@ int main(int argc, char **argv) {
                               .use_mse = !strcmp(g_model, "convsnn"), .enc = SNN_ENCODING_DIRECT, .seed = g_seed,
                               .sched = {.kind = SNN_LR_CONSTANT, .base_lr = g_lr, .total_steps = steps},
                               .bucket_bytes = 4096 /* several buckets even for these small models */,
-                              .on_step = on_step, .ctx = &sc};
+                              .on_step = on_step, .ctx = &sc, .device_dp = nccl};
     snn_dist_metrics met;
     TRY(snn_dist_train_classification(&mesh, &to, &met));
     CK(met.optimizer_step == steps, "%g steps", met.optimizer_step);
@@ -285,8 +305,10 @@ int main(int argc, char **argv) {
         CK(same_everywhere(snn_model_buffers(m), sizeof(float) * snn_model_num_buffers(m)),
            "BatchNorm buffers differ across ranks after training");
     CK(met.data_parallel_size == P && met.global_batch_size == (double)g_B * P, "sizes");
-    if (R == 0) printf("ddp %s%s %s: %d ranks, %d steps, batch %d per rank, seed %llu\n", g_model, g_sync ? " (SyncBatchNorm)" : "", argv[2], P, steps,
-                       g_B, (unsigned long long)g_seed);
+    if (R == 0) printf("ddp %s%s %s on %s%s: %d ranks, %d steps, batch %d per rank, seed %llu\n", g_model,
+                       g_sync ? " (SyncBatchNorm)" : "", argv[2], g_device,
+                       strcmp(g_device, "cpu") ? (nccl ? " (NCCL)" : " (through the host)") : "", P, steps, g_B,
+                       (unsigned long long)g_seed);
     if (R == 0 && P == 2 && pc.mode == SNN_PRECISION_FP32) {
         const char *wn;
         snn_model *ref;
@@ -314,9 +336,10 @@ int main(int argc, char **argv) {
         snn_precision_config f32 = snn_precision_config_default();
         TRY(build(g_model, &f32, &init, &ip, &io));
         double moved = 0, top = 0;
+        const float *pm = snn_model_params(m), *pi = snn_model_params(init); /* one copy each */
         for (size_t i = 0; i < snn_model_num_params(m); i++) {
-            moved = fmax(moved, fabs((double)snn_model_params(m)[i] - snn_model_params(init)[i]));
-            top = fmax(top, fabs((double)snn_model_params(init)[i]));
+            moved = fmax(moved, fabs((double)pm[i] - pi[i]));
+            top = fmax(top, fabs((double)pi[i]));
         }
         moved /= top;
         printf("  weights moved from the initialisation by %.3g relative\n", moved);
@@ -335,6 +358,7 @@ int main(int argc, char **argv) {
     snn_comm_allreduce(g_world, &c, 1, SNN_COMM_I64, SNN_COMM_SUM);
     if (R == 0) printf("  %lld checks, %lld failures\n", (long long)c, (long long)f);
     snn_mesh_free(&mesh);
+    snn_comm_free(nccl);
     snn_optimizer_free(o);
     snn_precision_free(p);
     snn_model_free(m);

@@ -28,6 +28,8 @@ typedef struct snn_cuda snn_cuda;
 /* Select `device`, create a stream, a cuBLASLt handle and a GEMM workspace
  * (workspace_bytes 0 = 32 MiB). */
 snn_status snn_cuda_create(int device, size_t workspace_bytes, snn_cuda **out);
+/* CUDA devices this process sees (SNN_E_UNSUPPORTED, *count 0, when there is no driver). */
+snn_status snn_cuda_device_count(int *count);
 void snn_cuda_destroy(snn_cuda *c);
 /* The context's stream as a cudaStream_t. */
 void *snn_cuda_stream(snn_cuda *c);

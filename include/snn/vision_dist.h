@@ -113,19 +113,15 @@ typedef struct snn_dist_metrics {
     double skipped_steps;        /* FP16 steps skipped on overflow (the same on every rank) */
 } snn_dist_metrics;
 
-struct snn_cuda_model;
-
 typedef struct snn_dist_train_opts {
     snn_model *model;
     snn_vision_stage *stage;     /* NULL with TP = PP = 1; else model == its stage model */
-    /* GPU data parallelism (TP = PP = 1): the steps and the validation run on this device
-     * model of `model`, created with opts.dp = snn_ddp_cuda_collectives over the DP group's
-     * NCCL communicator, so gradient averaging, BatchNorm broadcast and the FP8 amax
-     * reduction happen inside the captured step; prec may be NULL (the device model holds
-     * the precision). Every batch is full (the ragged last one is dropped: the step's shapes
-     * are fixed), the loss is read back once an epoch, and the timed window is wall time
-     * between device synchronisations. The host model receives the parameters at the end. */
-    struct snn_cuda_model *gpu;
+    /* A model placed on a GPU (snn_model_to before prepare; TP = PP = 1) trains through the
+     * same loop: its gradients are averaged over the DP group by device_dp, an NCCL
+     * communicator over the DP group's ranks (snn_comm_nccl_create, one GPU per rank), or,
+     * when NULL, through the host over the DP group (any communicator, several ranks per GPU
+     * allowed). NULL for a host model. */
+    struct snn_comm *device_dp;
     int microbatches;            /* PP > 1: GPipe microbatches per batch (batch % K == 0) */
     snn_precision *prec;
     snn_optimizer *opt;

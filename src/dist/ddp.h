@@ -28,8 +28,16 @@ typedef struct snn_ddp snn_ddp;
 #define SNN_DDP_DEFAULT_BUCKET_BYTES (25u << 20) /* torch's bucket_cap_mb = 25 */
 
 /* dp: the DP group (not owned; size 1 installs nothing). p: the model's prepared precision
- * (required). bucket_bytes 0: the default. Collective over dp. */
-snn_status snn_ddp_create(snn_comm *dp, snn_model *m, snn_precision *p, size_t bucket_bytes, snn_ddp **out);
+ * (required). bucket_bytes 0: the default. Collective over dp.
+ * A model placed on a device (snn_model_to) averages its device gradients: through
+ * device_dp when given (an NCCL communicator over the same ranks as dp, one GPU per rank:
+ * the buckets are enqueued on the model's stream, the host does not wait), otherwise
+ * through the host (each step downloads the gradients, all-reduces them over dp and
+ * uploads them: correct anywhere, e.g. several ranks sharing one GPU, at the cost of two
+ * copies of the gradients). The flag, amax and buffer rules are the same on every path.
+ * device_dp must be NULL for a host model. */
+snn_status snn_ddp_create(snn_comm *dp, snn_comm *device_dp, snn_model *m, snn_precision *p, size_t bucket_bytes,
+                          snn_ddp **out);
 void snn_ddp_free(snn_ddp *d);
 /* Before every forward in training. */
 snn_status snn_ddp_broadcast_buffers(snn_ddp *d);

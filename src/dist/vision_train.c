@@ -12,25 +12,7 @@
 #include "dist/ddp.h"
 #include "dist/sampler.h"
 #include "dist/vision_train.h"
-#include "snn/cuda.h"
 #include "snn/loss.h"
-
-/* The device model's entry points (a build without CUDA has none: there o->gpu is refused) */
-#ifdef SNN_HAVE_CUDA
-#define GPU_CALL(expr) (expr)
-#else
-#define GPU_CALL(expr) snn_error(SNN_E_UNSUPPORTED, "this build of snn has no CUDA backend")
-#endif
-static snn_status gpu_step(snn_cuda_model *g, const float *x, const int32_t *y, float lr) {
-    return GPU_CALL(snn_cuda_model_train_step(g, x, 1, y, lr));
-}
-static snn_status gpu_stats(snn_cuda_model *g, double *loss_sum, long *steps) {
-    return GPU_CALL(snn_cuda_model_take_stats(g, loss_sum, NULL, steps));
-}
-static snn_status gpu_forward(snn_cuda_model *g, const float *x, int n, float *y) {
-    return GPU_CALL(snn_cuda_model_forward(g, x, 1, n, y));
-}
-static snn_status gpu_download(snn_cuda_model *g) { return GPU_CALL(snn_cuda_model_download(g)); }
 
 static double now_s(void) {
     struct timespec ts;
@@ -70,8 +52,11 @@ snn_status snn_dist_check_rules(const char *data_parallel, int tp_size, int pp_s
     return SNN_OK;
 }
 
-/* fixed-shape steps (a pipeline's buffers, a GPU step's graph) take full batches only */
-static int drop_ragged(const snn_mesh *mesh, const snn_dist_train_opts *o) { return mesh->pp_size > 1 || o->gpu; }
+/* fixed-shape steps (a pipeline's buffers) take full batches only */
+static int drop_ragged(const snn_mesh *mesh, const snn_dist_train_opts *o) {
+    (void)o;
+    return mesh->pp_size > 1;
+}
 
 long snn_dist_total_steps(const snn_mesh *mesh, const snn_dist_train_opts *o) {
     if (!mesh || !o || !o->train) return 0;
@@ -150,9 +135,6 @@ static snn_status validate(const snn_mesh *mesh, const snn_dist_train_opts *o, l
         if (sg && sg->pp_size > 1) {
             SNN_TRY(snn_vision_pipeline_forward(o->stage, b->xt, sg->last ? b->dy : NULL));
             y = b->dy;
-        } else if (o->gpu) {
-            SNN_TRY(gpu_forward(o->gpu, b->xt, N, b->dy));
-            y = b->dy;
         } else {
             SNN_TRY(snn_model_forward(m, b->xt, 0, &y));
         }
@@ -169,13 +151,16 @@ static snn_status validate(const snn_mesh *mesh, const snn_dist_train_opts *o, l
 }
 
 static snn_status check_inputs(const snn_mesh *mesh, const snn_dist_train_opts *o) {
-    if (!mesh || !o || !o->model || (!o->prec && !o->gpu) || !o->opt || !o->train || !o->val)
+    if (!mesh || !o || !o->model || !o->prec || !o->opt || !o->train || !o->val)
         return snn_error(SNN_E_INVALID, "distributed training needs a mesh, a model, its precision, an optimizer "
                          "and both datasets");
     int parallel = mesh->tp_size != 1 || mesh->pp_size != 1;
-    if (o->gpu && (parallel || o->stage))
-        return snn_error(SNN_E_UNSUPPORTED, "GPU training is data parallel only here (tensor_parallel_size=%d, "
-                         "pipeline_parallel_size=%d)", mesh->tp_size, mesh->pp_size);
+    const char *dev = snn_model_device(o->model);
+    if (strcmp(dev, "cpu") && (parallel || o->stage))
+        return snn_error(SNN_E_UNSUPPORTED, "a model on %s trains data parallel only here (tensor_parallel_size=%d, "
+                         "pipeline_parallel_size=%d)", dev, mesh->tp_size, mesh->pp_size);
+    if (o->device_dp && !strcmp(dev, "cpu"))
+        return snn_error(SNN_E_INVALID, "device_dp is for a model placed on a device; this model is on the CPU");
     if (parallel && (!o->stage || o->stage->model != o->model || o->stage->tp_size != mesh->tp_size ||
                      o->stage->pp_size != mesh->pp_size))
         return snn_error(SNN_E_INVALID, "tensor_parallel_size=%d, pipeline_parallel_size=%d: the model must be "
@@ -221,10 +206,7 @@ snn_status snn_dist_train_classification(const snn_mesh *mesh, const snn_dist_tr
         return snn_error(SNN_E_INVALID, "pipeline parallelism needs full batches: %zu samples per data-parallel "
                          "rank, batch_size=%d, pipeline_microbatches=%d", per, o->batch_size, o->microbatches);
     snn_ddp *ddp = NULL;
-    if (o->gpu && per < (size_t)o->batch_size)
-        return snn_error(SNN_E_INVALID, "GPU training needs full batches: %zu samples per data-parallel rank, "
-                         "batch_size=%d", per, o->batch_size);
-    if (!piped && !o->gpu) SNN_TRY(snn_ddp_create(mesh->dp_comm, m, o->prec, o->bucket_bytes, &ddp));
+    if (!piped) SNN_TRY(snn_ddp_create(mesh->dp_comm, o->device_dp, m, o->prec, o->bucket_bytes, &ddp));
     loop_bufs b = {0};
     b.xb = malloc(sizeof(float) * F * (size_t)N);
     b.xt = malloc(sizeof(float) * F * (size_t)N * (size_t)T);
@@ -236,7 +218,7 @@ snn_status snn_dist_train_classification(const snn_mesh *mesh, const snn_dist_tr
     b.mean = malloc(sizeof(double) * (size_t)C);
     snn_status st = (b.xb && b.xt && b.dy && b.yb && b.perm && b.idx && b.vidx && b.mean)
                         ? SNN_OK : snn_error(SNN_E_NOMEM, "out of memory for training batches");
-    if (st == SNN_OK && !o->gpu)
+    if (st == SNN_OK)
         st = piped ? snn_vision_pipeline_plan(o->stage, T, N, o->microbatches) : snn_model_plan(m, T, N);
 
     if (o->start_step < 0 || o->start_step > total)
@@ -245,12 +227,9 @@ snn_status snn_dist_train_classification(const snn_mesh *mesh, const snn_dist_tr
     const int first_epoch = nb > 0 ? (int)(o->start_step / nb) + 1 : 1;
     double measured_s = 0, processed = 0, train_loss = NAN, vloss = NAN, vacc = NAN;
     int planned_n = N;
-    double gpu_t0 = 0;  /* GPU: start of the timed window (after a synchronisation) */
-    long gpu_timed = 0; /* GPU: steps in that window */
     for (int epoch = first_epoch; st == SNN_OK && epoch <= o->epochs && step < total; epoch++) {
         st = snn_dist_sampler_epoch(o->train, 1, o->seed, (uint64_t)epoch, DP, mesh->dp, b.perm, b.idx);
         double lsum[2] = {0, 0}; /* sum(loss * batch), sum(batch) */
-        if (st == SNN_OK && o->gpu) st = gpu_stats(o->gpu, NULL, NULL);
         for (long k = epoch == first_epoch && nb > 0 ? o->start_step % nb : 0; st == SNN_OK && k < nb && step < total;
              k++) {
             size_t start = (size_t)k * (size_t)N;
@@ -269,20 +248,7 @@ snn_status snn_dist_train_classification(const snn_mesh *mesh, const snn_dist_tr
             double t0 = measured ? now_s() : 0;
             float loss = 0;
             int skipped = 0;
-            if (o->gpu) {
-                /* asynchronous: a timed window opens once the steps before it have finished */
-                if (st == SNN_OK && measured && !gpu_timed) {
-                    double ls = 0;
-                    long sc = 0;
-                    st = gpu_stats(o->gpu, &ls, &sc);
-                    lsum[0] += ls * n;
-                    lsum[1] += (double)sc * n;
-                    gpu_t0 = now_s();
-                }
-                if (st == SNN_OK)
-                    st = gpu_step(o->gpu, b.xt, b.yb, snn_lr_schedule(&o->sched, step));
-                if (measured) gpu_timed++;
-            } else if (piped) {
+            if (piped) {
                 int correct = 0;
                 snn_model_zero_grad(m);
                 if (st == SNN_OK)
@@ -307,36 +273,20 @@ snn_status snn_dist_train_classification(const snn_mesh *mesh, const snn_dist_tr
                                "learning rate", (double)loss, step, mesh->dp);
             if (st != SNN_OK) break;
             if (measured) {
-                if (!o->gpu) measured_s += now_s() - t0;
+                measured_s += now_s() - t0;
                 timed++;
                 processed += (double)n * DP;
             }
             skipped_steps += skipped;
             step++;
-            if (!o->gpu) {
-                lsum[0] += (double)loss * n;
-                lsum[1] += n;
-            }
+            lsum[0] += (double)loss * n;
+            lsum[1] += n;
             if (o->on_step) st = o->on_step(o->ctx, step);
-        }
-        if (st == SNN_OK && o->gpu) { /* the epoch's losses, and the end of its timed steps */
-            double ls = 0;
-            long sc = 0;
-            st = gpu_stats(o->gpu, &ls, &sc);
-            lsum[0] += ls * N;
-            lsum[1] += (double)sc * N;
-            if (st == SNN_OK && gpu_timed) {
-                measured_s += now_s() - gpu_t0;
-                gpu_timed = 0;
-            }
-            if (st == SNN_OK && !isfinite(lsum[0]))
-                st = snn_error(SNN_E_NUMERIC, "the loss became %g in epoch %d on data-parallel rank %d; lower the "
-                               "learning rate", lsum[0], epoch, mesh->dp);
         }
         if (st == SNN_OK) st = snn_comm_allreduce(mesh->dp_comm, lsum, 2, SNN_COMM_F64, SNN_COMM_SUM);
         if (st != SNN_OK) break;
         train_loss = lsum[1] > 0 ? lsum[0] / lsum[1] : NAN;
-        if (planned_n != N && !o->gpu) {
+        if (planned_n != N) {
             st = snn_model_plan(m, T, N);
             planned_n = N;
         }
@@ -356,7 +306,6 @@ snn_status snn_dist_train_classification(const snn_mesh *mesh, const snn_dist_tr
     }
     bufs_free(&b);
     snn_ddp_free(ddp);
-    if (st == SNN_OK && o->gpu) st = gpu_download(o->gpu);
     if (st != SNN_OK) return st;
 
     /* max over ranks of time and peak memory, sums of memory (whole world: TP/PP ranks

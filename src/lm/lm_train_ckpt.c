@@ -168,15 +168,8 @@ static snn_status load_local(snn_lm_trainer *t, const char *path) {
     }
     /* weights and precision state first (checked whole before anything is written), then
      * the optimizer slice (checked before it is written) */
+    /* (on a device model the restore sends the weights there: snn_model_load_weights) */
     if (st == SNN_OK) st = snn_training_checkpoint_restore(t->m, t->prec, NULL, ck);
-    /* the restore wrote a device model's host copy: send it to the device */
-    if (st == SNN_OK && t->m->owned_be) {
-        snn_model *m = t->m;
-        const snn_backend *be = snn_model_backend(m);
-        st = be->upload(be, m->param_store, m->params, m->n_params * sizeof(float));
-        if (st == SNN_OK) st = be->upload(be, m->buffer_store, m->buffers, m->n_buffers * sizeof(float));
-        if (st == SNN_OK) st = be->synchronize(be);
-    }
     if (st == SNN_OK && t->staged) st = lm_stage_scatter(t, state, ns, osteps, rp);
     else if (st == SNN_OK) st = snn_dist_optim_load_slice(t->opt, state, ns, osteps, rp);
     snn_ckpt_close(ck);

@@ -296,6 +296,23 @@ snn_status snn_model_backward(snn_model *m, const float *dy) {
     return snn_model_backward_stored(m, d);
 }
 
+snn_status snn_model_push_host(snn_model *m) {
+    if (!m) return snn_error(SNN_E_INVALID, "snn_model_push_host: model is NULL");
+    if (!m->owned_be) return SNN_OK;
+    const snn_backend *be = m->run.be;
+    SNN_TRY(be->upload(be, m->param_store, m->params, m->n_params * sizeof(float)));
+    SNN_TRY(be->upload(be, m->buffer_store, m->buffers, m->n_buffers * sizeof(float)));
+    return be->synchronize(be);
+}
+
+snn_status snn_model_pull_host(const snn_model *m) {
+    if (!m) return snn_error(SNN_E_INVALID, "snn_model_pull_host: model is NULL");
+    if (!m->owned_be) return SNN_OK;
+    const snn_backend *be = m->run.be;
+    SNN_TRY(be->download(be, m->params, m->param_store, m->n_params * sizeof(float)));
+    return be->download(be, m->buffers, m->buffer_store, m->n_buffers * sizeof(float));
+}
+
 void snn_model_zero_grad(snn_model *m) {
     if (!m) return;
     if (m->owned_be) (void)m->run.be->fill(m->run.be, m->grad_store, 0.0f, m->n_params);

@@ -49,6 +49,14 @@ void snn_model_bind_storage(snn_model *m);
  * contents the caller refreshed first). */
 void snn_model_release_device(snn_model *m);
 
+/* After writing the host copy of a device model's parameters and buffers (a checkpoint
+ * restore, a broadcast from another rank): send it to the device and wait. No-op on the
+ * CPU, where the host copy is the storage. */
+snn_status snn_model_push_host(snn_model *m);
+/* Refresh the host copy of a device model's parameters and buffers (before reading it
+ * through snn_model_tensor: a checkpoint save, a finiteness check). No-op on the CPU. */
+snn_status snn_model_pull_host(const snn_model *m);
+
 /* Run backward from dy already in the model's storage (the device's memory). */
 snn_status snn_model_backward_stored(snn_model *m, const float *dy_store);
 /* Copy the caller's host dy into the model's staging buffer; *out is its storage pointer

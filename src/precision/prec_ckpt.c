@@ -30,6 +30,7 @@ static snn_status save_impl(snn_model *m, const snn_precision_config *cfg, snn_p
         return snn_error(SNN_E_INVALID, "training checkpoint save: the precision was prepared for another model");
     if (opt && !snn_optimizer_for_model(opt, m))
         return snn_error(SNN_E_INVALID, "training checkpoint save: the optimizer belongs to another model");
+    SNN_TRY(snn_model_pull_host(m)); /* a device model: save what the device holds */
     snn_ckpt_writer *w = NULL;
     SNN_TRY(snn_ckpt_writer_begin(&w));
     snn_status st = SNN_OK;

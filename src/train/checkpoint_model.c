@@ -19,6 +19,7 @@ static const char *reserved_keys[] = {"format", "snn_model_config", "snn_model_k
 
 snn_status snn_model_save(const snn_model *m, const char *path, const char *const *meta_kv) {
     if (!m || !path) return snn_error(SNN_E_INVALID, "snn_model_save: NULL model or path");
+    SNN_TRY(snn_model_pull_host(m)); /* a device model: save what the device holds */
     snn_ckpt_writer *w;
     SNN_TRY(snn_ckpt_writer_begin(&w));
     snn_status st = SNN_OK;
@@ -122,11 +123,14 @@ snn_status snn_model_load_weights(snn_model *m, const snn_ckpt *ckpt) {
         SNN_TRY(snn_ckpt_find(ckpt, ti.name, &ct));
         memcpy(ti.data, ct.data, ct.nbytes);
     }
-    return SNN_OK;
+    /* a device model: the host copy was written, the device copy is what runs */
+    return snn_model_push_host(m);
 }
 
 snn_status snn_model_check_finite(const snn_model *m) {
     if (!m) return snn_error(SNN_E_INVALID, "snn_model_check_finite: model is NULL");
+    /* a device model's host copy is refreshed on request: check what the device holds */
+    SNN_TRY(snn_model_pull_host(m));
     for (size_t i = 0; i < snn_model_num_tensors(m); i++) {
         snn_tensor_info ti;
         SNN_TRY(snn_model_tensor(m, i, &ti));

@@ -13,16 +13,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cmds.h"
 #include "common.h"
 #include "dist_cli.h"
 #include "snn/checkpoint.h"
+#include "snn/comm.h"
+#include "snn/cuda.h"
 #include "snn/dist.h"
 #include "snn/optim.h"
 #include "snn/prepare.h"
 #include "snn/vision_dist.h"
-#include "train_cuda.h"
 
 static snn_comm *g_world;
 
@@ -116,6 +118,60 @@ static void on_epoch(void *ctx, const snn_dist_epoch_report *r) {
     if (e->metrics) print_epoch(e->metrics, r);
 }
 
+/* This rank's GPU: --device cuda:N is N on every rank; --device cuda is the node-local rank
+ * modulo the GPUs the process sees (several ranks may then share one). */
+static int rank_device(const char *device) {
+    int dev = device_parse(NULL, device);
+    if (strcmp(device, "cuda")) return dev;
+    int count = 0;
+#ifdef SNN_HAVE_CUDA
+    snn_status st = snn_cuda_device_count(&count);
+    if (st != SNN_OK) die_status(st, "counting the GPUs");
+#endif
+    if (count <= 0) die_status(SNN_E_UNSUPPORTED, "--device cuda: no GPU is visible");
+    return snn_comm_local_rank(g_world) % count;
+}
+
+/* 1 when every DP rank has a GPU of its own: (host, device) pairs all distinct. */
+static int gpus_distinct(snn_comm *dp, int dev) {
+    char host[256] = "";
+    (void)gethostname(host, sizeof host - 1);
+    uint64_t key = 1469598103934665603ull; /* FNV-1a of the host name, then the device */
+    for (const char *c = host; *c; c++) key = (key ^ (unsigned char)*c) * 1099511628211ull;
+    key = key * 64u + (uint64_t)dev;
+    int n = snn_comm_size(dp);
+    uint64_t *all = calloc((size_t)n, sizeof *all);
+    if (!all) die_status(SNN_E_NOMEM, "allocating");
+    snn_status st = snn_comm_allgather(dp, &key, sizeof key, SNN_COMM_U8, all);
+    if (st != SNN_OK) die_status(st, "exchanging the GPU of each rank");
+    int ok = 1;
+    for (int i = 0; i < n && ok; i++)
+        for (int j = i + 1; j < n && ok; j++) ok = all[i] != all[j];
+    free(all);
+    return ok;
+}
+
+/* The device communicator of the DP group for a model on GPU `dev`: NCCL when every rank
+ * has its own GPU (auto, nccl); NULL (gradients through the host over MPI) when ranks share
+ * one, when NCCL cannot be opened (auto only), or with host. */
+static snn_comm *dp_device_comm(snn_comm *dp, int dev, const char *how, int rank, int quiet) {
+    if (snn_comm_size(dp) == 1 || !strcmp(how, "host")) return NULL;
+    int distinct = gpus_distinct(dp, dev);
+    if (!distinct) {
+        if (!strcmp(how, "nccl"))
+            die_usage("--gpu-collectives nccl needs one GPU per rank; ranks share a GPU here (use auto or host)");
+        if (rank == 0 && !quiet)
+            fprintf(stderr, "snn: ranks share a GPU: gradients are averaged through the host\n");
+        return NULL;
+    }
+    snn_comm *c = NULL;
+    snn_status st = snn_comm_nccl_create(dp, dev, &c);
+    if (st == SNN_OK) return c;
+    if (!strcmp(how, "nccl") || st != SNN_E_UNSUPPORTED) die_status(st, "creating the NCCL communicator");
+    if (rank == 0 && !quiet) fprintf(stderr, "snn: %s; gradients are averaged through the host\n", snn_last_error());
+    return NULL;
+}
+
 int cmd_train_dist(int argc, char **argv) {
     int help = args_wants_help(argc, argv, 2);
     snn_status st = snn_comm_init_world(&g_world);
@@ -132,7 +188,7 @@ int cmd_train_dist(int argc, char **argv) {
     long max_steps = -1;
     float lr = 0, wd = -1, momentum = 0.9f, clip = 0;
     const char *optimizer = "adam", *out = "runs/latest", *encoding = "direct", *loss = NULL, *schedule = "cosine";
-    const char *data_parallel = "ddp", *ckpt_dir = NULL, *resume = NULL;
+    const char *data_parallel = "ddp", *ckpt_dir = NULL, *resume = NULL, *gpu_coll = "auto";
     long ckpt_interval = 0;
     uint64_t seed = 42;
     opt t[64];
@@ -161,7 +217,10 @@ int cmd_train_dist(int argc, char **argv) {
     t[n++] = (opt){"--seed", OPT_U64, &seed, "random seed, the same on every rank (default 42)", NULL, 0};
     t[n++] = opt_num("--bucket-cap-mb", OPT_INT, &bucket_mb, "DDP gradient bucket size in MiB (25)", NULL, 1, 4096);
     t[n++] = (opt){"--sync-batchnorm", OPT_FLAG, &sync_bn,
-                   "BatchNorm statistics over the whole data-parallel batch (torch's SyncBatchNorm; CPU)", NULL, 0};
+                   "BatchNorm statistics over the whole data-parallel batch (torch's SyncBatchNorm)", NULL, 0};
+    t[n++] = (opt){"--gpu-collectives", OPT_STRING, &gpu_coll,
+                   "--device cuda: auto (NCCL when every rank has its own GPU, else through the host) | nccl | host",
+                   NULL, 0};
     t[n++] = (opt){"--checkpoint-dir", OPT_STRING, &ckpt_dir, "write step checkpoints (step_XXXXXXXX/) here", NULL, 0};
     t[n++] = opt_num("--checkpoint-interval", OPT_LONG, &ckpt_interval, "steps between checkpoints (0: only the last)", NULL, 0, 1e15);
     t[n++] = (opt){"--resume", OPT_STRING, &resume, "continue from a step directory of the same run", NULL, 0};
@@ -211,12 +270,10 @@ int cmd_train_dist(int argc, char **argv) {
     if (on_gpu && parallel)
         die_usage("--device cuda trains data parallel only: --tensor-parallel-size and --pipeline-parallel-size "
                   "must be 1 (got %d and %d)", tp, pp);
-    if (sync_bn && (on_gpu || parallel))
-        die_usage("--sync-batchnorm is built for CPU data parallelism (--device cpu, tensor and pipeline "
-                  "parallel size 1)");
-    if (on_gpu && (ckpt_dir || resume))
-        die_usage("--checkpoint-dir and --resume are CPU-only in distributed training (--device cuda writes the "
-                  "final model.safetensors, which snn train --resume continues on one GPU)");
+    if (sync_bn && parallel)
+        die_usage("--sync-batchnorm is built for data parallelism (tensor and pipeline parallel size 1)");
+    if (strcmp(gpu_coll, "auto") && strcmp(gpu_coll, "nccl") && strcmp(gpu_coll, "host"))
+        die_usage("--gpu-collectives must be auto, nccl or host, got '%s'", gpu_coll);
     if (parallel && clip > 0)
         die_usage("--clip with --tensor-parallel-size %d --pipeline-parallel-size %d is not built", tp, pp);
     dist_cli_setup_point();
@@ -244,9 +301,19 @@ int cmd_train_dist(int argc, char **argv) {
         m = snn_vision_stage_model(stage);
     }
     dist_cli_setup_point();
+    /* the precision guide's order on a GPU: device, then prepare, then the optimizer */
+    char devname[32] = "cpu";
+    snn_comm *dev_dp = NULL;
+    if (on_gpu) {
+        int dev = rank_device(pf.device);
+        snprintf(devname, sizeof devname, "cuda:%d", dev);
+        st = snn_model_to(m, devname);
+        if (st != SNN_OK) die_status(st, "placing the model");
+        dev_dp = dp_device_comm(snn_mesh_comm(mesh, SNN_MESH_DP), dev, gpu_coll, rank, quiet);
+    }
+    dist_cli_setup_point();
     snn_precision *prec = NULL;
-    /* on the GPU the device model holds the precision (its step is one CUDA graph) */
-    st = on_gpu ? SNN_OK : snn_prepare_model_for_precision(m, "cpu", &pcfg, &prec);
+    st = snn_prepare_model_for_precision(m, devname, &pcfg, &prec);
     if (st != SNN_OK) die_status(st, "preparing the precision");
     snn_optim_opts oo = snn_optim_defaults((snn_optim_kind)okind);
     if (lr > 0) oo.lr = lr;
@@ -264,7 +331,8 @@ int cmd_train_dist(int argc, char **argv) {
     snn_dist_train_opts o = {.model = m, .stage = stage, .microbatches = micro, .prec = prec, .opt = opt, .train = train, .val = test, .time_steps = mf.T,
                              .batch_size = batch, .epochs = epochs, .max_steps = max_steps,
                              .timing_warmup_steps = timing_warmup, .use_mse = use_mse, .enc = enc, .seed = seed,
-                             .clip = clip, .bucket_bytes = (size_t)bucket_mb << 20, .on_epoch = on_epoch};
+                             .clip = clip, .bucket_bytes = (size_t)bucket_mb << 20, .on_epoch = on_epoch,
+                             .device_dp = dev_dp};
     long total = snn_dist_total_steps(mesh, &o);
     if (total <= 0) die_usage("no training step fits: %d samples over %d ranks", snn_dataset_size(train), dp_size);
     if (max_steps > 0 && timing_warmup >= max_steps)
@@ -327,14 +395,6 @@ int cmd_train_dist(int argc, char **argv) {
         ec.saved_step = pr.step;
     }
     if (ckpt_dir || resume || parallel) o.on_step = on_step;
-    gpu_dp *gdp = NULL;
-    if (on_gpu) {
-        size_t per = snn_dist_sampler_num_samples((size_t)snn_dataset_size(train), dp_size);
-        if (per < (size_t)batch)
-            die_usage("--device cuda needs full batches: %zu samples per rank, --batch-size %d", per, batch);
-        gdp = gpu_dp_open(m, g_world, mf.T, batch, pf.device, &pcfg, &oo, clip, use_mse);
-        o.gpu = gpu_dp_model(gdp);
-    }
     char path[4096];
     if (rank == 0) {
         if (make_dir(out) != 0) die_usage("cannot create output directory '%s': %s", out, strerror(errno));
@@ -376,8 +436,7 @@ int cmd_train_dist(int argc, char **argv) {
         snprintf(ebuf, sizeof ebuf, "%d", epochs);
         const char *meta[] = {"dataset", df.dataset, "time_steps", tbuf, "epochs", ebuf, "encoding",
                               snn_encoding_name(enc), NULL};
-        st = parallel ? SNN_OK : gdp ? gpu_dp_save(gdp, m, opt, path, meta)
-                                     : snn_training_checkpoint_save(m, prec, opt, path, meta);
+        st = parallel ? SNN_OK : snn_training_checkpoint_save(m, prec, opt, path, meta);
         if (st != SNN_OK) die_status(st, "saving the model");
         /* the final metrics object (all values numbers, keys sorted) */
         fputc('{', stdout);
@@ -402,7 +461,6 @@ int cmd_train_dist(int argc, char **argv) {
     }
     dist_cli_setup_point();
     args_die_hook = NULL;
-    gpu_dp_close(gdp);
     snn_optimizer_free(opt);
     snn_precision_free(prec);
     if (stage) snn_vision_stage_free(stage);
@@ -410,6 +468,7 @@ int cmd_train_dist(int argc, char **argv) {
     snn_dataset_free(train);
     snn_dataset_free(test);
     snn_mesh_close(mesh);
+    snn_comm_free(dev_dp);
     snn_comm_free(g_world);
     return 0;
 }

@@ -49,6 +49,17 @@ extern "C" snn_status snn_cuda_set_neuron_tuning(snn_cuda *c, int pack_bytes, in
 int snn_cuda_sm_count(snn_cuda *c) { return c->sm_count; }
 snn_cuda_gemm_state *snn_cuda_gemm_of(snn_cuda *c) { return c->gemm; }
 
+extern "C" snn_status snn_cuda_device_count(int *count) {
+    if (!count) return snn_error(SNN_E_INVALID, "snn_cuda_device_count: count is NULL");
+    *count = 0;
+    cudaError_t e = cudaGetDeviceCount(count);
+    if (e != cudaSuccess) {
+        *count = 0;
+        return snn_error(SNN_E_UNSUPPORTED, "no CUDA device is usable (%s)", cudaGetErrorString(e));
+    }
+    return SNN_OK;
+}
+
 extern "C" snn_status snn_cuda_create(int device, size_t workspace_bytes, snn_cuda **out) {
     *out = NULL;
     int count = 0;
