@@ -79,7 +79,7 @@ print("cli: DP 2 x batch 16 vs 1 x batch 32: max relative weight difference %.3g
 assert worst <= 1e-5, worst
 PY
 fi
-# --sync-batchnorm on a model without BatchNorm, and with --device cuda: exit 2 with the reason
+# --sync-batchnorm on a model without BatchNorm: exit 2 with the reason
 run2 "$SNN" train --data-parallel ddp --model fcsnn --sync-batchnorm --dataset synthetic --out "$tmp/sb" --quiet \
   >/dev/null 2>"$tmp/sb.err"
 rc=$?

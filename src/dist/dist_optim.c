@@ -16,9 +16,12 @@ struct snn_dist_optim {
     size_t n, shard, begin, len;
     float *params, *grads;
     snn_optimizer *local;
-    /* a model placed on a device (DP 1 only): the optimizer and the clip work on its
-     * device storage (params / grads above are then the device arrays) */
+    /* a model placed on a device: params / grads above are its device arrays, the optimizer
+     * (over this rank's slice) and at DP 1 the clip run there; over several ranks the
+     * reductions go through `host`, a host copy of the flat array (gradients, then the
+     * gathered parameters), allocated once */
     const snn_backend *dev;
+    float *host;
 };
 
 /* One MPI call carries at most INT_MAX elements; stay well below. */
@@ -40,13 +43,7 @@ snn_status snn_dist_optim_create(snn_comm *dp, const snn_optim_opts *o, snn_mode
     if (!dp || !o || !m) return snn_error(SNN_E_INVALID, "distributed optimizer: NULL communicator, options or model");
     size_t n = snn_model_num_params(m);
     if (n == 0) return snn_error(SNN_E_INVALID, "the model has no trainable parameters to optimize");
-    if (m->owned_be) {
-        /* The collectives below read and write host memory; a device model's host views are
-         * copies, so a sharded step would reduce stale gradients and update nothing. */
-        if (snn_comm_size(dp) > 1)
-            return snn_error(SNN_E_UNSUPPORTED, "the distributed optimizer over %d ranks runs on host models only (the model "
-                             "is on %s; data parallel training on a device is not implemented yet)",
-                             snn_comm_size(dp), snn_model_device(m));
+    if (m->owned_be && snn_comm_size(dp) == 1) {
         snn_dist_optim *d = calloc(1, sizeof *d);
         if (!d) return snn_error(SNN_E_NOMEM, "out of memory for the distributed optimizer");
         d->dp = dp;
@@ -72,26 +69,39 @@ snn_status snn_dist_optim_create(snn_comm *dp, const snn_optim_opts *o, snn_mode
     d->shard = (n + (size_t)d->size - 1) / (size_t)d->size;
     d->begin = begin_of(d, d->rank);
     d->len = len_of(d, d->rank);
-    d->params = snn_model_params(m);
-    d->grads = snn_model_grads(m);
-    snn_status st = SNN_OK;
-    uint8_t *mask = malloc(n);
-    if (!mask) st = snn_error(SNN_E_NOMEM, "out of memory building the weight-decay mask");
-    else memset(mask, 1, n);
+    /* where each tensor lies: offsets into the host view (the storage itself on the CPU) */
+    float *hview = snn_model_params(m);
+    snn_status st = hview ? SNN_OK : snn_error(SNN_E_STATE, "distributed optimizer: reading the model failed: %s",
+                                               snn_last_error());
+    if (m->owned_be) {
+        d->dev = m->run.be;
+        d->params = m->param_store;
+        d->grads = m->grad_store;
+        if (st == SNN_OK && !(d->host = malloc(n * sizeof(float))))
+            st = snn_error(SNN_E_NOMEM, "out of memory for the host copy of %zu gradients", n);
+    } else {
+        d->params = hview;
+        d->grads = snn_model_grads(m);
+    }
+    uint8_t *mask = st == SNN_OK ? malloc(n) : NULL;
+    if (st == SNN_OK && !mask) st = snn_error(SNN_E_NOMEM, "out of memory building the weight-decay mask");
+    else if (mask) memset(mask, 1, n);
     for (size_t t = 0; st == SNN_OK && t < snn_model_num_tensors(m); t++) {
         snn_tensor_info ti;
         st = snn_model_tensor(m, t, &ti);
         if (st != SNN_OK || ti.is_buffer) continue;
-        if (ti.data < d->params || (size_t)(ti.data - d->params) + ti.numel > n)
+        if (ti.data < hview || (size_t)(ti.data - hview) + ti.numel > n)
             st = snn_error(SNN_E_STATE, "tensor %s lies outside the model's parameter array", ti.name);
-        else memset(mask + (ti.data - d->params), ti.decay ? 1 : 0, ti.numel);
+        else memset(mask + (ti.data - hview), ti.decay ? 1 : 0, ti.numel);
     }
     /* every rank owns a non-empty slice (refused: more ranks than parameters) */
     if (st == SNN_OK && d->len == 0) st = snn_error(SNN_E_INVALID, "distributed optimizer: %d ranks for %zu parameters", d->size, n);
     if (st == SNN_OK)
-        st = snn_optimizer_create(o, d->len, d->params + d->begin, d->grads + d->begin, mask + d->begin, &d->local);
+        st = snn_optimizer_create_on(d->dev ? d->dev : snn_backend_cpu(), o, d->len, d->params + d->begin,
+                                     d->grads + d->begin, mask + d->begin, &d->local);
     free(mask);
     if (st != SNN_OK) {
+        free(d->host);
         free(d);
         return st;
     }
@@ -104,6 +114,7 @@ snn_status snn_dist_optim_create(snn_comm *dp, const snn_optim_opts *o, snn_mode
 void snn_dist_optim_free(snn_dist_optim *d) {
     if (!d) return;
     snn_optimizer_free(d->local);
+    free(d->host);
     free(d);
 }
 
@@ -136,32 +147,55 @@ static snn_status bcast_chunked(snn_comm *c, float *buf, size_t n, int root) {
     return SNN_OK;
 }
 
+/* Steps 1-2 on the host array g (this rank's copy of the gradients): the sum over DP, the
+ * global norm from each rank's slice, the clip applied to this rank's slice. */
+static snn_status reduce_and_clip(snn_dist_optim *d, float *g, float clip, float *norm_out) {
+    SNN_TRY(allreduce_chunked(d->dp, g, d->n));
+    const float *gs = g + d->begin;
+    double ss = 0.0;
+    for (size_t i = 0; i < d->len; i++) ss += (double)gs[i] * (double)gs[i];
+    SNN_TRY(snn_comm_allreduce(d->dp, &ss, 1, SNN_COMM_F64, SNN_COMM_SUM));
+    float norm = (float)sqrt(ss);
+    if (isfinite(norm) && clip > 0) {
+        const float coef = clip / (norm + 1e-6f);
+        if (coef < 1.0f) {
+            float *gw = g + d->begin;
+            for (size_t i = 0; i < d->len; i++) gw[i] *= coef;
+        }
+    }
+    *norm_out = norm;
+    return SNN_OK;
+}
+
+/* Step 4: every owner's slice into every rank's parameters. A device model gathers into the
+ * host array (its own slice downloaded first) and uploads the whole of it. */
+static snn_status gather_params(snn_dist_optim *d) {
+    float *p = d->dev ? d->host : d->params;
+    if (d->dev) SNN_TRY(d->dev->download(d->dev, p + d->begin, d->params + d->begin, d->len * sizeof(float)));
+    for (int r = 0; r < d->size; r++) SNN_TRY(bcast_chunked(d->dp, p + begin_of(d, r), len_of(d, r), r));
+    if (d->dev) SNN_TRY(d->dev->upload(d->dev, d->params, p, d->n * sizeof(float)));
+    return SNN_OK;
+}
+
 snn_status snn_dist_optim_step(snn_dist_optim *d, float lr, float clip, int skip_in, float *grad_norm, int *skipped) {
     if (!d) return snn_error(SNN_E_INVALID, "distributed optimizer is NULL");
     float norm;
-    if (d->dev) {
+    if (d->dev && d->size == 1) {
         SNN_TRY(snn_clip_grad_norm_on(d->dev, d->grads, d->n, clip > 0 ? clip : -1.0f, &norm));
     } else if (d->size == 1) {
         norm = snn_clip_grad_norm(d->grads, d->n, clip > 0 ? clip : -1.0f);
+    } else if (d->dev) {
+        /* through the host: the same arithmetic as a host model, then this rank's slice of
+         * the reduced, clipped gradients back to the device for its optimizer */
+        SNN_TRY(d->dev->download(d->dev, d->host, d->grads, d->n * sizeof(float)));
+        SNN_TRY(reduce_and_clip(d, d->host, clip, &norm));
+        SNN_TRY(d->dev->upload(d->dev, d->grads + d->begin, d->host + d->begin, d->len * sizeof(float)));
     } else {
-        SNN_TRY(allreduce_chunked(d->dp, d->grads, d->n));
-        const float *g = d->grads + d->begin;
-        double ss = 0.0;
-        for (size_t i = 0; i < d->len; i++) ss += (double)g[i] * (double)g[i];
-        SNN_TRY(snn_comm_allreduce(d->dp, &ss, 1, SNN_COMM_F64, SNN_COMM_SUM));
-        norm = (float)sqrt(ss);
-        if (isfinite(norm) && clip > 0) {
-            const float coef = clip / (norm + 1e-6f);
-            if (coef < 1.0f) {
-                float *gs = d->grads + d->begin;
-                for (size_t i = 0; i < d->len; i++) gs[i] *= coef;
-            }
-        }
+        SNN_TRY(reduce_and_clip(d, d->grads, clip, &norm));
     }
     int skip = skip_in || !isfinite(norm);
     SNN_TRY(snn_optimizer_step(d->local, lr, skip));
-    if (!skip && d->size > 1)
-        for (int r = 0; r < d->size; r++) SNN_TRY(bcast_chunked(d->dp, d->params + begin_of(d, r), len_of(d, r), r));
+    if (!skip && d->size > 1) SNN_TRY(gather_params(d));
     if (grad_norm) *grad_norm = norm;
     if (skipped) *skipped = skip;
     return SNN_OK;
@@ -170,8 +204,7 @@ snn_status snn_dist_optim_step(snn_dist_optim *d, float lr, float clip, int skip
 snn_status snn_dist_optim_apply(snn_dist_optim *d, float lr, int skip) {
     if (!d) return snn_error(SNN_E_INVALID, "distributed optimizer is NULL");
     SNN_TRY(snn_optimizer_step(d->local, lr, skip));
-    if (!skip && d->size > 1)
-        for (int r = 0; r < d->size; r++) SNN_TRY(bcast_chunked(d->dp, d->params + begin_of(d, r), len_of(d, r), r));
+    if (!skip && d->size > 1) SNN_TRY(gather_params(d));
     return SNN_OK;
 }
 

@@ -35,10 +35,12 @@ typedef struct snn_dist_optim snn_dist_optim;
 /* An optimizer with options o over the model's flat parameter / gradient arrays, sharded
  * over dp (not owned; must outlive it). The weight-decay mask comes from each tensor's
  * `decay` field, as snn_optimizer_create_for_model. Marks the model as having an
- * optimizer. Not collective. A model placed on a device (snn_model_to) is refused over
- * more than one rank (the reductions read host memory); at DP 1 its optimizer and clip run
- * on the device, and snn_dist_optim_local hands out host copies of the state as any device
- * optimizer does. */
+ * optimizer. Not collective. A model placed on a device (snn_model_to): its optimizer runs
+ * there over the rank's slice, and snn_dist_optim_local hands out host copies of the state
+ * as any device optimizer does; at DP 1 the clip runs there too; over several ranks steps
+ * 1, 2 and 4 go through the host (the gradients downloaded, reduced and clipped as a host
+ * model's, the slice uploaded; the gathered parameters uploaded), so any communicator
+ * works, several ranks may share one GPU, and the arithmetic is the host model's. */
 snn_status snn_dist_optim_create(snn_comm *dp, const snn_optim_opts *o, snn_model *m, snn_dist_optim **out);
 void snn_dist_optim_free(snn_dist_optim *d);
 

@@ -229,13 +229,14 @@ static snn_status setup(snn_lm_trainer *t) {
     else SNN_TRY(snn_gpt_create(&t->o, c->seed, &t->m));
     const int on_device = strcmp(t->device, "cpu") != 0;
     if (on_device) {
-        /* One process, one device: the data-parallel reductions, the stage and the CP ring
-         * all move host memory, which a device model only hands out as copies. */
-        if (t->staged || t->cp > 1 || t->dp > 1)
+        /* Data parallel only: the stage and the CP ring move host memory, which a device
+         * model only hands out as copies (the distributed optimizer stages its reductions
+         * through the host itself). */
+        if (t->staged || t->cp > 1)
             return snn_error(SNN_E_UNSUPPORTED,
-                             "device %s trains on one process with tensor, pipeline, context and data parallel sizes 1 "
-                             "in this version (got TP %d, PP %d, CP %d, %d processes)",
-                             t->device, tr->tensor_model_parallel_size, tr->pipeline_model_parallel_size, t->cp, t->dp);
+                             "device %s trains data parallel only in this version: tensor, pipeline and context "
+                             "parallel sizes must be 1 (got TP %d, PP %d, CP %d)",
+                             t->device, tr->tensor_model_parallel_size, tr->pipeline_model_parallel_size, t->cp);
         st = snn_model_to(t->m, t->device); /* device -> prepare -> optimizer */
         if (st != SNN_OK) return snn_error_prefix(st, "placing the model on %s", t->device);
     }
@@ -339,8 +340,11 @@ snn_status snn_lm_trainer_create_on(const snn_lm_training_config *cfg, snn_comm 
     /* collective set-up of the stage after the local set-up agreed */
     if (st == SNN_OK && t->staged) st = lm_agree(t, lm_stage_setup(t, &t->oo));
     /* identical seeds give identical weights; rank 0's are the reference all the same */
-    if (st == SNN_OK && !t->staged && t->dp > 1)
-        st = snn_comm_broadcast(comm, snn_model_params(t->m), snn_model_num_params(t->m), SNN_COMM_F32, 0);
+    if (st == SNN_OK && !t->staged && t->dp > 1) {
+        float *p = snn_model_params(t->m); /* a device model: the host copy, pushed back below */
+        st = p ? snn_comm_broadcast(comm, p, snn_model_num_params(t->m), SNN_COMM_F32, 0) : SNN_E_STATE;
+        if (st == SNN_OK) st = snn_model_push_host(t->m);
+    }
     if (st == SNN_OK && cfg->resume[0]) st = snn_lm_trainer_load(t, cfg->resume);
     if (st != SNN_OK) {
         snn_lm_trainer_free(t);

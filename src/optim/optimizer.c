@@ -14,6 +14,7 @@
 #include "backend/backend.h"
 #include "core/error_internal.h"
 #include "nn/model_internal.h"
+#include "optim/optim_internal.h"
 #include "snn/optim.h"
 
 struct snn_optimizer {
@@ -132,6 +133,12 @@ static snn_status optimizer_create_on(const snn_backend *be, const snn_optim_opt
 nomem:
     snn_optimizer_free(opt);
     return snn_error(SNN_E_NOMEM, "out of %s memory for the optimizer state of %zu parameters", be->name, n);
+}
+
+snn_status snn_optimizer_create_on(const snn_backend *be, const snn_optim_opts *o, size_t n, float *params,
+                                   const float *grads, const uint8_t *decay_mask, snn_optimizer **out) {
+    if (!be) return snn_error(SNN_E_INVALID, "snn_optimizer_create_on: no backend");
+    return optimizer_create_on(be, o, n, params, grads, decay_mask, out);
 }
 
 snn_status snn_optimizer_create(const snn_optim_opts *o, size_t n, float *params, const float *grads,

@@ -308,7 +308,7 @@ int cmd_lm_train(int argc, char **argv) {
         {"--device-memory-gib", OPT_STRING, &f.device_mem, "planner: memory per process (default: this machine's)", NULL, 0},
         {"--objective", OPT_STRING, &f.objective, "planner: throughput (default) | memory", NULL, 0},
         {"--memory-fraction", OPT_STRING, &f.mem_fraction, "planner: usable fraction in (0, 1] (default 0.9)", NULL, 0},
-        {"--device", OPT_STRING, &f.device, "cpu (default) | cuda | cuda:N: where the model trains (one process, TP = PP = CP = 1)", NULL, 0},
+        {"--device", OPT_STRING, &f.device, "cpu (default) | cuda | cuda:N: where the model trains (data parallel; TP = PP = CP = 1)", NULL, 0},
     };
     int n = (int)(sizeof t / sizeof t[0]);
     if (args_wants_help(argc, argv, 3)) {
@@ -328,10 +328,8 @@ int cmd_lm_train(int argc, char **argv) {
     args_parse("lm train", t, n, argc, argv, 3);
     /* a build without CUDA, a bad name: exit 2 before any file is read */
     const int on_gpu = device_parse("lm train", f.device) >= 0;
-    if (on_gpu && snn_comm_size(g_world) > 1)
-        die_usage("lm train: --device %s trains on one process in this version (the data-parallel reductions read host "
-                  "memory); got %d processes",
-                  f.device, snn_comm_size(g_world));
+    char devname[32] = "cpu";
+    if (on_gpu) device_for_rank(f.device, g_world, devname, sizeof devname);
     snn_lm_training_config c;
     if (f.config) {
         if ((st = snn_lm_training_config_load(f.config, &c)) != SNN_OK)
@@ -400,7 +398,7 @@ int cmd_lm_train(int argc, char **argv) {
     setup_point();
 
     snn_lm_trainer *tr;
-    if ((st = snn_lm_trainer_create_on(&c, g_world, on_gpu ? f.device : "cpu", &tr)) != SNN_OK) die_agreed(st, "lm train");
+    if ((st = snn_lm_trainer_create_on(&c, g_world, devname, &tr)) != SNN_OK) die_agreed(st, "lm train");
     args_die_hook = NULL;
     const snn_lm_train_info *in = snn_lm_trainer_info(tr);
     if (in->rank == 0 && g_plan_note[0]) fputs(g_plan_note, stderr);

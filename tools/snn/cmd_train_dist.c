@@ -118,20 +118,6 @@ static void on_epoch(void *ctx, const snn_dist_epoch_report *r) {
     if (e->metrics) print_epoch(e->metrics, r);
 }
 
-/* This rank's GPU: --device cuda:N is N on every rank; --device cuda is the node-local rank
- * modulo the GPUs the process sees (several ranks may then share one). */
-static int rank_device(const char *device) {
-    int dev = device_parse(NULL, device);
-    if (strcmp(device, "cuda")) return dev;
-    int count = 0;
-#ifdef SNN_HAVE_CUDA
-    snn_status st = snn_cuda_device_count(&count);
-    if (st != SNN_OK) die_status(st, "counting the GPUs");
-#endif
-    if (count <= 0) die_status(SNN_E_UNSUPPORTED, "--device cuda: no GPU is visible");
-    return snn_comm_local_rank(g_world) % count;
-}
-
 /* 1 when every DP rank has a GPU of its own: (host, device) pairs all distinct. */
 static int gpus_distinct(snn_comm *dp, int dev) {
     char host[256] = "";
@@ -305,8 +291,7 @@ int cmd_train_dist(int argc, char **argv) {
     char devname[32] = "cpu";
     snn_comm *dev_dp = NULL;
     if (on_gpu) {
-        int dev = rank_device(pf.device);
-        snprintf(devname, sizeof devname, "cuda:%d", dev);
+        int dev = device_for_rank(pf.device, g_world, devname, sizeof devname);
         st = snn_model_to(m, devname);
         if (st != SNN_OK) die_status(st, "placing the model");
         dev_dp = dp_device_comm(snn_mesh_comm(mesh, SNN_MESH_DP), dev, gpu_coll, rank, quiet);

@@ -10,6 +10,8 @@
 
 #include "common.h"
 #include "snn/checkpoint.h"
+#include "snn/comm.h"
+#include "snn/cuda.h"
 #include "snn/loss.h"
 
 double now_seconds(void) {
@@ -209,6 +211,21 @@ long ckpt_int_metadata(const snn_ckpt *ck, const char *key, long lo, long hi, lo
         die_usage("%s: metadata \"%s\" is \"%.40s\", expected an integer between %ld and %ld", snn_ckpt_path(ck), key,
                   v, lo, hi);
     return x;
+}
+
+int device_for_rank(const char *device, struct snn_comm *world, char *name, size_t cap) {
+    int dev = device_parse(NULL, device);
+    if (!strcmp(device, "cuda")) {
+        int count = 0;
+#ifdef SNN_HAVE_CUDA
+        snn_status st = snn_cuda_device_count(&count);
+        if (st != SNN_OK) die_status(st, "counting the GPUs");
+#endif
+        if (count <= 0) die_status(SNN_E_UNSUPPORTED, "--device cuda: no GPU is visible");
+        dev = snn_comm_local_rank(world) % count;
+    }
+    snprintf(name, cap, "cuda:%d", dev);
+    return dev;
 }
 
 int device_is_cuda(const char *device) { return device && !strncmp(device, "cuda", 4); }

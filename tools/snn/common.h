@@ -56,6 +56,11 @@ double model_bytes_estimate(const model_flags *f, int c, int h, int w, int class
 int device_parse(const char *what, const char *dev);
 /* 1 for "cuda" and "cuda:N" (any text after "cuda": snn_model_to or device_parse checks it). */
 int device_is_cuda(const char *device);
+/* This rank's GPU for --device (already checked by device_parse): cuda:N is N on every
+ * rank; cuda is the node-local rank of `world` modulo the GPUs the process sees (several
+ * ranks may share one). Writes "cuda:K" into name and returns K; exits 2 without a GPU. */
+struct snn_comm;
+int device_for_rank(const char *device, struct snn_comm *world, char *name, size_t cap);
 
 #endif
 
