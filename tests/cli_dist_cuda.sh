@@ -22,8 +22,12 @@ SNN="$B/snn"
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
   echo "skip: no usable GPU"; exit 77
 fi
-PY=python3
-[ -x /usr/bin/python3 ] && PY=/usr/bin/python3
+# a Python with numpy (tests/lm_tokens.py, tests/lm_ckpt_compare.py)
+PY=
+for p in python3 /usr/bin/python3; do
+  command -v "$p" >/dev/null 2>&1 && "$p" -c "import numpy" 2>/dev/null && { PY=$p; break; }
+done
+[ -n "$PY" ] || { echo "skip: no python3 with numpy"; exit 77; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
@@ -100,7 +104,7 @@ assert c["optimizer_step"] == 16, c
 PY
 fi
 # language models on the GPU, DP 2 against one process
-seed=${SNN_TEST_SEED:-$(date +%s%N | cut -c1-15)}
+seed=${given_seed:-$(date +%s%N | cut -c1-15)}
 echo "lm test seed: SNN_TEST_SEED=$seed"
 SNN_TEST_SEED=$seed "$PY" "$(dirname "$0")/lm_tokens.py" "$tmp/tok" || fail=1
 lmc="--data $tmp/tok --layers 2 --hidden 32 --heads 4 --micro-batch-size 2 --global-batch-size 8 --train-steps 5

@@ -20,6 +20,13 @@ static snn_status add_f32(snn_ckpt_writer *w, const char *name, const float *v, 
     return snn_ckpt_writer_add_tensor(w, name, SNN_CKPT_F32, 1, shape, v);
 }
 
+/* An optimizer whose state a checkpoint of m may hold: m's own, or a container over the host
+ * copy of a device model (the canonical state a sharded optimizer gathers for the write). */
+static int state_of_model(const snn_optimizer *opt, const snn_model *m) {
+    return snn_optimizer_for_model(opt, m) ||
+           (snn_optimizer_params(opt) == m->params && snn_optimizer_numel(opt) == m->n_params);
+}
+
 /* cfg: the configuration to record (NULL = fp32); p: FP8 state (may be NULL); scaler: the loss
  * scaler to save (NULL = none). */
 static snn_status save_impl(snn_model *m, const snn_precision_config *cfg, snn_precision *p,
@@ -28,7 +35,7 @@ static snn_status save_impl(snn_model *m, const snn_precision_config *cfg, snn_p
     if (!m || !path) return snn_error(SNN_E_INVALID, "training checkpoint save: NULL model or path");
     if (p && p->model != m)
         return snn_error(SNN_E_INVALID, "training checkpoint save: the precision was prepared for another model");
-    if (opt && !snn_optimizer_for_model(opt, m))
+    if (opt && !state_of_model(opt, m))
         return snn_error(SNN_E_INVALID, "training checkpoint save: the optimizer belongs to another model");
     SNN_TRY(snn_model_pull_host(m)); /* a device model: save what the device holds */
     snn_ckpt_writer *w = NULL;
