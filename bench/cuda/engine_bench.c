@@ -11,7 +11,9 @@
  * Engine step: snn_model_forward (input copied in, output copied out), the loss mean(y²) and
  * its gradient on the host, snn_precision_backward (backward, loss scaling, AdamW) — the loop
  * of examples/custom_loop.c, which is what a user of the library's own-loop path runs. Runner
- * step: snn_cuda_model_train_step (cross-entropy on the device). Inference: one forward in
+ * step: snn_cuda_model_train_step (cross-entropy on the device). The engine runs twice: with
+ * the input in host memory (copied in each step, as the runner's is) and with the batch
+ * already on the GPU (snn_model_forward_view; engine_device_input_*). Inference: one forward in
  * evaluation mode each. Each trial times `steps` steps after one warm-up; the medians of the
  * trials are reported. One JSON line with the build's commit. Needs a GPU (exit 77 without). */
 #include <errno.h>
@@ -125,15 +127,30 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < nx; i++) x[i] = snn_rng_next_uniform(&rng) < 0.3f ? 1.0f : 0.0f;
     for (long b = 0; b < B; b++) labels[b] = (int32_t)(b % classes);
 
-    double eng_train[64], eng_inf[64], run_train[64], run_inf[64], loss = 0;
+    /* the same batch already on the GPU (a loader that prefetches): snn_model_forward_view */
+    snn_cuda *xc = NULL;
+    float *x_dev = NULL;
+    if (snn_cuda_create(0, 0, &xc) != SNN_OK || snn_cuda_alloc(xc, nx * sizeof *x, (void **)&x_dev) != SNN_OK ||
+        snn_cuda_upload(xc, x_dev, x, nx * sizeof *x) != SNN_OK)
+        return die("device input");
+    double eng_train[64], eng_inf[64], dev_train[64], dev_inf[64], run_train[64], run_inf[64], loss = 0;
     for (int t = 0; t < trials; t++) {
-        for (int phase = 0; phase < 2; phase++) {
+        /* phases: 0 train / 1 infer with a host input, 2 train / 3 infer with a device input */
+        for (int phase = 0; phase < 4; phase++) {
+            const int training = phase % 2 == 0;
             double t0 = 0;
             for (long s = 0; s <= steps; s++) {
                 if (s == 1) t0 = now_s(); /* step 0 warms up */
                 const float *y;
-                if (snn_model_forward(m, x, phase == 0, &y) != SNN_OK) return die("engine forward");
-                if (phase == 1) continue;
+                if (phase < 2) {
+                    if (snn_model_forward(m, x, training, &y) != SNN_OK) return die("engine forward");
+                } else {
+                    snn_tensor_view xv = {.dtype = SNN_F32, .device = "cuda", .data = x_dev, .numel = nx};
+                    snn_tensor_view yv = {.device = "cpu"};
+                    if (snn_model_forward_view(m, &xv, training, &yv) != SNN_OK) return die("engine forward (view)");
+                    y = yv.data;
+                }
+                if (!training) continue;
                 loss = 0;
                 for (size_t i = 0; i < ny; i++) {
                     loss += (double)y[i] * y[i];
@@ -142,7 +159,7 @@ int main(int argc, char **argv) {
                 if (snn_precision_backward(p, dy, opt, -1.0f, 0.0f, NULL, NULL) != SNN_OK) return die("engine step");
             }
             double dt = (now_s() - t0) / (double)steps;
-            (phase == 0 ? eng_train : eng_inf)[t] = dt;
+            (phase == 0 ? eng_train : phase == 1 ? eng_inf : phase == 2 ? dev_train : dev_inf)[t] = dt;
         }
     }
     snn_optimizer_free(opt);
@@ -181,17 +198,19 @@ int main(int argc, char **argv) {
         run_inf[t] = (now_s() - t0) / (double)steps;
     }
     double et = median(eng_train, (int)trials), ei = median(eng_inf, (int)trials);
+    double dt_ = median(dev_train, (int)trials), di = median(dev_inf, (int)trials);
     double rt = have_runner ? median(run_train, (int)trials) : 0, ri = have_runner ? median(run_inf, (int)trials) : 0;
     char line[1024];
     snprintf(line, sizeof line,
              "{\"bench\": \"engine_%s\", \"commit\": \"%s\", \"commit_dirty\": %d, \"precision\": \"%s\", "
              "\"width\": %ld, \"depth\": %ld, \"T\": %ld, \"batch\": %ld, \"in\": %ld, \"classes\": %ld, "
              "\"trials\": %ld, \"steps\": %ld, \"engine_train_samples_per_s\": %.1f, "
-             "\"engine_infer_samples_per_s\": %.1f, \"runner_train_samples_per_s\": %.1f, "
+             "\"engine_infer_samples_per_s\": %.1f, \"engine_device_input_train_samples_per_s\": %.1f, "
+             "\"engine_device_input_infer_samples_per_s\": %.1f, \"runner_train_samples_per_s\": %.1f, "
              "\"runner_infer_samples_per_s\": %.1f, \"engine_over_runner_train\": %.4f, "
              "\"engine_over_runner_infer\": %.4f, \"last_loss\": %.6g}",
              model, snn_build_commit(), snn_build_dirty(), prec, width, depth, T, B, in, classes, trials, steps, B / et,
-             B / ei, rt > 0 ? B / rt : 0.0, ri > 0 ? B / ri : 0.0, rt > 0 ? rt / et : 0.0, ri > 0 ? ri / ei : 0.0,
+             B / ei, B / dt_, B / di, rt > 0 ? B / rt : 0.0, ri > 0 ? B / ri : 0.0, rt > 0 ? rt / et : 0.0, ri > 0 ? ri / ei : 0.0,
              loss / (double)ny);
     puts(line);
     if (json) {
@@ -202,6 +221,8 @@ int main(int argc, char **argv) {
         }
     }
     free(out);
+    snn_cuda_free(x_dev);
+    snn_cuda_destroy(xc);
     snn_cuda_model_destroy(g);
     snn_cuda_destroy(c);
     snn_model_free(hm);

@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "dtype.h"
 #include "error.h"
 
 #ifdef __cplusplus
@@ -55,6 +56,23 @@ snn_status snn_model_plan(snn_model *m, int T, int N);
 /* x: [T, N, input...] FP32. On success *y points at the [T, N, classes] output, which
  * stays valid until the next forward. */
 snn_status snn_model_forward(snn_model *m, const float *x, int training, const float **y);
+/* A caller's array and where it lives: the model's input or output at the boundary of a
+ * model placed on a device, so a batch already on the GPU is not copied through the host.
+ * dtype: SNN_F32 (the only type a model takes or gives today). device: NULL or "cpu" for
+ * host memory; "cuda" or "cuda:N" for memory of the model's own device (checked: a pointer
+ * of another device or of the host is refused). numel: the number of values. */
+typedef struct snn_tensor_view {
+    snn_dtype dtype;
+    const char *device;
+    void *data;
+    size_t numel;
+} snn_tensor_view;
+/* snn_model_forward with the input x given as a view (numel must be T * N * input size of
+ * the plan). y (may be NULL): set y->device first ("cpu"/NULL: a host copy, as
+ * snn_model_forward gives; the model's device: the device array itself, no copy); on success
+ * y->data, y->numel and y->dtype describe the [T, N, classes] output, valid until the next
+ * forward. On the CPU both are host memory and nothing is copied. */
+snn_status snn_model_forward_view(snn_model *m, const snn_tensor_view *x, int training, snn_tensor_view *y);
 /* dy: dL/dy for the last forward's output. Accumulates into the gradient buffer. */
 snn_status snn_model_backward(snn_model *m, const float *dy);
 void snn_model_zero_grad(snn_model *m);

@@ -110,6 +110,7 @@ typedef struct snn_backend snn_backend;
 struct snn_backend {
     const char *name;            /* "cpu", "cuda" */
     snn_device_type device;
+    int index;                   /* the device's number ("cuda:N"); 0 on the CPU */
     void *ctx;                   /* the device context (snn_cuda * for CUDA), NULL on the CPU */
     /* 1: gemm multiplies FP32 operands rounded to ab_type itself (RNE, what the caller's
      * rounding would give) and takes a 16-bit B (snn_gemm.b_store); the caller need not round
@@ -125,6 +126,9 @@ struct snn_backend {
     snn_status (*copy)(const snn_backend *be, void *dst, const void *src, size_t bytes);
     snn_status (*fill)(const snn_backend *be, float *x, float value, size_t n);
     snn_status (*synchronize)(const snn_backend *be);
+    /* SNN_OK when [p, p + bytes) is memory of this table's device (a caller's pointer is
+     * checked before an entry reads it); NULL on the CPU, where every pointer is host memory. */
+    snn_status (*check_ptr)(const snn_backend *be, const void *p, size_t bytes);
 
     /* ---- GEMM ---- */
     snn_status (*gemm)(const snn_backend *be, const snn_gemm *g);
@@ -147,7 +151,11 @@ struct snn_backend {
     snn_status (*gelu_backward)(const snn_backend *be, const float *x, const float *dy, float *dx, size_t n);
 
     /* ---- reductions ---- */
-    /* out[j] += Σ_i x[i][j] over rows i in increasing order (FP32 adds, as a bias gradient). */
+    /* out[j] += Σ_i x[i][j] (FP32 adds, a bias gradient) in one order on every backend, the
+     * BatchNorm sums' shape: 32 lane partials per column (lane l adds the rows i ≡ l mod 32
+     * in increasing i, from 0), then the halving tree a[l] += a[l + h] for h = 16, 8, 4, 2,
+     * 1, then out[j] += a[0]. A GPU block of 32 columns x 32 lanes computes exactly this with
+     * coalesced loads: the CPU and CUDA tables give the same bits. */
     snn_status (*colsum_add)(const snn_backend *be, const float *x, int rows, int cols, float *out);
     /* colsum_add of x stored as t (F16 or BF16): the same sums of the stored values. */
     snn_status (*colsum16_add)(const snn_backend *be, snn_dtype t, const void *x, int rows, int cols, float *out);
@@ -182,6 +190,13 @@ struct snn_backend {
                                     snn_dtype io, const void *x, void *y, float *h_seq, float *v_last);
     snn_status (*neuron_backward_io)(const snn_backend *be, const snn_neuron_opts *o, float k, int T, size_t n,
                                      snn_dtype io, const float *h_seq, const void *dy, void *dx, double *gk);
+    /* neuron_forward_io on x_i = round_io(bias[i % period] + p_i): p is FP32 (the product of a
+     * Linear that left its bias and its rounding to this entry, prec_store.c), the value the
+     * neuron sees is that Linear's rounded output exactly. period divides n. NULL where the
+     * table has no typed io (the CPU). */
+    snn_status (*neuron_forward_io_bias)(const snn_backend *be, const snn_neuron_opts *o, float k, int T, size_t n,
+                                         snn_dtype io, const float *p, const float *bias, size_t period, void *y,
+                                         float *h_seq, float *v_last);
 
     /* ---- norms ---- */
     /* RMSNorm over V vectors of F: y = x / sqrt(mean(x²) + eps) · w; rstd [V] (double) saved.

@@ -108,11 +108,16 @@ static snn_status neuron_forward(snn_module *m, const snn_run *r, const float *x
     size_t n = (size_t)r->N * p->numel;
     float k = snn_neuron_module_decay(m);
     /* h_seq is only needed by backward, so inference skips writing it. */
-    if (m->in_store)  /* 16-bit x and spikes (in_store == out_store: prec_store.c) */
+    if (m->in_store && m->bias_src) { /* x: the Linear's FP32 product; its bias and rounding here */
+        const snn_param *b = &m->bias_src->params[1];
+        SNN_TRY(m->be->neuron_forward_io_bias(m->be, &p->o, k, r->T, n, (snn_dtype)m->in_store, x, b->data,
+                                              b->numel, y, r->training ? p->h_seq : NULL, p->v));
+    } else if (m->in_store) { /* 16-bit x and spikes (in_store == out_store: prec_store.c) */
         SNN_TRY(m->be->neuron_forward_io(m->be, &p->o, k, r->T, n, (snn_dtype)m->in_store, x, y,
                                          r->training ? p->h_seq : NULL, p->v));
-    else
+    } else {
         SNN_TRY(m->be->neuron_forward(m->be, &p->o, k, r->T, n, x, y, r->training ? p->h_seq : NULL, p->v));
+    }
     p->have_h = r->training != 0;
     return SNN_OK;
 }

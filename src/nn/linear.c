@@ -41,10 +41,12 @@ static snn_dtype y_store(const snn_module *m) { return (snn_dtype)m->out_store; 
 static snn_status linear_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
     linear_impl *l = m->impl;
     int rows = (int)(snn_rows(r) * (snn_shape_numel(m->in) / (size_t)l->in));
+    /* defer_bias: the neuron after it adds the bias and rounds (module.h): the FP32 product */
+    const int defer = l->bias && m->defer_bias;
     snn_gemm g = {.trans_a = 0, .trans_b = 1, .M = rows, .N = l->out, .K = l->in, .alpha = 1.0f, .beta = 0.0f,
                   .A = x, .lda = l->in, .B = m->params[0].data, .ldb = l->in, .C = y, .ldc = l->out,
-                  .ab_type = ab_type(r), .bias = l->bias ? m->params[1].data : NULL, .c_round = SNN_F32,
-                  .a_store = x_store(m), .b_store = w_store(r), .c_store = y_store(m)};
+                  .ab_type = ab_type(r), .bias = l->bias && !defer ? m->params[1].data : NULL, .c_round = SNN_F32,
+                  .a_store = x_store(m), .b_store = w_store(r), .c_store = defer ? SNN_F32 : y_store(m)};
     return m->be->gemm(m->be, &g);
 }
 

@@ -250,24 +250,64 @@ void snn_model_reset(snn_model *m) {
 snn_status snn_model_forward(snn_model *m, const float *x, int training, const float **y) {
     if (!m || !x || !y) return snn_error(SNN_E_INVALID, "snn_model_forward: NULL model, input or output pointer");
     if (!m->arena.base) return snn_error(SNN_E_STATE, "snn_model_plan must be called before the first forward");
+    /* the caller's arrays are host memory */
+    snn_tensor_view xv = {.dtype = SNN_F32, .device = NULL, .data = (void *)x,
+                          .numel = (size_t)m->T * m->N * snn_shape_numel(m->in_shape)};
+    snn_tensor_view yv = {.device = NULL};
+    SNN_TRY(snn_model_forward_view(m, &xv, training, &yv));
+    *y = yv.data;
+    return SNN_OK;
+}
+
+/* Does `device` name where the model lives? NULL / "cpu" is the host; "cuda" any index of
+ * the model's CUDA device, "cuda:N" exactly. *on_dev: the view is device memory. */
+static snn_status view_place(const snn_model *m, const char *device, const char *what, int *on_dev) {
+    *on_dev = 0;
+    if (!device || !strcmp(device, "cpu")) return SNN_OK;
+    const snn_backend *be = m->run.be;
+    char mine[32];
+    snprintf(mine, sizeof mine, "%s:%d", be->name, be->index);
+    if (!m->owned_be || (strcmp(device, be->name) && strcmp(device, mine)))
+        return snn_error(SNN_E_INVALID, "snn_model_forward_view: %s is on '%.40s' but the model is on %s", what, device,
+                         m->owned_be ? mine : "cpu");
+    *on_dev = 1;
+    return SNN_OK;
+}
+
+snn_status snn_model_forward_view(snn_model *m, const snn_tensor_view *x, int training, snn_tensor_view *y) {
+    if (!m || !x) return snn_error(SNN_E_INVALID, "snn_model_forward_view: NULL model or input view");
+    if (!m->arena.base) return snn_error(SNN_E_STATE, "snn_model_plan must be called before the first forward");
+    size_t n_in = (size_t)m->T * m->N * snn_shape_numel(m->in_shape);
+    if (x->dtype != SNN_F32)
+        return snn_error(SNN_E_UNSUPPORTED, "snn_model_forward_view: the input is %s; models take f32 inputs",
+                         snn_dtype_name(x->dtype) ? snn_dtype_name(x->dtype) : "an unknown type");
+    if (x->numel != n_in)
+        return snn_error(SNN_E_SHAPE, "snn_model_forward_view: the input holds %zu values, the plan (T=%d, N=%d) "
+                         "needs %zu", x->numel, m->T, m->N, n_in);
+    if (!x->data) return snn_error(SNN_E_INVALID, "snn_model_forward_view: the input's data is NULL");
+    int x_dev = 0, y_dev = 0;
+    SNN_TRY(view_place(m, x->device, "the input", &x_dev));
+    if (y) SNN_TRY(view_place(m, y->device, "the output", &y_dev));
+    const snn_backend *be = m->run.be;
+    if (x_dev) SNN_TRY(be->check_ptr(be, x->data, n_in * sizeof(float)));
     snn_model_reset(m);
     m->run.training = training;
     m->run.step = m->step++;
-    const snn_backend *be = m->run.be;
-    size_t n_in = (size_t)m->T * m->N * snn_shape_numel(m->in_shape);
     size_t n_out = (size_t)m->T * m->N * snn_shape_numel(m->root->out);
-    if (m->owned_be) {
-        /* the caller's input is host memory: stage it on the device */
-        SNN_TRY(be->upload(be, m->x_store, x, n_in * sizeof(float)));
-        x = m->x_store;
+    const float *xs = x->data;
+    if (m->owned_be && !x_dev) {
+        SNN_TRY(be->upload(be, m->x_store, xs, n_in * sizeof(float)));
+        xs = m->x_store;
     }
-    m->last_x = x;
-    SNN_TRY(m->root->ops->forward(m->root, &m->run, x, m->out));
-    if (m->owned_be) {
+    m->last_x = xs;
+    SNN_TRY(m->root->ops->forward(m->root, &m->run, xs, m->out));
+    if (!y) return SNN_OK;
+    y->dtype = SNN_F32;
+    y->numel = n_out;
+    y->data = m->out;
+    if (m->owned_be && !y_dev) {
         SNN_TRY(be->download(be, m->out_host, m->out, n_out * sizeof(float)));
-        *y = m->out_host;
-    } else {
-        *y = m->out;
+        y->data = m->out_host;
     }
     return SNN_OK;
 }

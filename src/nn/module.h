@@ -197,6 +197,12 @@ struct snn_module {
      * boundary are exactly that type anyway (src/precision/prec_store.c); only for kinds with
      * SNN_MODULE_TYPED_IO. The buffers keep their FP32 size. */
     int in_store, out_store;
+    /* A 16-bit Linear -> plain neuron boundary on a device with neuron_forward_io_bias
+     * (prec_store.c): the Linear writes its FP32 product without the bias (defer_bias) and
+     * the neuron adds bias_src's bias and rounds in its forward. Gradients cross the
+     * boundary as before (in_store / out_store). */
+    int defer_bias;
+    struct snn_module *bias_src;
 };
 
 /* The module's own ops table, also while a precision wrapper is installed: type checks

@@ -12,7 +12,9 @@
  * a 16-bit GEMM module on the direct path (prec_exec.c: its Linear reads and writes 16-bit
  * storage in its GEMMs) and a plain IF/LIF/PLIF neuron (x, spikes and gradients 16-bit,
  * h_seq FP32: neuron_forward_io). Storing such a boundary in d changes no value; it removes
- * the passes that rounded FP32 copies and converted them for the GEMM. The CPU table has no
+ * the passes that rounded FP32 copies and converted them for the GEMM. On a table with
+ * neuron_forward_io_bias a Linear with a bias before such a neuron also leaves its bias and
+ * its output rounding to the neuron (snn_module.defer_bias / bias_src). The CPU table has no
  * 16-bit storage: nothing is assigned there. */
 #include "backend/backend.h"
 #include "neuron/neuron_module.h"
@@ -41,10 +43,17 @@ typedef struct {
     int set; /* 1: assign, 0: reset every module to FP32 */
 } store_ctx;
 
+/* A Linear with a bias (the module itself or the one a precision wrapper wraps). */
+static int linear_with_bias(const snn_module *m) {
+    return snn_module_kind_is(m, SNN_KIND_LINEAR) && m->n_params > 1;
+}
+
 static void visit(snn_module *m, void *ctx) {
     store_ctx *c = ctx;
     if (!c->set) {
         m->in_store = m->out_store = SNN_F32;
+        m->defer_bias = 0;
+        m->bias_src = NULL;
         return;
     }
     if (!snn_module_is_sequential(m)) return;
@@ -62,6 +71,15 @@ static void visit(snn_module *m, void *ctx) {
         if (end_kind(c->p, n) != 2 || n->in_store == n->out_store) continue;
         if (n->in_store) n->in_store = m->children[i - 1]->out_store = SNN_F32;
         if (n->out_store) n->out_store = m->children[i + 1]->in_store = SNN_F32;
+    }
+    /* a 16-bit Linear -> neuron boundary: the neuron adds the bias and rounds in its forward
+     * (neuron_forward_io_bias), which saves the pass that did both after the GEMM */
+    for (int i = 0; c->p->be->neuron_forward_io_bias && i + 1 < m->n_children; i++) {
+        snn_module *P = m->children[i], *Q = m->children[i + 1];
+        if (P->out_store && end_kind(c->p, P) == 1 && end_kind(c->p, Q) == 2 && linear_with_bias(P)) {
+            P->defer_bias = 1;
+            Q->bias_src = P;
+        }
     }
 }
 

@@ -23,8 +23,8 @@
  *     the product accumulates with beta 1 (backend.h's order); c_round: a rounding kernel
  *     over the M x N block of C after everything else;
  *   round, scale: kernels (the hardware RNE casts overflow to inf as snn_round_to does);
- *   gelu: snn_cuda_gelu_forward/backward; colsum_add: snn_cuda_colsum with beta 1 (tree
- *     sums: the CPU adds rows in order, so not bit-identical);
+ *   gelu: snn_cuda_gelu_forward/backward; colsum_add / colsum16_add: backend.h's lane
+ *     order (bit-identical to the CPU);
  *   sumsq: double partials over a fixed grid, summed in order (deterministic); nonfinite:
  *     a flag kernel;
  *   neurons: snn_cuda_neuron_forward/backward with FP32 io and spikes (v0 NULL; dL/dk in
@@ -53,6 +53,9 @@ snn_status snn_cuda_neuron_io_forward(snn_cuda *c, const snn_neuron_opts *o, flo
                                       snn_dtype spike_type, const void *x, void *s, float *h_seq, float *v_last);
 snn_status snn_cuda_neuron_io_backward(snn_cuda *c, const snn_neuron_opts *o, float k, int T, size_t n, snn_dtype io,
                                        const float *h_seq, const void *gs, void *gx, float *gk);
+snn_status snn_cuda_neuron_io_forward_bias(snn_cuda *c, const snn_neuron_opts *o, float k, int T, size_t n,
+                                           snn_dtype io, const float *x, const float *bias, size_t period, void *s,
+                                           float *h_seq, float *v_last);
 snn_status snn_cuda_table_optim_update(snn_cuda *c, const snn_optim_update *u, size_t n, float *w,
                                        const float *g, float *s0, float *s1, const uint8_t *mask, int *flag);
 
@@ -240,6 +243,29 @@ snn_status t_fill(const snn_backend *be, float *x, float value, size_t n) {
     if (!x) return snn_error(SNN_E_INVALID, "fill: NULL pointer with n = %zu", n);
     fill_kernel<<<grid_for(be, n, 256), 256, 0, stream(be)>>>(x, value, n);
     SNN_CU_LAUNCHED("fill");
+    return SNN_OK;
+}
+
+/* Both ends of the range must be device memory of this table's GPU (cudaPointerGetAttributes
+ * says where a pointer lives; host and unregistered pointers are refused). */
+snn_status t_check_ptr(const snn_backend *be, const void *p, size_t bytes) {
+    SNN_TRY(check_be(be, "check_ptr"));
+    if (!p) return snn_error(SNN_E_INVALID, "NULL device pointer");
+    const char *ends[2] = {(const char *)p, (const char *)p + (bytes ? bytes - 1 : 0)};
+    for (int i = 0; i < 2; i++) {
+        cudaPointerAttributes a;
+        cudaError_t e = cudaPointerGetAttributes(&a, ends[i]);
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError(); /* not sticky: clear it */
+            return snn_error(SNN_E_INVALID, "pointer %p is not CUDA memory (%s)", (const void *)ends[i],
+                             cudaGetErrorString(e));
+        }
+        if ((a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged) || a.device != be->index)
+            return snn_error(SNN_E_INVALID, "pointer %p is %s, not memory of cuda:%d", (const void *)ends[i],
+                             a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged ? "another GPU's memory"
+                                                                                                 : "host memory",
+                             be->index);
+    }
     return SNN_OK;
 }
 
@@ -477,13 +503,51 @@ snn_status t_gelu_backward(const snn_backend *be, const float *x, const float *d
 
 /* ---------------------------------------------------------------- reductions */
 
+/* backend.h's column-sum order: a block of 32 columns (x) by 32 lanes (y); lane y adds rows
+ * y, y + 32, ... in order (warps read 32 consecutive columns of a row), then the halving tree
+ * in shared memory and out[j] += a[0]: the CPU table's bits. */
+template <typename T>
+__global__ void __launch_bounds__(1024) colsum_lanes_kernel(const T *x, int rows, int cols, float *out) {
+    __shared__ float a[32][33];
+    const int j = blockIdx.x * 32 + threadIdx.x, l = threadIdx.y;
+    float acc = 0.0f;
+    if (j < cols) {
+        const T *p = x + (size_t)l * (size_t)cols + j;
+        const size_t step = (size_t)32 * (size_t)cols;
+        int r = l;
+        /* four loads in flight; the adds stay in row order */
+        for (; r + 96 < rows; r += 128, p += 4 * step) {
+            const float v0 = Io<T>::ld(p[0]), v1 = Io<T>::ld(p[step]), v2 = Io<T>::ld(p[2 * step]),
+                        v3 = Io<T>::ld(p[3 * step]);
+            acc = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(acc, v0), v1), v2), v3);
+        }
+        for (; r < rows; r += 32, p += step) acc = __fadd_rn(acc, Io<T>::ld(p[0]));
+    }
+    a[l][threadIdx.x] = acc;
+    __syncthreads();
+    for (int h = 16; h >= 1; h /= 2) {
+        if (l < h) a[l][threadIdx.x] = __fadd_rn(a[l][threadIdx.x], a[l + h][threadIdx.x]);
+        __syncthreads();
+    }
+    if (l == 0 && j < cols) out[j] = __fadd_rn(out[j], a[0][threadIdx.x]);
+}
+
+snn_status colsum_lanes(const snn_backend *be, snn_dtype t, const void *x, int rows, int cols, float *out) {
+    const dim3 grid((unsigned)((cols + 31) / 32)), block(32, 32);
+    if (t == SNN_F32) colsum_lanes_kernel<float><<<grid, block, 0, stream(be)>>>((const float *)x, rows, cols, out);
+    else if (t == SNN_BF16)
+        colsum_lanes_kernel<__nv_bfloat16><<<grid, block, 0, stream(be)>>>((const __nv_bfloat16 *)x, rows, cols, out);
+    else colsum_lanes_kernel<__half><<<grid, block, 0, stream(be)>>>((const __half *)x, rows, cols, out);
+    SNN_CU_LAUNCHED("colsum_add");
+    return SNN_OK;
+}
+
 snn_status t_colsum_add(const snn_backend *be, const float *x, int rows, int cols, float *out) {
     SNN_TRY(check_be(be, "colsum_add"));
     if (rows < 0 || cols < 0) return snn_error(SNN_E_INVALID, "colsum_add: negative size (%d x %d)", rows, cols);
     if (rows == 0 || cols == 0) return SNN_OK;
     if (!x || !out) return snn_error(SNN_E_INVALID, "colsum_add: NULL pointer");
-    /* out = 1 * out + column sums (the sums are a tree per column, not the CPU's order) */
-    return snn_cuda_colsum(tab(be)->c, SNN_F32, x, rows, cols, 1.0f, out);
+    return colsum_lanes(be, SNN_F32, x, rows, cols, out);
 }
 
 snn_status t_colsum16_add(const snn_backend *be, snn_dtype t, const void *x, int rows, int cols, float *out) {
@@ -492,7 +556,7 @@ snn_status t_colsum16_add(const snn_backend *be, snn_dtype t, const void *x, int
     if (rows < 0 || cols < 0) return snn_error(SNN_E_INVALID, "colsum16_add: negative size (%d x %d)", rows, cols);
     if (rows == 0 || cols == 0) return SNN_OK;
     if (!x || !out) return snn_error(SNN_E_INVALID, "colsum16_add: NULL pointer");
-    return snn_cuda_colsum(tab(be)->c, t, x, rows, cols, 1.0f, out);
+    return colsum_lanes(be, t, x, rows, cols, out);
 }
 
 snn_status t_sumsq(const snn_backend *be, const float *x, size_t n, double *out) {
@@ -615,6 +679,16 @@ snn_status t_neuron_forward_io(const snn_backend *be, const snn_neuron_opts *o, 
     if (n == 0) return SNN_OK;
     if (T == 0) return v_last ? t_fill(be, v_last, o->soft_reset ? 0.0f : o->v_reset, n) : SNN_OK;
     return snn_cuda_neuron_io_forward(tab(be)->c, o, k, T, n, io, io, x, y, h_seq, v_last);
+}
+
+snn_status t_neuron_forward_io_bias(const snn_backend *be, const snn_neuron_opts *o, float k, int T, size_t n,
+                                    snn_dtype io, const float *x, const float *bias, size_t period, void *y,
+                                    float *h_seq, float *v_last) {
+    SNN_TRY(check_be(be, "neuron_forward_io_bias"));
+    SNN_TRY(check_neuron(o, T, "neuron_forward_io_bias"));
+    if (n == 0) return SNN_OK;
+    if (T == 0) return v_last ? t_fill(be, v_last, o->soft_reset ? 0.0f : o->v_reset, n) : SNN_OK;
+    return snn_cuda_neuron_io_forward_bias(tab(be)->c, o, k, T, n, io, x, bias, period, y, h_seq, v_last);
 }
 
 snn_status t_neuron_backward_io(const snn_backend *be, const snn_neuron_opts *o, float k, int T, size_t n,
@@ -779,6 +853,7 @@ extern "C" snn_status snn_backend_cuda_create(int device, snn_backend **out) {
     snn_backend *be = &t->be;
     be->name = "cuda";
     be->device = SNN_DEVICE_CUDA;
+    be->index = device;
     be->ctx = t->c;
     be->alloc = t_alloc;
     be->free = t_free;
@@ -787,6 +862,7 @@ extern "C" snn_status snn_backend_cuda_create(int device, snn_backend **out) {
     be->copy = t_copy;
     be->fill = t_fill;
     be->synchronize = t_synchronize;
+    be->check_ptr = t_check_ptr;
     be->gemm = t_gemm;
     be->gemm_f32 = NULL; /* no context on that entry: host memory only */
     be->gemm_rounds = 1;
@@ -806,6 +882,7 @@ extern "C" snn_status snn_backend_cuda_create(int device, snn_backend **out) {
     be->neuron_forward = t_neuron_forward;
     be->neuron_backward = t_neuron_backward;
     be->neuron_forward_io = t_neuron_forward_io;
+    be->neuron_forward_io_bias = t_neuron_forward_io_bias;
     be->neuron_backward_io = t_neuron_backward_io;
     be->colsum16_add = t_colsum16_add;
     be->neuron_forward_mp = t_neuron_forward_mp;

@@ -217,6 +217,32 @@ snn_status snn_cuda_neuron_io_forward(snn_cuda *c, const snn_neuron_opts *o, flo
     return SNN_OK;
 }
 
+snn_status snn_cuda_neuron_io_forward_bias(snn_cuda *c, const snn_neuron_opts *o, float k, int T, size_t n,
+                                           snn_dtype io, const float *x, const float *bias, size_t period, void *s,
+                                           float *h_seq, float *v_last) {
+    FwdArgs a;
+    memset(&a, 0, sizeof a);
+    SNN_TRY(make_params(o, k, T, n, &a.p));
+    if (!x || !s || !bias) return snn_error(SNN_E_INVALID, "neuron forward (bias) needs x, bias and s");
+    if (!snn_cuda_is_16(io)) return snn_error(SNN_E_UNSUPPORTED, "neuron forward (bias): io %s (f16 or bf16)",
+                                             snn_cuda_dtype_name(io));
+    if (period == 0 || period > n || n % period)
+        return snn_error(SNN_E_INVALID, "neuron forward (bias): bias period %zu does not divide %zu neurons", period, n);
+    a.T = T;
+    a.n = n;
+    a.x = x;
+    a.bias = bias;
+    a.bias_period = period;
+    a.s = s;
+    a.h = h_seq;
+    a.vlast = v_last;
+    /* packs of 4: x and h_seq 16 bytes, the 16-bit spikes 8 */
+    int wide = n % 4 == 0 && snn_aligned(x, 16) && (!h_seq || snn_aligned(h_seq, 16)) && snn_aligned(s, 8);
+    snn_neuron_io_fwd32_launch(snn_cuda_stream_of(c), a, io, io, wide);
+    SNN_CU_LAUNCHED("neuron_forward_io_bias");
+    return SNN_OK;
+}
+
 snn_status snn_cuda_neuron_io_backward(snn_cuda *c, const snn_neuron_opts *o, float k, int T, size_t n, snn_dtype io,
                                        const float *h_seq, const void *gs, void *gx, float *gk) {
     BwdArgs a;

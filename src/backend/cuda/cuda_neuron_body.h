@@ -10,6 +10,8 @@
 
 #include <math.h>
 
+#include <type_traits>
+
 #include "backend/cuda/cuda_internal.h"
 
 
@@ -119,8 +121,11 @@ SNN_HD float snn_reset(const NeuronP &p, float h, float s) {
 /* U: time steps whose loads are issued together (more when few threads must keep the
  * memory system busy, e.g. long T with few neurons). */
 /* TH: the type of h_seq and v_seq (the storage type TI, or FP32 while x and the spikes are
- * 16-bit: the engine's typed activations keep the saved membrane in FP32). */
-template <typename TI, typename TS, int V, int U, typename TH = TI>
+ * 16-bit: the engine's typed activations keep the saved membrane in FP32).
+ * TR (void: none): the input x + bias is rounded to TR before the charge -- the engine's
+ * Linear -> neuron pair whose Linear leaves its bias and its output rounding to the neuron
+ * (x is then the FP32 product and the neuron sees exactly the Linear's rounded output). */
+template <typename TI, typename TS, int V, int U, typename TH = TI, typename TR = void>
 SNN_HD void neuron_fwd_body(const FwdArgs &a, size_t tid) {
     const size_t i0 = tid * V;
     if (i0 >= a.n) return;
@@ -149,7 +154,9 @@ SNN_HD void neuron_fwd_body(const FwdArgs &a, size_t tid) {
             Pack<TH, V> hp, vp;
 #pragma unroll
             for (int j = 0; j < V; j++) {
-                float hv = snn_charge(p, v[j], Io<TI>::ld(xp[u].v[j]) + b[j]);
+                float xin = Io<TI>::ld(xp[u].v[j]) + b[j];
+                if constexpr (!std::is_void<TR>::value) xin = Io<TR>::ld(Io<TR>::st(xin));
+                float hv = snn_charge(p, v[j], xin);
                 bool fire = hv >= p.vth; /* Heaviside: Θ(0) = 1 */
                 v[j] = snn_reset(p, hv, fire ? 1.0f : 0.0f);
                 sp.v[j] = Io<TS>::spike(fire);

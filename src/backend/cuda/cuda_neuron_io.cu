@@ -2,12 +2,20 @@
  * type, the saved membrane h_seq in FP32 (so the backward's surrogate sees what the CPU
  * reference computes: the CPU keeps h in FP32). The same bodies as the tuned kernels
  * (cuda_neuron_body.h) with TH = float; one pack width (16 bytes of x) or one neuron per
- * thread, the short prefetch, the surrogate chosen at run time. */
+ * thread, the short prefetch, the surrogate chosen at run time. The fwd32 variant reads the
+ * FP32 product of the Linear before it, adds the Linear's bias and rounds to the io type in
+ * the kernel (prec_store.c: the Linear leaves both to the neuron). */
 #include "backend/cuda/cuda_neuron.h"
 
 template <typename TI, typename TS, int V>
 __global__ void __launch_bounds__(NEURON_BLOCK) neuron_io_fwd_kernel(FwdArgs a) {
     neuron_fwd_body<TI, TS, V, 4, float>(a, blockIdx.x * (size_t)blockDim.x + threadIdx.x);
+}
+
+/* x FP32 (a GEMM's product), + bias, rounded to TR, then the same neuron. */
+template <typename TR, typename TS, int V>
+__global__ void __launch_bounds__(NEURON_BLOCK) neuron_io_fwd32_kernel(FwdArgs a) {
+    neuron_fwd_body<float, TS, V, 4, float, TR>(a, blockIdx.x * (size_t)blockDim.x + threadIdx.x);
 }
 
 template <typename TI, int V, bool PLIF>
@@ -42,6 +50,22 @@ static void fwd_s(cudaStream_t st, const FwdArgs &a, snn_dtype sp, int wide) {
 void snn_neuron_io_fwd_launch(cudaStream_t st, const FwdArgs &a, snn_dtype io, snn_dtype sp, int wide) {
     if (io == SNN_BF16) fwd_s<__nv_bfloat16>(st, a, sp, wide);
     else fwd_s<__half>(st, a, sp, wide);
+}
+
+template <typename TR>
+static void fwd32_s(cudaStream_t st, const FwdArgs &a, snn_dtype sp, int wide) {
+    if (sp == SNN_F32) {
+        if (wide) neuron_io_fwd32_kernel<TR, float, 4><<<snn_grid(a.n / 4, NEURON_BLOCK), NEURON_BLOCK, 0, st>>>(a);
+        else neuron_io_fwd32_kernel<TR, float, 1><<<snn_grid(a.n, NEURON_BLOCK), NEURON_BLOCK, 0, st>>>(a);
+    } else {
+        if (wide) neuron_io_fwd32_kernel<TR, TR, 4><<<snn_grid(a.n / 4, NEURON_BLOCK), NEURON_BLOCK, 0, st>>>(a);
+        else neuron_io_fwd32_kernel<TR, TR, 1><<<snn_grid(a.n, NEURON_BLOCK), NEURON_BLOCK, 0, st>>>(a);
+    }
+}
+
+void snn_neuron_io_fwd32_launch(cudaStream_t st, const FwdArgs &a, snn_dtype io, snn_dtype sp, int wide) {
+    if (io == SNN_BF16) fwd32_s<__nv_bfloat16>(st, a, sp, wide);
+    else fwd32_s<__half>(st, a, sp, wide);
 }
 
 template <typename TI, bool PLIF>
