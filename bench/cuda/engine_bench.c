@@ -7,6 +7,7 @@
  *                    [--classes 10] [--precision bf16] [--trials 5] [--steps 5] [--json FILE]
  *                    [--model fcsnn|convsnn|spikformer] [--image 128] [--embed 384] [--heads 12]
  *                    [--runner 1]   (0: the engine only, e.g. under a kernel profiler)
+ *                    [--optimizer adamw|sgd]  (sgd: momentum 0.9, the hand-built FC-SNN's)
  *
  * Engine step: snn_model_forward (input copied in, output copied out), the loss mean(y²) and
  * its gradient on the host, snn_precision_backward (backward, loss scaling, AdamW) — the loop
@@ -59,7 +60,7 @@ static int parse(const char *s, long lo, long hi, long *out) {
 int main(int argc, char **argv) {
     long width = 4096, depth = 20, T = 16, B = 256, in = 784, classes = 10, trials = 5, steps = 5;
     long image = 128, embed = 384, heads = 12, runner = 1;
-    const char *prec = "bf16", *json = NULL, *model = "fcsnn";
+    const char *prec = "bf16", *json = NULL, *model = "fcsnn", *optim = "adamw";
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *a = argv[i], *v = argv[i + 1];
         long *n = !strcmp(a, "--width") ? &width : !strcmp(a, "--depth") ? &depth : !strcmp(a, "--T") ? &T
@@ -81,6 +82,12 @@ int main(int argc, char **argv) {
                 return 2;
             }
             model = v;
+        } else if (!strcmp(a, "--optimizer")) {
+            if (strcmp(v, "adamw") && strcmp(v, "sgd")) {
+                fprintf(stderr, "engine_bench: error: --optimizer is adamw or sgd (momentum 0.9), got '%s'\n", v);
+                return 2;
+            }
+            optim = v;
         } else if (!strcmp(a, "--json")) {
             json = v;
         } else {
@@ -113,8 +120,10 @@ int main(int argc, char **argv) {
     }
     snn_precision *p = NULL;
     snn_optimizer *opt = NULL;
-    snn_optim_opts oo = snn_optim_defaults(SNN_OPTIM_ADAMW);
-    oo.lr = 1e-4f;
+    const int sgd = !strcmp(optim, "sgd");
+    snn_optim_opts oo = snn_optim_defaults(sgd ? SNN_OPTIM_SGD : SNN_OPTIM_ADAMW);
+    oo.lr = sgd ? 1e-3f : 1e-4f;
+    if (sgd) oo.momentum = 0.9f;
     if (snn_prepare_model_for_precision(m, "cuda", &cfg, &p) != SNN_OK) return die("prepare");
     if (snn_optimizer_create_for_model(&oo, m, &opt) != SNN_OK) return die("optimizer");
     if (snn_model_plan(m, (int)T, (int)B) != SNN_OK) return die("plan");
@@ -202,14 +211,14 @@ int main(int argc, char **argv) {
     double rt = have_runner ? median(run_train, (int)trials) : 0, ri = have_runner ? median(run_inf, (int)trials) : 0;
     char line[1024];
     snprintf(line, sizeof line,
-             "{\"bench\": \"engine_%s\", \"commit\": \"%s\", \"commit_dirty\": %d, \"precision\": \"%s\", "
+             "{\"bench\": \"engine_%s\", \"commit\": \"%s\", \"commit_dirty\": %d, \"precision\": \"%s\", \"optimizer\": \"%s\", "
              "\"width\": %ld, \"depth\": %ld, \"T\": %ld, \"batch\": %ld, \"in\": %ld, \"classes\": %ld, "
              "\"trials\": %ld, \"steps\": %ld, \"engine_train_samples_per_s\": %.1f, "
              "\"engine_infer_samples_per_s\": %.1f, \"engine_device_input_train_samples_per_s\": %.1f, "
              "\"engine_device_input_infer_samples_per_s\": %.1f, \"runner_train_samples_per_s\": %.1f, "
              "\"runner_infer_samples_per_s\": %.1f, \"engine_over_runner_train\": %.4f, "
              "\"engine_over_runner_infer\": %.4f, \"last_loss\": %.6g}",
-             model, snn_build_commit(), snn_build_dirty(), prec, width, depth, T, B, in, classes, trials, steps, B / et,
+             model, snn_build_commit(), snn_build_dirty(), prec, optim, width, depth, T, B, in, classes, trials, steps, B / et,
              B / ei, B / dt_, B / di, rt > 0 ? B / rt : 0.0, ri > 0 ? B / ri : 0.0, rt > 0 ? rt / et : 0.0, ri > 0 ? ri / ei : 0.0,
              loss / (double)ny);
     puts(line);

@@ -22,6 +22,7 @@ struct snn_dist_optim {
      * gathered parameters), allocated once */
     const snn_backend *dev;
     float *host;
+    uint64_t *version; /* the model's param_version (bumped by the gather's upload) */
 };
 
 /* One MPI call carries at most INT_MAX elements; stay well below. */
@@ -99,6 +100,8 @@ snn_status snn_dist_optim_create(snn_comm *dp, const snn_optim_opts *o, snn_mode
     if (st == SNN_OK)
         st = snn_optimizer_create_on(d->dev ? d->dev : snn_backend_cpu(), o, d->len, d->params + d->begin,
                                      d->grads + d->begin, mask + d->begin, &d->local);
+    d->version = &m->param_version;
+    if (st == SNN_OK) snn_optimizer_track_version(d->local, d->version);
     free(mask);
     if (st != SNN_OK) {
         free(d->host);
@@ -173,7 +176,10 @@ static snn_status gather_params(snn_dist_optim *d) {
     float *p = d->dev ? d->host : d->params;
     if (d->dev) SNN_TRY(d->dev->download(d->dev, p + d->begin, d->params + d->begin, d->len * sizeof(float)));
     for (int r = 0; r < d->size; r++) SNN_TRY(bcast_chunked(d->dp, p + begin_of(d, r), len_of(d, r), r));
-    if (d->dev) SNN_TRY(d->dev->upload(d->dev, d->params, p, d->n * sizeof(float)));
+    if (d->dev) {
+        ++*d->version;
+        SNN_TRY(d->dev->upload(d->dev, d->params, p, d->n * sizeof(float)));
+    }
     return SNN_OK;
 }
 

@@ -340,6 +340,7 @@ snn_status snn_model_push_host(snn_model *m) {
     if (!m) return snn_error(SNN_E_INVALID, "snn_model_push_host: model is NULL");
     if (!m->owned_be) return SNN_OK;
     const snn_backend *be = m->run.be;
+    m->param_version++;
     SNN_TRY(be->upload(be, m->param_store, m->params, m->n_params * sizeof(float)));
     SNN_TRY(be->upload(be, m->buffer_store, m->buffers, m->n_buffers * sizeof(float)));
     return be->synchronize(be);

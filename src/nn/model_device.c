@@ -53,6 +53,7 @@ static snn_status to_cpu(snn_model *m) {
     memset(m->grads, 0, m->n_params * sizeof(float));
     snn_model_release_device(m);
     snn_model_bind_storage(m);
+    m->param_version++;
     return SNN_OK;
 }
 
@@ -93,6 +94,7 @@ snn_status snn_model_to(snn_model *m, const char *device) {
     }
     m->owned_be = be;
     m->run.be = be;
+    m->param_version++;
     m->param_store = p;
     m->grad_store = g;
     m->buffer_store = b;

@@ -34,6 +34,10 @@ struct snn_model {
     uint64_t step;
     snn_run run;
     int optimizer_bound; /* an optimizer has been created for this model */
+    /* Bumped by every write of param_store (an optimizer update, snn_model_to, a push of the
+     * host copy, a broadcast or gather of the parameters): copies derived from the weights
+     * (a precision wrapper's 16-bit weight, prec_exec.c) are rebuilt only when it moved. */
+    uint64_t param_version;
     void *precision;     /* prepared precision state (src/precision), NULL before prepare */
 };
 

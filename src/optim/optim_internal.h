@@ -13,4 +13,8 @@ snn_status snn_clip_grad_norm_on(const snn_backend *be, float *grads, size_t n, 
 snn_status snn_optimizer_create_on(const snn_backend *be, const snn_optim_opts *o, size_t n, float *params,
                                    const float *grads, const uint8_t *decay_mask, snn_optimizer **out);
 
+/* After every update, ++*version (a model's param_version: an optimizer over a slice of a
+ * model's parameters must report its writes too). */
+void snn_optimizer_track_version(snn_optimizer *opt, uint64_t *version);
+
 #endif

@@ -34,6 +34,9 @@ struct snn_optimizer {
      * the next step, so a restore written into them reaches the device. */
     float *host_state[2];
     int host_live;
+    /* bumped after every update: the model's parameter version (snn_model.param_version),
+     * which tells 16-bit weight copies when they are stale; NULL for bare arrays */
+    uint64_t *version;
 };
 
 snn_optim_opts snn_optim_defaults(snn_optim_kind kind) {
@@ -178,7 +181,10 @@ snn_status snn_optimizer_create_for_model(const snn_optim_opts *o, snn_model *m,
     free(mask);
     /* the precision system refuses to prepare a model that already has an optimizer: its
      * master weights and state would be built for the wrong parameters */
-    if (st == SNN_OK) m->optimizer_bound = 1;
+    if (st == SNN_OK) {
+        m->optimizer_bound = 1;
+        (*out)->version = &m->param_version;
+    }
     return st;
 }
 
@@ -292,5 +298,10 @@ snn_status snn_optimizer_step(snn_optimizer *opt, float lr, int skip) {
                                   opt->mask, &bad));
     opt->nonfinite = bad;
     opt->steps++;
+    if (opt->version) ++*opt->version;
     return SNN_OK;
+}
+
+void snn_optimizer_track_version(snn_optimizer *opt, uint64_t *version) {
+    if (opt) opt->version = version;
 }

@@ -25,6 +25,8 @@ typedef struct snn_prec_module {
     void *w16;                   /* 16-bit GEMM on a gemm_rounds backend, SNN_MODULE_W16 kinds:
                                     the weight in the 16-bit type (device), written by the
                                     forward and read by the backward; NULL otherwise */
+    uint64_t w16_version;        /* the model's param_version w16 was cast at (w16_valid) */
+    int w16_valid;
 } snn_prec_module;
 
 /* m->precision_flags bits */

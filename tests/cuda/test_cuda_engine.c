@@ -241,6 +241,25 @@ static void compare_steps(const char *name, const net *n, const char *prec, int 
         if (s == 0) printf("  %-10s %-5s step 1: |dy| %.2e of %.2e, |dg| %.2e of %.2e, params off %zu/%zu\n", name,
                            prec, yd, ym, gd, gm, off, np);
     }
+    /* evaluation after the last update: the device's 16-bit weight copies follow the update
+     * (snn_model.param_version) and a second evaluation reuses them bit for bit */
+    float *ye = malloc(ny * sizeof *ye);
+    if (st == SNN_OK && !loose && ye && x && yc) {
+        const float *y1, *y2;
+        CHECK(snn_model_forward(c.m, x, 0, &y1) == SNN_OK);
+        memcpy(yc, y1, ny * sizeof *yc);
+        st = snn_model_forward(g.m, x, 0, &y2);
+        CHECK_MSG(st == SNN_OK, "%s: evaluation on cuda: %s", name, snn_last_error());
+        if (st == SNN_OK) {
+            memcpy(ye, y2, ny * sizeof *ye);
+            double ym = max_abs(yc, ny), yd = max_diff(ye, yc, ny), yb = ulp ? 3 * ulp : ybound;
+            CHECK_MSG(yd <= yb * ym, "%s %s: evaluation after the last step differs by %.3g (bound %.3g)", name, prec,
+                      yd, yb * ym);
+            CHECK(snn_model_forward(g.m, x, 0, &y2) == SNN_OK);
+            CHECK_MSG(!memcmp(y2, ye, ny * sizeof *ye), "%s %s: a second evaluation differs", name, prec);
+        }
+    }
+    free(ye);
     /* the optimizer state of the device model reads back on the host (a copy) like the CPU's */
     for (int i = 0; i < 2; i++) {
         snn_optim_state sc, sg;
