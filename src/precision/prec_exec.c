@@ -51,12 +51,13 @@ static snn_status g16_direct_call(snn_module *m, const snn_run *r, int backward,
     snn_precision *p = pm->p;
     /* the 16-bit weight is cast again only when the parameters moved (an optimizer step, a
      * restore: snn_model.param_version), so repeated inference forwards reuse it */
-    if (!backward && (!pm->w16_valid || pm->w16_version != p->model->param_version)) {
-        SNN_TRY(m->be->cast(m->be, p->half, pm->w16, m->params[0].data, m->params[0].numel));
-        pm->w16_version = p->model->param_version;
-        pm->w16_valid = 1;
-    }
-    else if (!m->out_store) {
+    if (!backward) {
+        if (!pm->w16_valid || pm->w16_version != p->model->param_version) {
+            SNN_TRY(m->be->cast(m->be, p->half, pm->w16, m->params[0].data, m->params[0].numel));
+            pm->w16_version = p->model->param_version;
+            pm->w16_valid = 1;
+        }
+    } else if (!m->out_store) {
         /* the bias gradient sums the rounded dy, as on the rounded path (a 16-bit dy is) */
         float *dy16 = p->scratch;
         SNN_TRY(round_buf(m, p->half, dy16, dy, out_floats(m, r)));
