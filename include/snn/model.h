@@ -73,6 +73,12 @@ typedef struct snn_tensor_view {
  * y->data, y->numel and y->dtype describe the [T, N, classes] output, valid until the next
  * forward. On the CPU both are host memory and nothing is copied. */
 snn_status snn_model_forward_view(snn_model *m, const snn_tensor_view *x, int training, snn_tensor_view *y);
+/* The model's own input buffer: T * N * input-size floats of host memory, sized by
+ * snn_model_plan (NULL before), page-locked on a device model so that passing it to
+ * snn_model_forward uploads by DMA instead of through the driver's staging copy of an
+ * ordinary array (docs/benchmarks.md has the difference measured on an H200). Fill it and
+ * pass it as x. Valid until the next plan with another T or N, snn_model_to or free. */
+float *snn_model_input_buffer(snn_model *m);
 /* dy: dL/dy for the last forward's output. Accumulates into the gradient buffer. */
 snn_status snn_model_backward(snn_model *m, const float *dy);
 void snn_model_zero_grad(snn_model *m);

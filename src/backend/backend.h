@@ -126,6 +126,10 @@ struct snn_backend {
     snn_status (*copy)(const snn_backend *be, void *dst, const void *src, size_t bytes);
     snn_status (*fill)(const snn_backend *be, float *x, float value, size_t n);
     snn_status (*synchronize)(const snn_backend *be);
+    /* Page-locked host memory the device copies at full speed (a model's input buffer);
+     * NULL on the CPU, where plain memory is what there is. */
+    snn_status (*alloc_host)(const snn_backend *be, size_t bytes, void **out);
+    void (*free_host)(const snn_backend *be, void *p);
     /* SNN_OK when [p, p + bytes) is memory of this table's device (a caller's pointer is
      * checked before an entry reads it); NULL on the CPU, where every pointer is host memory. */
     snn_status (*check_ptr)(const snn_backend *be, const void *p, size_t bytes);

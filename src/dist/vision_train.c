@@ -241,9 +241,11 @@ snn_status snn_dist_train_classification(const snn_mesh *mesh, const snn_dist_tr
             }
             /* the clock runs over the step, not over reading the batch (as the reference) */
             st = snn_dataset_batch(o->train, b.idx + start, n, b.xb, b.yb);
+            /* the model's input buffer (planned for n; page-locked on a device) unless piped */
+            float *xt = !piped && snn_model_input_buffer(m) ? snn_model_input_buffer(m) : b.xt;
             if (st == SNN_OK)
                 st = snn_encode(o->enc, b.xb, n, F, T, o->seed,
-                                ((uint64_t)epoch << 32) | ((uint64_t)k * (uint64_t)DP + (uint64_t)mesh->dp), b.xt);
+                                ((uint64_t)epoch << 32) | ((uint64_t)k * (uint64_t)DP + (uint64_t)mesh->dp), xt);
             int measured = step >= o->timing_warmup_steps;
             double t0 = measured ? now_s() : 0;
             float loss = 0;
@@ -260,7 +262,7 @@ snn_status snn_dist_train_classification(const snn_mesh *mesh, const snn_dist_tr
             } else {
                 if (st == SNN_OK) st = snn_ddp_broadcast_buffers(ddp);
                 const float *y = NULL;
-                if (st == SNN_OK) st = snn_model_forward(m, b.xt, 1, &y);
+                if (st == SNN_OK) st = snn_model_forward(m, xt, 1, &y);
                 if (st == SNN_OK)
                     st = o->use_mse ? snn_loss_mse_rate(y, b.yb, T, n, C, &loss, b.dy, NULL)
                                     : snn_loss_cross_entropy_mean_t(y, b.yb, T, n, C, &loss, b.dy, NULL);

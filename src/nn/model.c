@@ -140,6 +140,12 @@ snn_status snn_model_build(snn_module *root, const char *kind, const char *confi
 
 /* Device memory and the device's backend (nothing on the CPU). */
 static void model_free_arena(snn_model *m) {
+    if (m->x_host) {
+        if (m->x_host_be) m->x_host_be->free_host(m->x_host_be, m->x_host);
+        else free(m->x_host);
+        m->x_host = NULL;
+        m->x_host_be = NULL;
+    }
     if (m->owned_be && m->arena.base && !m->arena.measuring) {
         m->owned_be->free(m->owned_be, m->arena.base);
         memset(&m->arena, 0, sizeof m->arena);
@@ -183,7 +189,7 @@ void snn_model_free(snn_model *m) {
     if (m->precision) ((snn_precision *)m->precision)->model = NULL; /* the caller frees it */
     snn_module_free(m->root);
     model_free_device(m);
-    snn_arena_free(&m->arena);
+    model_free_arena(m); /* a host model's arena and input buffer */
     free(m->params);
     free(m->grads);
     free(m->buffers);
@@ -228,6 +234,19 @@ snn_status snn_model_plan(snn_model *m, int T, int N) {
         m->out_host = oh;
     } else {
         SNN_TRY(snn_arena_allocate(&m->arena, bytes));
+    }
+    /* the input buffer a caller (the library's loops) may fill and pass to the forward:
+     * page-locked on a device, so its upload runs at the link's speed */
+    if (dev) {
+        snn_status st = m->owned_be->alloc_host(m->owned_be, (n_in ? n_in : 1) * sizeof(float), (void **)&m->x_host);
+        if (st != SNN_OK) {
+            model_free_arena(m);
+            return st;
+        }
+        m->x_host_be = m->owned_be;
+    } else if (!(m->x_host = malloc((n_in ? n_in : 1) * sizeof(float)))) {
+        model_free_arena(m);
+        return snn_error(SNN_E_NOMEM, "out of memory for the model's input buffer (%zu values)", n_in);
     }
     m->out = snn_arena_floats(&m->arena, n_out);
     if (dev) {
@@ -367,6 +386,7 @@ static float *host_view(const snn_model *m, float *host, const float *store, siz
 }
 
 /* Getters answer 0 / NULL for a NULL model (the library never crashes on a NULL handle). */
+float *snn_model_input_buffer(snn_model *m) { return m ? m->x_host : NULL; }
 size_t snn_model_input_numel(const snn_model *m) { return m ? snn_shape_numel(m->in_shape) : 0; }
 size_t snn_model_output_numel(const snn_model *m) { return m ? snn_shape_numel(m->root->out) : 0; }
 int snn_model_time_steps(const snn_model *m) { return m ? m->T : 0; }

@@ -23,6 +23,9 @@ struct snn_model {
     struct snn_backend *owned_be; /* a device backend this model created (freed with it) */
     float *x_store, *dy_store;    /* device: staging of the caller's input and dL/dy (arena) */
     float *out_host;              /* device: the host copy of the output */
+    float *x_host;                /* snn_model_input_buffer: [T, N, input] host memory
+                                     (page-locked on a device), sized by the plan */
+    const struct snn_backend *x_host_be; /* the table that page-locked x_host, NULL: malloc */
     size_t n_params, n_buffers;
     snn_tensor_entry *tensors;
     size_t n_tensors;

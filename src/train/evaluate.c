@@ -109,9 +109,10 @@ snn_status snn_evaluate(snn_model *m, const snn_dataset *ds, int T, int N, snn_e
             if (b.yb[i] < 0 || b.yb[i] >= C)
                 st = snn_error(SNN_E_SHAPE, "evaluating: sample %d has label %d, the model has %d classes", start + i,
                                (int)b.yb[i], C);
-        if (st == SNN_OK) st = snn_encode(enc, b.xb, N, F, T, seed, 0xE7A1000000000000ull + (uint64_t)start, b.xt);
+        float *xt = snn_model_input_buffer(m) ? snn_model_input_buffer(m) : b.xt; /* see loop.c */
+        if (st == SNN_OK) st = snn_encode(enc, b.xb, N, F, T, seed, 0xE7A1000000000000ull + (uint64_t)start, xt);
         const float *y = NULL;
-        if (st == SNN_OK) st = snn_model_forward(m, b.xt, 0, &y);
+        if (st == SNN_OK) st = snn_model_forward(m, xt, 0, &y);
         if (st == SNN_OK) snn_score_batch(y, T, N, C, b.yb, valid, b.mean, &correct, &loss_sum);
     }
     bufs_free(&b);
@@ -132,9 +133,10 @@ snn_status snn_predict(snn_model *m, const snn_dataset *ds, int T, int N, snn_pr
         int valid = n - start < N ? n - start : N;
         for (int i = 0; i < N; i++) b.idx[i] = (uint32_t)(start + (i < valid ? i : 0));
         st = snn_dataset_batch(ds, b.idx, N, b.xb, NULL);
-        if (st == SNN_OK) st = snn_encode(SNN_ENCODING_DIRECT, b.xb, N, F, T, 0, 0, b.xt);
+        float *xt = snn_model_input_buffer(m) ? snn_model_input_buffer(m) : b.xt;
+        if (st == SNN_OK) st = snn_encode(SNN_ENCODING_DIRECT, b.xb, N, F, T, 0, 0, xt);
         const float *y = NULL;
-        if (st == SNN_OK) st = snn_model_forward(m, b.xt, 0, &y);
+        if (st == SNN_OK) st = snn_model_forward(m, xt, 0, &y);
         for (int i = 0; st == SNN_OK && i < valid; i++) {
             int best = 0;
             double bv = -INFINITY;

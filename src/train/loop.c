@@ -353,11 +353,13 @@ snn_status snn_trainer_run(snn_trainer *t, const snn_dataset *train, const snn_d
         while (st == SNN_OK && t->pos.batch < spe && !stop_now(t)) {
             const int b = t->pos.batch;
             st = snn_dataset_batch(train, t->order + (size_t)b * N, N, t->xb, t->yb);
+            /* encoded straight into the model's input buffer (page-locked on a device: the
+             * upload is a DMA, not a staged copy) */
+            float *xt = snn_model_input_buffer(t->m) ? snn_model_input_buffer(t->m) : t->xt;
             if (st == SNN_OK)
-                st = snn_encode(t->o.encoding, t->xb, N, t->F, T, t->o.seed, ((uint64_t)epoch << 32) | (uint64_t)b,
-                                t->xt);
+                st = snn_encode(t->o.encoding, t->xb, N, t->F, T, t->o.seed, ((uint64_t)epoch << 32) | (uint64_t)b, xt);
             snn_step_result r;
-            if (st == SNN_OK) st = snn_trainer_step(t, t->xt, t->yb, &r);
+            if (st == SNN_OK) st = snn_trainer_step(t, xt, t->yb, &r);
             if (st != SNN_OK) break;
             done++;
             loss_sum += r.loss;

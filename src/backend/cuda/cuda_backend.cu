@@ -215,6 +215,23 @@ void t_free(const snn_backend *be, void *p) {
     snn_cuda_free(p); /* cudaFree waits for the work in flight */
 }
 
+snn_status t_alloc_host(const snn_backend *be, size_t bytes, void **out) {
+    SNN_TRY(check_be(be, "alloc_host"));
+    if (!out) return snn_error(SNN_E_INVALID, "alloc_host: NULL output pointer");
+    *out = NULL;
+    cudaError_t e = cudaMallocHost(out, bytes ? bytes : 1);
+    if (e != cudaSuccess) {
+        *out = NULL;
+        return snn_error(SNN_E_NOMEM, "cudaMallocHost of %zu bytes: %s", bytes, cudaGetErrorString(e));
+    }
+    return SNN_OK;
+}
+
+void t_free_host(const snn_backend *be, void *p) {
+    if (!p || check_be(be, "free_host") != SNN_OK) return;
+    (void)cudaFreeHost(p); /* waits for copies in flight */
+}
+
 snn_status t_upload(const snn_backend *be, void *dst, const void *src, size_t bytes) {
     SNN_TRY(check_be(be, "upload"));
     if (bytes == 0) return SNN_OK;
@@ -863,6 +880,8 @@ extern "C" snn_status snn_backend_cuda_create(int device, snn_backend **out) {
     be->fill = t_fill;
     be->synchronize = t_synchronize;
     be->check_ptr = t_check_ptr;
+    be->alloc_host = t_alloc_host;
+    be->free_host = t_free_host;
     be->gemm = t_gemm;
     be->gemm_f32 = NULL; /* no context on that entry: host memory only */
     be->gemm_rounds = 1;
