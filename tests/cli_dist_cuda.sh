@@ -64,9 +64,11 @@ else
   echo "FAIL: no step checkpoint in $tmp/ck" >&2; fail=1
 fi
 if [ $fail = 0 ]; then
-  "$PY" - "$tmp" <<'PY' || fail=1
-import json, struct, sys
+  "$PY" - "$tmp" "$(dirname "$0")" <<'PY' || fail=1
+import json, sys
 tmp = sys.argv[1]
+sys.path.insert(0, sys.argv[2])
+from st_f32 import worst_rel
 def lines(p): return [json.loads(l) for l in open(p) if l.strip()]
 a, b = lines(tmp + "/dp2.json"), lines(tmp + "/dp1.json")
 assert len(a) == 3 and len(b) == 3, (a, b)
@@ -75,28 +77,10 @@ assert a[2]["optimizer_step"] == b[2]["optimizer_step"] == 16
 for x, y in zip(a, b):
     for k in ("train_loss", "validation_loss", "validation_accuracy"):
         assert abs(x[k] - y[k]) <= 1e-5 * max(1.0, abs(y[k])), (k, x[k], y[k])
-def tensors(p):
-    d = open(p, "rb").read()
-    n = struct.unpack("<Q", d[:8])[0]
-    h = json.loads(d[8:8 + n])
-    out = {}
-    for k, v in h.items():
-        if k == "__metadata__" or k.startswith("__") or v["dtype"] != "F32": continue
-        s, e = v["data_offsets"]
-        out[k] = struct.unpack("<%df" % ((e - s) // 4), d[8 + n + s:8 + n + e])
-    return out
-def worst(p, q):
-    ta, tb = tensors(p), tensors(q)
-    assert ta.keys() == tb.keys() and ta
-    w = 0.0
-    for k in ta:
-        top = max(abs(v) for v in tb[k]) or 1.0
-        w = max(w, max(abs(x - y) for x, y in zip(ta[k], tb[k])) / top)
-    return w
-w = worst(tmp + "/dp2/model.safetensors", tmp + "/dp1/model.safetensors")
+w, _ = worst_rel(tmp + "/dp2/model.safetensors", tmp + "/dp1/model.safetensors")
 print("cli --device cuda: DP 2 x batch 16 vs 1 x batch 32: max relative weight difference %.3g" % w)
 assert w <= 1e-5, w
-r = worst(tmp + "/h2/model.safetensors", tmp + "/dp2/model.safetensors")
+r, _ = worst_rel(tmp + "/h2/model.safetensors", tmp + "/dp2/model.safetensors")
 print("cli --device cuda: checkpoint at step 8 + resume vs uninterrupted: max relative weight difference %.3g" % r)
 assert r <= 1e-6, r
 c = lines(tmp + "/h2.json")[-1]

@@ -38,9 +38,11 @@ if ! env -u OMPI_COMM_WORLD_SIZE "$SNN" $common --batch-size 32 --out "$tmp/dp1"
   echo "FAIL: one-process snn train --data-parallel ddp" >&2; cat "$tmp/dp1.err" >&2; fail=1
 fi
 if [ $fail = 0 ]; then
-  /usr/bin/python3 - "$tmp" <<'PY' || fail=1
-import json, sys, struct
+  /usr/bin/python3 - "$tmp" "$(dirname "$0")" <<'PY' || fail=1
+import json, sys
 tmp = sys.argv[1]
+sys.path.insert(0, sys.argv[2])
+from st_f32 import worst_rel
 def lines(p): return [json.loads(l) for l in open(p) if l.strip()]
 a, b = lines(tmp + "/dp2.json"), lines(tmp + "/dp1.json")
 assert len(a) == 3 and len(b) == 3, (a, b)
@@ -58,24 +60,8 @@ assert a[2]["total_peak_memory_bytes"] >= a[2]["peak_memory_bytes"] > 0
 for x, y in zip(a, b):
     for k in ("train_loss", "validation_loss", "validation_accuracy"):
         assert abs(x[k] - y[k]) <= 1e-5 * max(1.0, abs(y[k])), (k, x[k], y[k])
-# final weights: safetensors header (u64 length, JSON) then raw little-endian F32 tensors
-def tensors(p):
-    d = open(p, "rb").read()
-    n = struct.unpack("<Q", d[:8])[0]
-    h = json.loads(d[8:8 + n])
-    out = {}
-    for k, v in h.items():
-        if k == "__metadata__" or k.startswith("__") or v["dtype"] != "F32": continue
-        s, e = v["data_offsets"]
-        out[k] = struct.unpack("<%df" % ((e - s) // 4), d[8 + n + s:8 + n + e])
-    return out
-ta, tb = tensors(tmp + "/dp2/model.safetensors"), tensors(tmp + "/dp1/model.safetensors")
-assert ta.keys() == tb.keys() and ta
-worst = 0.0
-for k in ta:
-    top = max(abs(v) for v in tb[k]) or 1.0
-    worst = max(worst, max(abs(p - q) for p, q in zip(ta[k], tb[k])) / top)
-print("cli: DP 2 x batch 16 vs 1 x batch 32: max relative weight difference %.3g over %d tensors" % (worst, len(ta)))
+worst, nt = worst_rel(tmp + "/dp2/model.safetensors", tmp + "/dp1/model.safetensors")
+print("cli: DP 2 x batch 16 vs 1 x batch 32: max relative weight difference %.3g over %d tensors" % (worst, nt))
 assert worst <= 1e-5, worst
 PY
 fi
