@@ -8,7 +8,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend/backend.h"
 #include "core/error_internal.h"
+#include "nn/model_internal.h"
 #include "snn/loss.h"
 #include "snn/train.h"
 #include "train/train_internal.h"
@@ -216,12 +218,12 @@ snn_status snn_trainer_resume(snn_trainer *t, const snn_ckpt *c) {
 
 /* ---- one step ---- */
 
-snn_status snn_trainer_step(snn_trainer *t, const float *x, const int32_t *y, snn_step_result *r) {
-    if (!t || !x || !y) return snn_error(SNN_E_INVALID, "snn_trainer_step: NULL argument");
+static snn_status trainer_step_view(snn_trainer *t, const snn_tensor_view *xv, const int32_t *y, snn_step_result *r) {
     snn_step_result res = {0};
-    const float *out = NULL;
     int T = t->o.T, N = t->N, C = (int)t->C;
-    SNN_TRY(snn_model_forward(t->m, x, 1, &out));
+    snn_tensor_view yv = {.device = "cpu"};
+    SNN_TRY(snn_model_forward_view(t->m, xv, 1, &yv));
+    const float *out = yv.data;
     SNN_TRY(t->o.loss == SNN_TRAIN_LOSS_MSE_RATE ? snn_loss_mse_rate(out, y, T, N, C, &res.loss, t->dy, &res.correct)
                                                  : snn_loss_cross_entropy_mean_t(out, y, T, N, C, &res.loss, t->dy,
                                                                                  &res.correct));
@@ -239,6 +241,28 @@ snn_status snn_trainer_step(snn_trainer *t, const float *x, const int32_t *y, sn
     t->pos.batch++;
     if (r) *r = res;
     return SNN_OK;
+}
+
+snn_status snn_trainer_step(snn_trainer *t, const float *x, const int32_t *y, snn_step_result *r) {
+    if (!t || !x || !y) return snn_error(SNN_E_INVALID, "snn_trainer_step: NULL argument");
+    snn_tensor_view xv = {.dtype = SNN_F32, .device = "cpu", .data = (void *)x,
+                          .numel = (size_t)t->o.T * (size_t)t->N * t->F};
+    return trainer_step_view(t, &xv, y, r);
+}
+
+/* Direct encoding on a device model: the batch goes up once and is repeated T times on the
+ * device (snn_encode_direct's x_t = x, the same bits), instead of T host copies and a T times
+ * larger upload. */
+static snn_status step_direct_on_device(snn_trainer *t, const float *xb, const int32_t *y, snn_step_result *r) {
+    snn_model *m = t->m;
+    const snn_backend *be = snn_model_backend(m);
+    const size_t one = (size_t)t->N * t->F;
+    SNN_TRY(be->upload(be, m->x_store, xb, one * sizeof(float)));
+    for (int k = 1; k < t->o.T; k++) SNN_TRY(be->copy(be, m->x_store + (size_t)k * one, m->x_store, one * sizeof(float)));
+    char dev[32];
+    snprintf(dev, sizeof dev, "%s:%d", be->name, be->index);
+    snn_tensor_view xv = {.dtype = SNN_F32, .device = dev, .data = m->x_store, .numel = (size_t)t->o.T * one};
+    return trainer_step_view(t, &xv, y, r);
 }
 
 /* ---- checkpoints ---- */
@@ -352,14 +376,22 @@ snn_status snn_trainer_run(snn_trainer *t, const snn_dataset *train, const snn_d
         int done = 0;
         while (st == SNN_OK && t->pos.batch < spe && !stop_now(t)) {
             const int b = t->pos.batch;
-            st = snn_dataset_batch(train, t->order + (size_t)b * N, N, t->xb, t->yb);
-            /* encoded straight into the model's input buffer (page-locked on a device: the
-             * upload is a DMA, not a staged copy) */
-            float *xt = snn_model_input_buffer(t->m) ? snn_model_input_buffer(t->m) : t->xt;
-            if (st == SNN_OK)
-                st = snn_encode(t->o.encoding, t->xb, N, t->F, T, t->o.seed, ((uint64_t)epoch << 32) | (uint64_t)b, xt);
             snn_step_result r;
-            if (st == SNN_OK) st = snn_trainer_step(t, xt, t->yb, &r);
+            if (t->o.encoding == SNN_ENCODING_DIRECT && t->m->owned_be && t->m->x_store) {
+                /* the batch itself into the page-locked input buffer, repeated on the device */
+                float *xb = snn_model_input_buffer(t->m);
+                st = snn_dataset_batch(train, t->order + (size_t)b * N, N, xb, t->yb);
+                if (st == SNN_OK) st = step_direct_on_device(t, xb, t->yb, &r);
+            } else {
+                st = snn_dataset_batch(train, t->order + (size_t)b * N, N, t->xb, t->yb);
+                /* encoded straight into the model's input buffer (page-locked on a device:
+                 * the upload is a DMA, not a staged copy) */
+                float *xt = snn_model_input_buffer(t->m) ? snn_model_input_buffer(t->m) : t->xt;
+                if (st == SNN_OK)
+                    st = snn_encode(t->o.encoding, t->xb, N, t->F, T, t->o.seed, ((uint64_t)epoch << 32) | (uint64_t)b,
+                                    xt);
+                if (st == SNN_OK) st = snn_trainer_step(t, xt, t->yb, &r);
+            }
             if (st != SNN_OK) break;
             done++;
             loss_sum += r.loss;
