@@ -107,11 +107,13 @@ by_floor = 0
 assert sorted(ta) == sorted(tb), (label, sorted(set(ta) ^ set(tb)))
 cfg = json.loads(mb["snn_model_config"])
 H, G, hd = cfg["num_attention_heads"], cfg["num_query_groups"], cfg["hidden_size"] // cfg["num_attention_heads"]
-close = 0.0; worst_name = ""; kb = 0.0; num = den = 0.0; onum = oden = 0.0
+close = 0.0; worst_name = ""; kb = 0.0; num = den = 0.0; onum = oden = 0.0; fnum = 0.0
 for k in ta:
     x, y = ta[k], tb[k]
     if k.startswith("__optim__"):
-        onum += ((x - y) ** 2).sum(); oden += (y ** 2).sum(); continue
+        onum += ((x - y) ** 2).sum(); oden += (y ** 2).sum()
+        if tf is not None: fnum += ((tf[k] - y) ** 2).sum()
+        continue
     keep = np.ones(x.size, bool)
     if k.endswith(".c_attn.bias"):
         keep[H * hd:(H + G) * hd] = False   # the key slice: no effect on the loss (see driver_lm_cp.c)
@@ -124,11 +126,16 @@ for k in ta:
     num += (d ** 2).sum(); den += (y[keep] ** 2).sum()
     if c > close: close, worst_name = c, k
 allrel = np.sqrt(num / den); optrel = np.sqrt(onum / oden)
-ok = worst_log <= 1e-5 and close <= 1.0 and allrel <= 1e-5 and kb <= 2e-3 * max(steps) and optrel <= 1e-5
+# the AdamW state (second moments of near-zero gradient components above all) moves with the
+# summation order as the weights do: beyond 1e-5 it passes within 4x FLOOR's distance (seed
+# 179623664025167 at 1.53e-5, the same bits before and after session 9's changes)
+fopt = np.sqrt(fnum / oden) if tf is not None else 0.0
+ok = worst_log <= 1e-5 and close <= 1.0 and allrel <= 1e-5 and kb <= 2e-3 * max(steps) and \
+     (optrel <= 1e-5 or optrel <= 4 * fopt)
 print("%s %s: logged loss/grad_norm/lr/validation max rel %.3g; %d tensors: rtol 1e-5 / atol 1e-6 (L2) worst %.3g of the "
       "bound (%s; %d within 4x the single process's own reordering distance), all together rel L2 %.3g; key bias "
-      "slices max |diff| %.3g; AdamW state rel L2 %.3g" %
-      ("ok  " if ok else "FAIL", label, worst_log, len(ta), close, worst_name, by_floor, allrel, kb, optrel))
+      "slices max |diff| %.3g; AdamW state rel L2 %.3g (the single process against itself: %.3g)" %
+      ("ok  " if ok else "FAIL", label, worst_log, len(ta), close, worst_name, by_floor, allrel, kb, optrel, fopt))
 sys.exit(0 if ok else 1)
 PY
 lm() { # np out args...
