@@ -111,8 +111,10 @@ static snn_status broadcast_state(snn_ddp *d, int with_params) {
     size_t np = with_params ? snn_model_num_params(m) : 0, nb = snn_model_num_buffers(m);
     if (d->be && d->dev_dp) {
         void *stream = be_stream(d->be);
-        if (np) m->param_version++;
-        if (np) SNN_TRY(snn_comm_device_broadcast(d->dev_dp, m->param_store, np, SNN_COMM_F32, 0, stream));
+        if (np) {
+            m->param_version++;
+            SNN_TRY(snn_comm_device_broadcast(d->dev_dp, m->param_store, np, SNN_COMM_F32, 0, stream));
+        }
         if (nb) SNN_TRY(snn_comm_device_broadcast(d->dev_dp, m->buffer_store, nb, SNN_COMM_F32, 0, stream));
         return SNN_OK;
     }

@@ -259,9 +259,8 @@ static snn_status step_direct_on_device(snn_trainer *t, const float *xb, const i
     const size_t one = (size_t)t->N * t->F;
     SNN_TRY(be->upload(be, m->x_store, xb, one * sizeof(float)));
     for (int k = 1; k < t->o.T; k++) SNN_TRY(be->copy(be, m->x_store + (size_t)k * one, m->x_store, one * sizeof(float)));
-    char dev[32];
-    snprintf(dev, sizeof dev, "%s:%d", be->name, be->index);
-    snn_tensor_view xv = {.dtype = SNN_F32, .device = dev, .data = m->x_store, .numel = (size_t)t->o.T * one};
+    /* the backend's name ("cuda") names the model's own device */
+    snn_tensor_view xv = {.dtype = SNN_F32, .device = be->name, .data = m->x_store, .numel = (size_t)t->o.T * one};
     return trainer_step_view(t, &xv, y, r);
 }
 
