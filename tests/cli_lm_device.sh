@@ -6,8 +6,8 @@
 #   - a bad device name is exit 2 with one `snn: error:` line naming the flag;
 #   - a build without CUDA refuses --device cuda / cuda:N on train, eval and generate with
 #     exit 2 and one `snn: error:` line naming the build, before any file is read;
-#   - a CUDA build refuses generate --device cuda (its KV cache is host memory) with exit 2,
-#     and train --device cuda with tensor / pipeline / context parallel sizes other than 1.
+#   - a CUDA build refuses generate and train --device cuda with tensor / pipeline / context
+#     parallel sizes other than 1 (exit 2).
 # On a GPU machine, tests/cuda/test_cuda_lm_train compares cuda with cpu runs.
 set -u
 B=${1:?build dir}
@@ -83,7 +83,8 @@ if [ $cuda_build = 0 ]; then
   expect_error "train --device cuda, no data (no CUDA)" "built without CUDA" lm train --data "$tmp/none" --output "$tmp/x" --device cuda
   [ -e "$tmp/x" ] && { echo "FAIL: a refused run created its output directory" >&2; fail=1; }
 else
-  expect_error "generate --device cuda" "KV cache in host memory" lm generate "$ck" --prompt-ids 1,2,3 --device cuda
+  expect_error "generate --device cuda with TP 2" "parallel sizes 1" lm generate "$ck" --prompt-ids 1,2,3 --device cuda \
+    --tensor-parallel-size 2
   expect_error "train --device cuda with TP 2" "parallel sizes 1" lm train $common --output "$tmp/x" --device cuda \
     --tensor-parallel-size 2
 fi

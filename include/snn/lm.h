@@ -80,6 +80,19 @@ typedef struct snn_lm_sampling {
 snn_status snn_gpt_generate(snn_model *m, const int32_t *prompt, int B, int P, int max_new,
                             const snn_lm_sampling *s, int32_t *out);
 
+/* Wall-clock split of one snn_gpt_generate_timed call (seconds). setup: building the two
+ * instances, moving the weights and the cache to the model's device, planning; prefill: the
+ * prompt's forward; decode: the rest, decode_steps forwards of one position per row and
+ * every token pick. */
+typedef struct snn_lm_generate_stats {
+    double setup_seconds, prefill_seconds, decode_seconds;
+    int decode_steps;
+} snn_lm_generate_stats;
+
+/* snn_gpt_generate that also reports its timing (stats may be NULL). */
+snn_status snn_gpt_generate_timed(snn_model *m, const int32_t *prompt, int B, int P, int max_new,
+                                  const snn_lm_sampling *s, int32_t *out, snn_lm_generate_stats *stats);
+
 /* Per-token language-model cross-entropy on logits reduced over T.
  *   logits [T][N][S][V]; z = mean_t (reduce_sum 0) or sum_t (reduce_sum 1) of them;
  *   labels [N][S] in [0, V); mask [N][S] (NULL = all ones).

@@ -401,6 +401,15 @@ struct snn_backend {
     snn_status (*attention_backward)(const snn_backend *be, int R, int S, int H, int G, int hd, float scale,
                                      const float *x, const float *P, const float *dy, float *dx, void *work);
     size_t (*attention_work_bytes)(const snn_backend *be, int R, int H, int S);
+    /* Decoding against a KV cache kc, vc [R][G][cap][hd]: the keys and values of this call's
+     * positions off..off+S-1 are copied from x [R][S][(H + 2G) hd] into the cache (bit for
+     * bit), then query s of head h attends to cached positions 0..off+s of its group:
+     * y = softmax(scale q k^T) v into y [R][S][H hd]. Needs 0 <= off, off + S <= cap. Nothing
+     * is saved for a backward. The CPU folds the softmax online (a running max, the output
+     * rescaled when it grows); the CUDA table keeps the scores in shared memory and sums in
+     * another order: the two agree to rounding, the caches bit for bit. */
+    snn_status (*attention_cached)(const snn_backend *be, int R, int S, int H, int G, int hd, int cap, int off,
+                                   float scale, const float *x, float *kc, float *vc, float *y);
     /* SwiGLU over V vectors: x [V][2F] = gate a | up u -> y [V][F] = a / (1 + exp(-a)) u;
      * backward da = dy u σ (1 + a (1 - σ)), du = dy a σ with σ = 1 / (1 + exp(-a)). */
     snn_status (*swiglu_forward)(const snn_backend *be, size_t V, int F, const float *x, float *y);

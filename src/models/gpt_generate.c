@@ -10,7 +10,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "backend/backend.h"
 #include "models/gpt_gen.h"
 #include "nn/lm_layers.h"
 #include "nn/model_internal.h"
@@ -111,8 +113,21 @@ snn_status snn_gen_check_sampling(const snn_lm_sampling *s, int vocab) {
     return SNN_OK;
 }
 
+static double wall_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 snn_status snn_gpt_generate(snn_model *m, const int32_t *prompt, int B, int P, int max_new,
                             const snn_lm_sampling *s, int32_t *out) {
+    return snn_gpt_generate_timed(m, prompt, B, P, max_new, s, out, NULL);
+}
+
+snn_status snn_gpt_generate_timed(snn_model *m, const int32_t *prompt, int B, int P, int max_new,
+                                  const snn_lm_sampling *s, int32_t *out, snn_lm_generate_stats *stats) {
+    snn_lm_generate_stats tm = {0};
+    const double t_start = wall_seconds();
     snn_gpt_opts o;
     SNN_TRY(snn_gpt_opts_of(m, &o));
     if (!prompt || !out || !s) return snn_error(SNN_E_INVALID, "generate: NULL argument");
@@ -133,6 +148,7 @@ snn_status snn_gpt_generate(snn_model *m, const int32_t *prompt, int B, int P, i
     float *kv = NULL, *x = NULL, *z = NULL;
     cand *c = NULL;
     snn_rng *rng = NULL;
+    const snn_backend *kv_be = NULL; /* set when the cache is device memory */
     snn_status st;
     o.seq = P;
     if ((st = snn_gpt_create(&o, 0, &pre)) != SNN_OK) goto done;
@@ -142,11 +158,29 @@ snn_status snn_gpt_generate(snn_model *m, const int32_t *prompt, int B, int P, i
         st = snn_error(SNN_E_STATE, "generate: the model's parameters do not match its configuration");
         goto done;
     }
-    memcpy(snn_model_params(pre), snn_model_params(m), snn_model_num_params(m) * sizeof(float));
-    memcpy(snn_model_params(dec), snn_model_params(m), snn_model_num_params(m) * sizeof(float));
+    const float *src = snn_model_params(m); /* a device model's weights, downloaded */
+    if (!src) {
+        st = snn_error(SNN_E_STATE, "generate: reading the model's parameters failed: %s", snn_last_error());
+        goto done;
+    }
+    memcpy(snn_model_params(pre), src, snn_model_num_params(m) * sizeof(float));
+    memcpy(snn_model_params(dec), src, snn_model_num_params(m) * sizeof(float));
+    /* a model on a device generates there: both instances and the KV cache move to it */
+    const char *dev = snn_model_device(m);
+    const int on_device = strcmp(dev, "cpu") != 0;
+    if (on_device && ((st = snn_model_to(pre, dev)) != SNN_OK || (st = snn_model_to(dec, dev)) != SNN_OK)) goto done;
     if ((st = snn_model_plan(pre, T, B)) != SNN_OK || (st = snn_model_plan(dec, T, B)) != SNN_OK) goto done;
     size_t per = (size_t)R * (size_t)o.groups * (size_t)cap * (size_t)hd;
-    kv = malloc(2 * per * (size_t)o.layers * sizeof(float));
+    const size_t kv_bytes = 2 * per * (size_t)o.layers * sizeof(float);
+    if (on_device) {
+        kv_be = dec->run.be;
+        if ((st = kv_be->alloc(kv_be, kv_bytes, (void **)&kv)) != SNN_OK) {
+            kv_be = NULL;
+            goto done;
+        }
+    } else {
+        kv = malloc(kv_bytes);
+    }
     x = malloc((size_t)R * P * sizeof(float));
     z = malloc((size_t)B * V * sizeof(float));
     c = malloc((size_t)V * sizeof *c);
@@ -176,9 +210,15 @@ snn_status snn_gpt_generate(snn_model *m, const int32_t *prompt, int B, int P, i
     }
     for (int b = 0; b < B; b++) rng[b] = snn_rng_make(s->seed, 0x9e11 + (uint64_t)(s->first_row + b));
     const float *y;
+    double t_mark = wall_seconds();
+    tm.setup_seconds = t_mark - t_start;
     if ((st = set_offset(&gp, 0)) != SNN_OK || (st = snn_model_forward(pre, x, 0, &y)) != SNN_OK) goto done;
     reduce_last(y, T, B, P, P - 1, V, o.reduce_sum, z);
     for (int step = 0; step < max_new; step++) {
+        const double t_now = wall_seconds();
+        if (step == 0) tm.prefill_seconds = t_now - t_mark;
+        else tm.decode_seconds += t_now - t_mark;
+        t_mark = t_now;
         int all_done = 1;
         for (int b = 0; b < B; b++) {
             int prev = out[(size_t)b * cap + P + step - 1];
@@ -197,12 +237,16 @@ snn_status snn_gpt_generate(snn_model *m, const int32_t *prompt, int B, int P, i
             for (int b = 0; b < B; b++) x[(size_t)t * B + b] = (float)out[(size_t)b * cap + P + step];
         if ((st = set_offset(&gd, P + step)) != SNN_OK || (st = snn_model_forward(dec, x, 0, &y)) != SNN_OK) goto done;
         reduce_last(y, T, B, 1, 0, V, o.reduce_sum, z);
+        tm.decode_steps++;
     }
+    if (tm.decode_steps) tm.decode_seconds += wall_seconds() - t_mark; /* the last step's pick */
+    if (stats) *stats = tm;
 done:
     free(rng);
+    if (kv_be) kv_be->free(kv_be, kv);
+    else free(kv);
     snn_model_free(pre);
     snn_model_free(dec);
-    free(kv);
     free(x);
     free(z);
     free(c);

@@ -14,11 +14,9 @@
  *
  * Decoding with a KV cache (snn_attention_attach_cache): the new keys/values of positions
  * offset..offset+S-1 are stored into the cache and the queries attend to all cached
- * positions up to their own; only the cache persists between calls. The cache is host
- * memory, so that path runs on the CPU only (a model on a device refuses it). */
+ * positions up to their own; only the cache persists between calls. The cache lives in the
+ * memory of the model's device (the op table's attention_cached). */
 #include <math.h>
-#include <string.h>
-
 #include "backend/backend.h"
 #include "backend/cpu/cpu_lm.h"
 #include "nn/lm_layers.h"
@@ -70,60 +68,16 @@ void snn_attn_softmax_rows(float *Z, int rows, int cols, int ld, int off, const 
 
 static snn_status attn_forward_cached(snn_module *m, const snn_run *r, const float *x, float *y) {
     attn_impl *a = m->impl;
-    const int S = a->seq, hd = a->hd, H = a->heads, G = a->groups, rep = H / G;
-    const int W = (H + 2 * G) * hd, OW = H * hd, cap = a->cap, off = a->offset;
     const long R = (long)snn_rows(r);
-    if (m->be->device != SNN_DEVICE_CPU)
-        return snn_error(SNN_E_UNSUPPORTED, "%s: decoding with a KV cache runs on the CPU only", m->name);
     if (R != a->cache_rows)
         return snn_error(SNN_E_SHAPE, "%s: the KV cache holds %d rows, the step has %ld", m->name,
                          a->cache_rows, R);
-    if (off < 0 || off + S > cap)
-        return snn_error(SNN_E_INVALID, "%s: positions %d..%d exceed the KV cache of %d", m->name, off,
-                         off + S - 1, cap);
-    const float scale = 1.0f / sqrtf((float)hd);
-#pragma omp parallel for schedule(static) if (R > 1)
-    for (long b = 0; b < R; b++) {
-        const float *xb = x + (size_t)b * S * W;
-        for (int g = 0; g < G; g++) {
-            float *kc = a->kc + (((size_t)b * G + g) * cap) * hd, *vc = a->vc + (((size_t)b * G + g) * cap) * hd;
-            for (int s = 0; s < S; s++) {
-                memcpy(kc + (size_t)(off + s) * hd, xb + (size_t)s * W + (size_t)(H + g) * hd, hd * sizeof(float));
-                memcpy(vc + (size_t)(off + s) * hd, xb + (size_t)s * W + (size_t)(H + G + g) * hd, hd * sizeof(float));
-            }
-        }
-        for (int h = 0; h < H; h++) {
-            int g = h / rep;
-            const float *kc = a->kc + (((size_t)b * G + g) * cap) * hd, *vc = a->vc + (((size_t)b * G + g) * cap) * hd;
-            for (int s = 0; s < S; s++) {
-                const float *q = xb + (size_t)s * W + (size_t)h * hd;
-                float *o = y + ((size_t)b * S + s) * OW + (size_t)h * hd;
-                int n = off + s + 1;
-                /* one query row against n cached keys with an online softmax (running max
-                 * and sum, the output rescaled when the max grows): no score buffer */
-                float mx = -INFINITY, sum = 0.0f;
-                for (int e = 0; e < hd; e++) o[e] = 0.0f;
-                for (int j = 0; j < n; j++) {
-                    float d = 0.0f;
-                    for (int e = 0; e < hd; e++) d += q[e] * kc[(size_t)j * hd + e];
-                    d *= scale;
-                    if (d > mx) {
-                        float r = expf(mx - d); /* 0 on the first key */
-                        sum *= r;
-                        for (int e = 0; e < hd; e++) o[e] *= r;
-                        mx = d;
-                    }
-                    float p = expf(d - mx);
-                    sum += p;
-                    for (int e = 0; e < hd; e++) o[e] += p * vc[(size_t)j * hd + e];
-                }
-                const float inv = 1.0f / sum;
-                for (int e = 0; e < hd; e++) o[e] *= inv;
-            }
-        }
-    }
+    if (a->offset < 0 || a->offset + a->seq > a->cap)
+        return snn_error(SNN_E_INVALID, "%s: positions %d..%d exceed the KV cache of %d", m->name, a->offset,
+                         a->offset + a->seq - 1, a->cap);
     a->have_forward = 0;
-    return SNN_OK;
+    return m->be->attention_cached(m->be, (int)R, a->seq, a->heads, a->groups, a->hd, a->cap, a->offset,
+                                   1.0f / sqrtf((float)a->hd), x, a->kc, a->vc, y);
 }
 
 static snn_status attn_forward(snn_module *m, const snn_run *r, const float *x, float *y) {

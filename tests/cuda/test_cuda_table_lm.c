@@ -16,6 +16,9 @@
  *               terms of size <= max|v| (error <= S u max|v|); with S <= 150, hd <= 16 and
  *               inputs in [-1, 1] that is <= 200 u ~ 1.2e-5 of the largest value; dx also
  *               carries the cancellation dP - rowsum(dP P), hence 5x more;
+ *   attention_cached  the cache writes bit for bit, y within 2e-5 (the attention bound: the
+ *               CPU's online softmax and the CUDA table's shared-memory scores round the same
+ *               terms in other orders);
  *   swiglu      |got - ref| <= 32 u scale per element, scale = |dy| (|u| + |a|)(1 + |a|) (or
  *               |a u| forward): a handful of roundings of terms of that size and expf's 2 ulps
  *               (sigma within 3 u relative);
@@ -301,6 +304,37 @@ static void test_attention(void) {
     attn_case(1, 150, 4, 1, 8); /* rows longer than a block */
 }
 
+/* attention_cached: a cache half filled from an earlier call (random, the same on both), then
+ * S new positions at offset off: the caches bit for bit, y within the attention bound. */
+static void attn_cached_case(int R, int S, int H, int G, int hd, int cap, int off) {
+    const int W = (H + 2 * G) * hd, OW = H * hd;
+    const size_t nx = (size_t)R * S * W, ny = (size_t)R * S * OW, nc = (size_t)R * G * cap * hd;
+    const float scale = 1.0f / sqrtf((float)hd);
+    float *x = hnew(nx, -1, 1), *kc = hnew(nc, -1, 1), *vc = hnew(nc, -1, 1), *y = hpoisoned(ny);
+    float *d_x = dnewf(x, nx), *d_kc = dnewf(kc, nc), *d_vc = dnewf(vc, nc), *d_y = dnewf(NULL, ny);
+    OK(cpu->attention_cached(cpu, R, S, H, G, hd, cap, off, scale, x, kc, vc, y));
+    OK(gpu->attention_cached(gpu, R, S, H, G, hd, cap, off, scale, d_x, d_kc, d_vc, d_y));
+    float *gy = downf(d_y, ny), *gk = downf(d_kc, nc), *gv = downf(d_vc, nc);
+    size_t first = 0, mk = mismatches(gk, kc, nc, &first), mv = mismatches(gv, vc, nc, &first);
+    double ey = normwise(gy, y, ny);
+    CHECK_MSG(mk == 0 && mv == 0 && ey <= 2e-5,
+              "attention_cached R %d S %d H %d G %d hd %d cap %d off %d: cache mismatches %zu / %zu, y %.3g (bound 2e-5)",
+              R, S, H, G, hd, cap, off, mk, mv, ey);
+    /* a position past the cache is refused on both tables, nothing written */
+    CHECK(cpu->attention_cached(cpu, R, S, H, G, hd, cap, cap - S + 1, scale, x, kc, vc, y) == SNN_E_INVALID);
+    CHECK(gpu->attention_cached(gpu, R, S, H, G, hd, cap, cap - S + 1, scale, d_x, d_kc, d_vc, d_y) == SNN_E_INVALID);
+    free(x), free(kc), free(vc), free(y), free(gy), free(gk), free(gv);
+    dfree(d_x), dfree(d_kc), dfree(d_vc), dfree(d_y);
+}
+
+static void test_attention_cached(void) {
+    attn_cached_case(1, 1, 1, 1, 1, 1, 0);
+    attn_cached_case(3, 1, 4, 2, 5, 9, 6);    /* a decode step, GQA */
+    attn_cached_case(2, 7, 3, 3, 16, 20, 0);  /* a prefill */
+    attn_cached_case(1, 1, 2, 1, 200, 4, 3);  /* a head wider than the block */
+    attn_cached_case(2, 3, 4, 4, 64, 300, 290); /* keys over several passes of the block */
+}
+
 /* ------------------------------------------------------------------ SwiGLU */
 
 static void swiglu_case(size_t V, int F) {
@@ -547,6 +581,48 @@ static void model_case(const char *name, const snn_gpt_opts *o, int N) {
     side_free(&g);
 }
 
+/* Cached generation (snn_gpt_generate) of a model placed on cuda against the same model on
+ * the CPU: prefill and decode steps on the device with the KV cache in device memory. Greedy
+ * and seeded sampling pick from logits that agree to rounding, so the tokens are identical
+ * unless two candidates tie within that rounding (about 1e-6 of the logits' scale; with
+ * random weights the top two differ by ~1e-2). The spiking model's bi-spike can flip at a
+ * rounding tie (see the model bounds), so it must only agree on the first new token of every
+ * row and on 90 % of all. */
+static void gen_case(const char *name, const snn_gpt_opts *o, int B, int P) {
+    const uint64_t seed = rng++;
+    snn_model *c = NULL, *g = NULL;
+    OK(snn_gpt_create(o, seed, &c));
+    OK(snn_gpt_create(o, seed, &g));
+    snn_status st = snn_model_to(g, "cuda");
+    CHECK_MSG(st == SNN_OK, "%s: placing: %s", name, snn_last_error());
+    const int nw = o->context - P, L = P + nw;
+    float *ids = random_ids((size_t)B * P, o->vocab);
+    int32_t *pr = xmalloc((size_t)B * P * sizeof(int32_t));
+    int32_t *oc = xmalloc((size_t)B * L * sizeof(int32_t)), *og = xmalloc((size_t)B * L * sizeof(int32_t));
+    for (int i = 0; i < B * P; i++) pr[i] = (int32_t)ids[i];
+    for (int mode = 0; mode < 2 && st == SNN_OK; mode++) {
+        snn_lm_sampling sm = {.temperature = mode ? 0.8f : 0.0f, .top_k = mode ? 10 : -1, .top_p = mode ? 0.9f : 1.0f,
+                              .seed = seed, .eos = -1, .first_row = 0};
+        memset(og, 0xff, (size_t)B * L * sizeof(int32_t));
+        OK(snn_gpt_generate(c, pr, B, P, nw, &sm, oc));
+        st = snn_gpt_generate(g, pr, B, P, nw, &sm, og);
+        CHECK_MSG(st == SNN_OK, "%s: generate on cuda: %s", name, snn_last_error());
+        if (st != SNN_OK) break;
+        int diff = 0, first_diff = 0;
+        for (int b = 0; b < B; b++) {
+            first_diff += oc[(size_t)b * L + P] != og[(size_t)b * L + P];
+            for (int i = 0; i < L; i++) diff += oc[(size_t)b * L + i] != og[(size_t)b * L + i];
+        }
+        const int allowed = o->spiking ? B * nw / 10 : 0;
+        CHECK_MSG(first_diff == 0 && diff <= allowed, "%s (%s): %d of %d tokens differ (%d first tokens; allowed %d)",
+                  name, mode ? "sampled" : "greedy", diff, B * L, first_diff, allowed);
+        printf("  %-24s generate %s: %d x %d new tokens, %d differ\n", name, mode ? "sampled" : "greedy", B, nw, diff);
+    }
+    free(ids), free(pr), free(oc), free(og);
+    snn_model_free(c);
+    snn_model_free(g);
+}
+
 static void test_models(void) {
     snn_gpt_opts o = snn_gpt_defaults(0);
     o.vocab = 61;
@@ -562,12 +638,14 @@ static void test_models(void) {
     o.norm = SNN_LM_NORM_LAYERNORM;
     o.tied = 1;
     model_case("gpt (learned, gelu, tied)", &o, 3);
+    gen_case("gpt (learned, gelu, tied)", &o, 2, 1);
     o.pos = SNN_LM_POS_ROPE;
     o.act = SNN_LM_ACT_SWIGLU;
     o.norm = SNN_LM_NORM_RMSNORM;
     o.tied = 0;
     o.groups = 2;
     model_case("gpt (rope, swiglu, gqa)", &o, 2);
+    gen_case("gpt (rope, swiglu, gqa)", &o, 3, 4);
     snn_gpt_opts s = snn_gpt_defaults(1);
     s.vocab = 61;
     s.context = 24;
@@ -583,6 +661,7 @@ static void test_models(void) {
     s.act = SNN_LM_ACT_SWIGLU;
     s.reduce_sum = 1;
     model_case("spikelm (rope, swiglu, sum)", &s, 2);
+    gen_case("spikelm (rope, swiglu, sum)", &s, 2, 5);
 }
 
 int main(void) {
@@ -597,6 +676,7 @@ int main(void) {
     test_posemb();
     test_rope();
     test_attention();
+    test_attention_cached();
     test_swiglu();
     test_bispike();
     test_loss();

@@ -5,6 +5,7 @@
  *   bench fcsnn      FC-SNN ([Linear -> LIF] blocks), with a forward/backward split
  *   bench neuron     the fused LIF kernels: time, bytes moved, achieved bandwidth
  *   bench crossover  width sweep of FP8 against a 16-bit baseline, JSON + SVG
+ *   bench lm         language model: training tokens/s and MFU, cached decoding (bench_lm.c)
  *
  * On a GPU the workloads run on the one engine (snn_model_to -> prepare -> optimizer, the
  * loop of snn train); the hand-built GPU network is a labelled reference next to it.
@@ -199,5 +200,6 @@ int bench_linear(int argc, char **argv);
 int bench_fcsnn(int argc, char **argv);
 int bench_neuron(int argc, char **argv);
 int bench_crossover(int argc, char **argv);
+int bench_lm(int argc, char **argv);
 
 #endif

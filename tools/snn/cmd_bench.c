@@ -12,6 +12,7 @@ static void bench_usage(FILE *f) {
             "  linear     dense MLP, training and inference throughput per precision, FP8 verdict\n"
             "  fcsnn      fully connected SNN, same protocol, forward/backward/optimizer split\n"
             "  neuron     fused LIF kernels: time, bytes moved, bandwidth vs a memcpy figure\n"
+            "  lm         language model: training tokens/s and MFU, cached decoding vs the bandwidth floor\n"
             "  crossover  width sweep of FP8 against a baseline: where FP8 starts to win, JSON + SVG\n"
             "\n"
             "snn bench <workload> --help lists its options; docs/benchmarks.md has the protocol\n"
@@ -19,7 +20,7 @@ static void bench_usage(FILE *f) {
 }
 
 int cmd_bench(int argc, char **argv) {
-    if (argc < 3) die_usage("bench: which workload? (linear, fcsnn, neuron or crossover; see snn bench --help)");
+    if (argc < 3) die_usage("bench: which workload? (linear, fcsnn, neuron, lm or crossover; see snn bench --help)");
     const char *w = argv[2];
     if (!strcmp(w, "--help") || !strcmp(w, "-h") || !strcmp(w, "help")) {
         bench_usage(stdout);
@@ -29,5 +30,6 @@ int cmd_bench(int argc, char **argv) {
     if (!strcmp(w, "fcsnn")) return bench_fcsnn(argc, argv);
     if (!strcmp(w, "neuron")) return bench_neuron(argc, argv);
     if (!strcmp(w, "crossover")) return bench_crossover(argc, argv);
-    die_usage("bench: unknown workload '%s' (choose linear, fcsnn, neuron or crossover)", w);
+    if (!strcmp(w, "lm")) return bench_lm(argc, argv);
+    die_usage("bench: unknown workload '%s' (choose linear, fcsnn, neuron, lm or crossover)", w);
 }

@@ -298,7 +298,7 @@ static int lm_generate(int argc, char **argv) {
         {"--out", OPT_STRING, &out_path, "also write the tokens [B, P+new] (I32) to this safetensors file", NULL, 0},
         opt_num("--tensor-parallel-size", OPT_INT, &tp, "ranks per tensor-parallel group (1)", NULL, 1, 1 << 16),
         opt_num("--pipeline-parallel-size", OPT_INT, &pp, "pipeline stages (1)", NULL, 1, 1 << 16),
-        {"--device", OPT_STRING, &device, "cpu only in this version (the KV cache is host memory)", NULL, 0},
+        {"--device", OPT_STRING, &device, "cpu (default) | cuda | cuda:N: where the decoding and its KV cache run (TP = PP = 1)", NULL, 0},
     };
     int n = (int)(sizeof t / sizeof t[0]), first = 3;
     if (args_wants_help(argc, argv, 3)) {
@@ -312,10 +312,11 @@ static int lm_generate(int argc, char **argv) {
     const char *pos = positional(argc, argv, &first);
     args_parse("lm generate", t, n, argc, argv, first);
     if (pos) ckpt = pos;
-    if (device_parse("lm generate", device) >= 0)
-        die_usage("lm generate: --device %s is not supported: generation keeps its KV cache in host memory and runs on "
-                  "the CPU in this version (drop --device)",
-                  device);
+    const int on_gpu = device_parse("lm generate", device) >= 0;
+    if (on_gpu && tp * pp > 1)
+        die_usage("lm generate: --device %s decodes the whole model on each rank (tensor and pipeline parallel sizes "
+                  "1; got %d and %d)",
+                  device, tp, pp);
     if (!ckpt) die_usage("lm generate: a checkpoint is required");
     if (!prompt == !prompt_ids) die_usage("lm generate: give exactly one of --prompt and --prompt-ids");
     if (max_new <= 0) die_usage("lm generate: --max-new-tokens must be positive (got %d)", max_new);
@@ -375,6 +376,8 @@ static int lm_generate(int argc, char **argv) {
     if ((long)P + max_new > L.o.context)
         die_usage("lm generate: prompt (%d tokens) + max_new_tokens (%d) exceed the context of %d", P, max_new, L.o.context);
     if (round_bf16) lm_round_params_bf16(L.m);
+    snn_status st = on_gpu ? snn_model_to(L.m, device) : SNN_OK;
+    if (st != SNN_OK) die_status(st, "placing the model");
     const size_t rowlen = (size_t)(P + max_new);
     int32_t *out = malloc((size_t)B * rowlen * sizeof *out);
     if (!out) die_status(SNN_E_NOMEM, "allocating");
@@ -389,7 +392,6 @@ static int lm_generate(int argc, char **argv) {
     dist_cli_setup_point();
     dist_cli_running();
     double t0 = now_seconds();
-    snn_status st;
     if (tp * pp > 1) { /* model parallel: the library slices the rows over DP and gathers them */
         s.first_row = 0;
         st = snn_lm_generate_parallel(world, L.m, &L.o, tp, pp, pr, B, P, max_new, &s, out);

@@ -118,6 +118,7 @@ static const snn_backend cpu_backend = {
     .attention_forward = snn_cpu_attention_forward,
     .attention_backward = snn_cpu_attention_backward,
     .attention_work_bytes = snn_cpu_attention_work_bytes,
+    .attention_cached = snn_cpu_attention_cached,
     .swiglu_forward = snn_cpu_swiglu_forward,
     .swiglu_backward = snn_cpu_swiglu_backward,
     .bispike_forward = snn_cpu_bispike_forward,

@@ -192,6 +192,60 @@ snn_status snn_cpu_attention_backward(const snn_backend *be, int R, int S, int H
     return SNN_OK;
 }
 
+snn_status snn_cpu_attention_cached(const snn_backend *be, int R, int S, int H, int G, int hd, int cap, int off,
+                                    float scale, const float *x, float *kcache, float *vcache, float *y) {
+    (void)be;
+    SNN_TRY(attn_check("attention_cached", R, S, H, G, hd));
+    if (cap <= 0 || off < 0 || (long)off + S > cap)
+        return snn_error(SNN_E_INVALID, "attention_cached: positions %d..%d do not fit the cache of %d", off,
+                         off + S - 1, cap);
+    if (!R || !S) return SNN_OK;
+    if (!x || !kcache || !vcache || !y) return snn_error(SNN_E_INVALID, "attention_cached: NULL pointer");
+    const int rep = H / G, W = (H + 2 * G) * hd, OW = H * hd;
+#pragma omp parallel for schedule(static) if (R > 1)
+    for (long b = 0; b < (long)R; b++) {
+        const float *xb = x + (size_t)b * S * W;
+        for (int g = 0; g < G; g++) {
+            float *kc = kcache + (((size_t)b * G + g) * cap) * hd, *vc = vcache + (((size_t)b * G + g) * cap) * hd;
+            for (int s = 0; s < S; s++) {
+                memcpy(kc + (size_t)(off + s) * hd, xb + (size_t)s * W + (size_t)(H + g) * hd, hd * sizeof(float));
+                memcpy(vc + (size_t)(off + s) * hd, xb + (size_t)s * W + (size_t)(H + G + g) * hd, hd * sizeof(float));
+            }
+        }
+        for (int h = 0; h < H; h++) {
+            int g = h / rep;
+            const float *kc = kcache + (((size_t)b * G + g) * cap) * hd;
+            const float *vc = vcache + (((size_t)b * G + g) * cap) * hd;
+            for (int s = 0; s < S; s++) {
+                const float *q = xb + (size_t)s * W + (size_t)h * hd;
+                float *o = y + ((size_t)b * S + s) * OW + (size_t)h * hd;
+                int n = off + s + 1;
+                /* one query row against n cached keys with an online softmax (running max
+                 * and sum, the output rescaled when the max grows): no score buffer */
+                float mx = -INFINITY, sum = 0.0f;
+                for (int e = 0; e < hd; e++) o[e] = 0.0f;
+                for (int j = 0; j < n; j++) {
+                    float d = 0.0f;
+                    for (int e = 0; e < hd; e++) d += q[e] * kc[(size_t)j * hd + e];
+                    d *= scale;
+                    if (d > mx) {
+                        float r = expf(mx - d); /* 0 on the first key */
+                        sum *= r;
+                        for (int e = 0; e < hd; e++) o[e] *= r;
+                        mx = d;
+                    }
+                    float p = expf(d - mx);
+                    sum += p;
+                    for (int e = 0; e < hd; e++) o[e] += p * vc[(size_t)j * hd + e];
+                }
+                const float inv = 1.0f / sum;
+                for (int e = 0; e < hd; e++) o[e] *= inv;
+            }
+        }
+    }
+    return SNN_OK;
+}
+
 /* ---------------------------------------------------------------- SwiGLU */
 
 snn_status snn_cpu_swiglu_forward(const snn_backend *be, size_t V, int F, const float *x, float *y) {

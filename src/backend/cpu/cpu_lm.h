@@ -18,6 +18,8 @@ snn_status snn_cpu_attention_forward(const snn_backend *be, int R, int S, int H,
 snn_status snn_cpu_attention_backward(const snn_backend *be, int R, int S, int H, int G, int hd, float scale,
                                       const float *x, const float *P, const float *dy, float *dx, void *work);
 size_t snn_cpu_attention_work_bytes(const snn_backend *be, int R, int H, int S);
+snn_status snn_cpu_attention_cached(const snn_backend *be, int R, int S, int H, int G, int hd, int cap, int off,
+                                    float scale, const float *x, float *kcache, float *vcache, float *y);
 snn_status snn_cpu_swiglu_forward(const snn_backend *be, size_t V, int F, const float *x, float *y);
 snn_status snn_cpu_swiglu_backward(const snn_backend *be, size_t V, int F, const float *x, const float *dy,
                                    float *dx);

@@ -364,6 +364,95 @@ snn_status t_attention_backward(const snn_backend *be, int R, int S, int H, int 
     return SNN_OK;
 }
 
+/* ---------------------------------------------------------------- attention on a KV cache */
+
+/* x's keys and values of positions off..off+S-1 into the cache: plain copies. */
+__global__ void kv_store_kernel(size_t n, int S, int H, int G, int hd, int cap, int off, const float *x, float *kc,
+                                float *vc) {
+    const int W = (H + 2 * G) * hd;
+    GRID_STRIDE(i, n) {
+        const int e = (int)(i % (size_t)hd), g = (int)((i / hd) % (size_t)G), s = (int)((i / ((size_t)hd * G)) % S);
+        const size_t b = i / ((size_t)hd * G * S);
+        const float *xr = x + (b * (size_t)S + s) * W;
+        const size_t c = ((b * G + g) * (size_t)cap + (size_t)(off + s)) * hd + e;
+        kc[c] = xr[(size_t)(H + g) * hd + e];
+        vc[c] = xr[(size_t)(H + G + g) * hd + e];
+    }
+}
+
+/* One block per (row b, head h, query s) against the n = off+s+1 cached keys: the scores in
+ * shared memory, their max, the exps and their sum (double, a fixed tree), then y = P v with
+ * the keys split over blockDim / hd thread groups whose partial rows add in group order. */
+__global__ void __launch_bounds__(ATT_THREADS) attn_cached_kernel(int S, int H, int G, int hd, int cap, int off,
+                                                                 float scale, const float *x, const float *kc,
+                                                                 const float *vc, float *y) {
+    extern __shared__ float sm[];
+    float *z = sm, *part = sm + cap; /* part: [ATT_THREADS] partial outputs */
+    __shared__ float redf[ATT_THREADS];
+    __shared__ double redd[ATT_THREADS];
+    const int s = blockIdx.x % S, h = (blockIdx.x / S) % H;
+    const size_t b = blockIdx.x / ((size_t)S * H);
+    const int rep = H / G, g = h / rep, W = (H + 2 * G) * hd, OW = H * hd, n = off + s + 1;
+    const float *q = x + (b * (size_t)S + s) * W + (size_t)h * hd;
+    const float *K = kc + (b * G + g) * (size_t)cap * hd, *V = vc + (b * G + g) * (size_t)cap * hd;
+    float mx = -INFINITY;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) {
+        const float *k = K + (size_t)j * hd;
+        float d = 0.0f;
+        for (int e = 0; e < hd; e++) d = fmaf(q[e], k[e], d);
+        d = __fmul_rn(scale, d);
+        z[j] = d;
+        mx = fmaxf(mx, d);
+    }
+    mx = block_max_f(mx, redf);
+    double sum = 0.0;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) {
+        const float p = expf(__fsub_rn(z[j], mx));
+        z[j] = p;
+        sum += (double)p;
+    }
+    sum = snn_block_sum_d(sum, redd);
+    const float inv = (float)(1.0 / sum);
+    float *o = y + (b * (size_t)S + s) * OW + (size_t)h * hd;
+    const int groups = hd <= (int)blockDim.x ? (int)blockDim.x / hd : 1;
+    for (int e0 = 0; e0 < hd; e0 += (int)blockDim.x) {
+        const int t = threadIdx.x, e = groups > 1 ? t % hd : e0 + t, grp = groups > 1 ? t / hd : 0;
+        float acc = 0.0f;
+        if (grp < groups && e < hd)
+            for (int j = grp; j < n; j += groups) acc = fmaf(z[j], V[(size_t)j * hd + e], acc);
+        part[t] = acc;
+        __syncthreads();
+        if (grp == 0 && e < hd) {
+            float r = part[t];
+            for (int k = 1; k < groups; k++) r = __fadd_rn(r, part[k * hd + t]);
+            o[e] = __fmul_rn(r, inv);
+        }
+        __syncthreads();
+        if (groups > 1) break;
+    }
+}
+
+snn_status t_attention_cached(const snn_backend *be, int R, int S, int H, int G, int hd, int cap, int off, float scale,
+                              const float *x, float *kc, float *vc, float *y) {
+    SNN_TRY(snn_cuda_table_check(be, "attention_cached"));
+    SNN_TRY(attn_check("attention_cached", R, S, H, G, hd));
+    if (cap <= 0 || off < 0 || (long)off + S > cap)
+        return snn_error(SNN_E_INVALID, "attention_cached: positions %d..%d do not fit the cache of %d", off,
+                         off + S - 1, cap);
+    if (!R || !S) return SNN_OK;
+    if (!x || !kc || !vc || !y) return snn_error(SNN_E_INVALID, "attention_cached: NULL pointer");
+    const size_t n = (size_t)R * S * G * hd, blocks = (size_t)R * H * S;
+    const size_t smem = ((size_t)cap + ATT_THREADS) * sizeof(float);
+    if (blocks > 0x7fffffffu) return snn_error(SNN_E_UNSUPPORTED, "attention_cached: %zu query rows", blocks);
+    SNN_TRY(smem_for(attn_cached_kernel, smem, "attention_cached"));
+    kv_store_kernel<<<snn_cuda_table_grid(be, n, 256), 256, 0, st_of(be)>>>(n, S, H, G, hd, cap, off, x, kc, vc);
+    SNN_CU_LAUNCHED("attention_cached (store)");
+    attn_cached_kernel<<<(unsigned)blocks, ATT_THREADS, smem, st_of(be)>>>(S, H, G, hd, cap, off, scale, x, kc, vc,
+                                                                          y);
+    SNN_CU_LAUNCHED("attention_cached");
+    return SNN_OK;
+}
+
 /* ---------------------------------------------------------------- SwiGLU */
 
 __global__ void swiglu_fwd_kernel(size_t V, int F, const float *x, float *y) {
@@ -573,6 +662,7 @@ void snn_cuda_install_lm(snn_backend *be) {
     be->attention_forward = t_attention_forward;
     be->attention_backward = t_attention_backward;
     be->attention_work_bytes = t_attention_work_bytes;
+    be->attention_cached = t_attention_cached;
     be->swiglu_forward = t_swiglu_forward;
     be->swiglu_backward = t_swiglu_backward;
     be->bispike_forward = t_bispike_forward;
