@@ -19,6 +19,8 @@ typedef struct {
     int has_ascale, has_bscale, has_dscale, has_amax, beta_zero;
     int a_mode, b_mode; /* snn_cuda_scale_mode of our A and B */
     int has_bias;       /* epilogue C[i][j] += bias[j] (FP32) */
+    int batch;          /* strided batch count (0 or 1: one GEMM) */
+    long long stride_a, stride_b, stride_c; /* elements between the batch's operands */
 } plan_key;
 
 typedef struct {
@@ -253,6 +255,17 @@ static snn_status plan_build(snn_cuda_gemm_state *g, const plan_key *k, plan *p)
                                       k->ldc));
     LT_TRY(cublasLtMatrixLayoutCreate(&p->ld, cuda_type(ct), (uint64_t)k->N, (uint64_t)k->M,
                                       k->ldc));
+    if (k->batch > 1) {
+        const int32_t n = k->batch;
+        const int64_t sa = k->stride_b, sb = k->stride_a, sc = k->stride_c; /* cuBLAS's A is our B */
+        cublasLtMatrixLayout_t l[4] = {p->la, p->lb, p->lc, p->ld};
+        const int64_t st[4] = {sa, sb, sc, sc};
+        for (int i = 0; i < 4; i++) {
+            LT_TRY(cublasLtMatrixLayoutSetAttribute(l[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &n, sizeof n));
+            LT_TRY(cublasLtMatrixLayoutSetAttribute(l[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &st[i],
+                                                    sizeof st[i]));
+        }
+    }
     return SNN_OK;
 }
 
@@ -352,9 +365,29 @@ extern "C" snn_status snn_cuda_gemm(snn_cuda *c, const snn_cuda_gemm_desc *d, fl
     return snn_cuda_gemm_bias(c, d, alpha, A, B, beta, C, a_scale, b_scale, d_scale, d_amax, NULL);
 }
 
+static snn_status gemm_run(snn_cuda *c, const snn_cuda_gemm_desc *d, float alpha, const void *A, const void *B,
+                           float beta, void *C, const float *a_scale, const float *b_scale, const float *d_scale,
+                           float *d_amax, const float *bias, int batch, long long sa, long long sb, long long sc);
+
 snn_status snn_cuda_gemm_bias(snn_cuda *c, const snn_cuda_gemm_desc *d, float alpha, const void *A, const void *B,
                               float beta, void *C, const float *a_scale, const float *b_scale, const float *d_scale,
                               float *d_amax, const float *bias) {
+    return gemm_run(c, d, alpha, A, B, beta, C, a_scale, b_scale, d_scale, d_amax, bias, 1, 0, 0, 0);
+}
+
+snn_status snn_cuda_gemm_batched(snn_cuda *c, const snn_cuda_gemm_desc *d, int batch, long long stride_a,
+                                 long long stride_b, long long stride_c, float alpha, const void *A, const void *B,
+                                 float beta, void *C) {
+    if (batch < 1 || stride_a < 0 || stride_b < 0 || stride_c < 0)
+        return snn_error(SNN_E_INVALID, "batched GEMM: batch %d must be positive and the strides non-negative", batch);
+    if (snn_cuda_is_fp8(d->a_type) || snn_cuda_is_fp8(d->b_type))
+        return snn_error(SNN_E_UNSUPPORTED, "batched GEMM: FP8 operands are not supported");
+    return gemm_run(c, d, alpha, A, B, beta, C, NULL, NULL, NULL, NULL, NULL, batch, stride_a, stride_b, stride_c);
+}
+
+static snn_status gemm_run(snn_cuda *c, const snn_cuda_gemm_desc *d, float alpha, const void *A, const void *B,
+                           float beta, void *C, const float *a_scale, const float *b_scale, const float *d_scale,
+                           float *d_amax, const float *bias, int batch, long long sa, long long sb, long long sc) {
     SNN_TRY(check_desc(d, beta, a_scale, b_scale, d_scale, d_amax));
     if (bias && snn_cuda_is_fp8(d->a_type))
         return snn_error(SNN_E_UNSUPPORTED, "GEMM bias epilogue: FP8 operands are not supported here");
@@ -385,6 +418,12 @@ snn_status snn_cuda_gemm_bias(snn_cuda *c, const snn_cuda_gemm_desc *d, float al
     k.a_mode = (int)d->a_scale_mode;
     k.b_mode = (int)d->b_scale_mode;
     k.has_bias = bias != NULL;
+    if (batch > 1) {
+        k.batch = batch;
+        k.stride_a = sa;
+        k.stride_b = sb;
+        k.stride_c = sc;
+    }
     plan *p = NULL;
     for (int i = 0; i < g->n_plans; i++)
         if (!memcmp(&g->plans[i].key, &k, sizeof k)) {

@@ -16,4 +16,10 @@ snn_status snn_cuda_gemm_bias(snn_cuda *c, const snn_cuda_gemm_desc *d, float al
                               float beta, void *C, const float *a_scale, const float *b_scale, const float *d_scale,
                               float *d_amax, const float *bias);
 
+/* `batch` GEMMs of descriptor d (no FP8, no scales): operand i of the batch at A + i stride_a,
+ * B + i stride_b, C + i stride_c (elements of their types; a stride of 0 reuses the operand). */
+snn_status snn_cuda_gemm_batched(snn_cuda *c, const snn_cuda_gemm_desc *d, int batch, long long stride_a,
+                                 long long stride_b, long long stride_c, float alpha, const void *A, const void *B,
+                                 float beta, void *C);
+
 #endif

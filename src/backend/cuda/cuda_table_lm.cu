@@ -15,6 +15,8 @@
  * Entries that return values to the host (embedding_forward's bad token, the loss totals and
  * its label check) wait for the stream through a download of the table's scratch. */
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "backend/cuda/cuda_table.h"
 
@@ -197,6 +199,14 @@ snn_status t_rope_apply(const snn_backend *be, size_t R, int S, int W, int rot, 
 
 #define ATT_THREADS 128
 
+/* SNN_CUDA_ATTENTION=naive: the per-query kernels below instead of cuda_attn_gemm.cu's GEMMs
+ * (the reference they are checked against, and the baseline of its benchmark); read at
+ * every call (two per layer and step), so a test can switch it */
+bool attn_naive() {
+    const char *a = getenv("SNN_CUDA_ATTENTION");
+    return a && !strcmp(a, "naive");
+}
+
 snn_status attn_check(const char *what, int R, int S, int H, int G, int hd) {
     if (R < 0 || S < 0 || H <= 0 || G <= 0 || H % G || hd <= 0)
         return snn_error(SNN_E_INVALID, "%s: bad geometry (R %d, S %d, heads %d, groups %d, head size %d)", what, R, S,
@@ -272,6 +282,7 @@ snn_status t_attention_forward(const snn_backend *be, int R, int S, int H, int G
     if (!x || !y || !P) return snn_error(SNN_E_INVALID, "attention_forward: NULL pointer");
     const size_t blocks = (size_t)R * H * S, smem = (size_t)S * sizeof(float);
     if (blocks > 0x7fffffffu) return snn_error(SNN_E_UNSUPPORTED, "attention_forward: %zu query rows", blocks);
+    if (!attn_naive()) return snn_cuda_attn_gemm_forward(be, R, S, H, G, hd, scale, x, y, P);
     SNN_TRY(smem_for(attn_fwd_kernel, smem, "attention_forward"));
     attn_fwd_kernel<<<(unsigned)blocks, ATT_THREADS, smem, st_of(be)>>>(S, H, G, hd, scale, x, y, P);
     SNN_CU_LAUNCHED("attention_forward");
@@ -354,6 +365,7 @@ snn_status t_attention_backward(const snn_backend *be, int R, int S, int H, int 
     if (!x || !P || !dy || !dx || !work) return snn_error(SNN_E_INVALID, "attention_backward: NULL pointer");
     const size_t qb = (size_t)R * H * S, kb = (size_t)R * G * S, smem = (size_t)S * sizeof(float);
     if (qb > 0x7fffffffu) return snn_error(SNN_E_UNSUPPORTED, "attention_backward: %zu query rows", qb);
+    if (!attn_naive()) return snn_cuda_attn_gemm_backward(be, R, S, H, G, hd, scale, x, P, dy, dx, (float *)work);
     SNN_TRY(smem_for(attn_bwd_q_kernel, smem, "attention_backward"));
     attn_bwd_q_kernel<<<(unsigned)qb, ATT_THREADS, smem, st_of(be)>>>(S, H, G, hd, scale, x, P, dy, dx,
                                                                        (float *)work);
