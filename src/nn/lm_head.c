@@ -44,14 +44,18 @@ static void head_init(snn_module *m, snn_rng *rng) {
     if (!h->tied) snn_init_trunc_normal(m->params[0].data, m->params[0].numel, 0.02f, rng);
 }
 
-/* Plain FP32 products through the op table's GEMM (what gemm_f32 computed on the CPU: the
- * CPU entry without bias and rounding is that call). */
+/* Products through the op table's GEMM: FP32, or, inside a 16-bit precision wrapper
+ * (prec_exec.c, snn_run.gemm_type / out_round), 16-bit operands with FP32 accumulation and
+ * the logits and dx rounded to that type in the GEMM's epilogue (SNN_MODULE_ROUNDS_OUT). */
+static snn_dtype ab_of(const snn_run *r) { return r->gemm_type ? (snn_dtype)r->gemm_type : SNN_F32; }
+static snn_dtype round_of(const snn_run *r) { return r->out_round ? (snn_dtype)r->out_round : SNN_F32; }
+
 static snn_status head_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
     head_impl *h = m->impl;
     int rows = (int)(snn_rows(r) * (snn_shape_numel(m->in) / (size_t)h->dim));
     snn_gemm g = {.trans_a = 0, .trans_b = 1, .M = rows, .N = h->vocab, .K = h->dim, .alpha = 1.0f, .beta = 0.0f,
                   .A = x, .lda = h->dim, .B = head_weight(m)->data, .ldb = h->dim, .C = y, .ldc = h->vocab,
-                  .ab_type = SNN_F32, .bias = NULL, .c_round = SNN_F32};
+                  .ab_type = ab_of(r), .bias = NULL, .c_round = round_of(r)};
     return m->be->gemm(m->be, &g);
 }
 
@@ -63,22 +67,24 @@ static snn_status head_backward(snn_module *m, const snn_run *r, const float *x,
     snn_param *w = head_weight(m);
     snn_gemm gw = {.trans_a = 1, .trans_b = 0, .M = h->vocab, .N = h->dim, .K = rows, .alpha = 1.0f, .beta = 1.0f,
                    .A = dy, .lda = h->vocab, .B = x, .ldb = h->dim, .C = w->grad, .ldc = h->dim,
-                   .ab_type = SNN_F32, .bias = NULL, .c_round = SNN_F32};
+                   .ab_type = ab_of(r), .bias = NULL, .c_round = SNN_F32};
     SNN_TRY(m->be->gemm(m->be, &gw));
     if (!dx) return SNN_OK;
     snn_gemm gd = {.trans_a = 0, .trans_b = 0, .M = rows, .N = h->dim, .K = h->vocab, .alpha = 1.0f, .beta = 0.0f,
                    .A = dy, .lda = h->vocab, .B = w->data, .ldb = h->dim, .C = dx, .ldc = h->dim,
-                   .ab_type = SNN_F32, .bias = NULL, .c_round = SNN_F32};
+                   .ab_type = ab_of(r), .bias = NULL, .c_round = round_of(r)};
     return m->be->gemm(m->be, &gd);
 }
 
 static const snn_module_ops head_ops = {
     .id = SNN_KIND_LM_HEAD, .kind = "LMHead",
     .devices = SNN_DEVMASK_ALL,
+    .flags = SNN_MODULE_ROUNDS_OUT,
     .setup = head_setup,
     .init = head_init,
     .forward = head_forward,
     .backward = head_backward,
+    .gemm_weight = head_weight,
 };
 
 snn_module *snn_lm_head_new(int dim, int vocab, snn_module *tied) {

@@ -173,6 +173,9 @@ typedef struct snn_module_ops {
     void (*reset)(snn_module *m);   /* optional */
     void (*destroy)(snn_module *m); /* optional: free m->impl contents (not m->impl itself) */
     void (*describe)(const snn_module *m, snn_module_desc *d); /* optional, see above */
+    /* optional: the weight the kind's GEMMs read when it is not params[0] (a tied LMHead
+     * reads the embedding's); a precision wrapper rounds and swaps this one */
+    snn_param *(*gemm_weight)(snn_module *m);
 } snn_module_ops;
 
 struct snn_module {

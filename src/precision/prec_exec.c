@@ -19,6 +19,11 @@ static snn_status round_buf(const snn_module *m, snn_dtype t, float *dst, const 
     return m->be->round(m->be, t, dst, src, n);
 }
 
+/* The weight the module's GEMMs read (params[0] unless its kind names another). */
+snn_param *snn_prec_gemm_weight(const snn_prec_module *pm) {
+    return pm->orig->gemm_weight ? pm->orig->gemm_weight(pm->m) : &pm->m->params[0];
+}
+
 static size_t in_floats(const snn_module *m, const snn_run *r) { return snn_rows(r) * snn_shape_numel(m->in); }
 static size_t out_floats(const snn_module *m, const snn_run *r) { return snn_rows(r) * snn_shape_numel(m->out); }
 
@@ -43,7 +48,7 @@ static void g16_destroy(snn_module *m) {
  * as a GEMM operand (SNN_MODULE_W16) runs on the unrounded x and dy, and on pm->w16: the
  * weight converted to the 16-bit type once by the forward and reused by the backward. The
  * products are the same as the rounded path's; only the passes over memory go. */
-static int g16_direct(const snn_prec_module *pm) { return pm->w16 != NULL; }
+static int g16_direct(const snn_prec_module *pm) { return pm->w16 != NULL || pm->direct_shared; }
 
 static snn_status g16_direct_call(snn_module *m, const snn_run *r, int backward, const float *x, const float *y,
                                   const float *dy, float *out) {
@@ -52,12 +57,12 @@ static snn_status g16_direct_call(snn_module *m, const snn_run *r, int backward,
     /* the 16-bit weight is cast again only when the parameters moved (an optimizer step, a
      * restore: snn_model.param_version), so repeated inference forwards reuse it */
     if (!backward) {
-        if (!pm->w16_valid || pm->w16_version != p->model->param_version) {
+        if (pm->w16 && (!pm->w16_valid || pm->w16_version != p->model->param_version)) {
             SNN_TRY(m->be->cast(m->be, p->half, pm->w16, m->params[0].data, m->params[0].numel));
             pm->w16_version = p->model->param_version;
             pm->w16_valid = 1;
         }
-    } else if (!m->out_store) {
+    } else if (!m->out_store && !pm->direct_shared) {
         /* the bias gradient sums the rounded dy, as on the rounded path (a 16-bit dy is) */
         float *dy16 = p->scratch;
         SNN_TRY(round_buf(m, p->half, dy16, dy, out_floats(m, r)));
@@ -65,14 +70,14 @@ static snn_status g16_direct_call(snn_module *m, const snn_run *r, int backward,
     }
     snn_run r16 = *r;
     r16.gemm_type = (int)p->half;
-    r16.w_store = (int)p->half;
+    r16.w_store = pm->w16 ? (int)p->half : 0;
     /* a kind that rounds what it writes last saves the pass below */
     const int rounds_out = (pm->orig->flags & SNN_MODULE_ROUNDS_OUT) != 0;
     if (rounds_out) r16.out_round = (int)p->half;
     float *w = m->params[0].data;
-    m->params[0].data = (float *)pm->w16;
+    if (pm->w16) m->params[0].data = (float *)pm->w16;
     snn_status st = backward ? pm->orig->backward(m, &r16, x, y, dy, out) : pm->orig->forward(m, &r16, x, out);
-    m->params[0].data = w;
+    if (pm->w16) m->params[0].data = w;
     SNN_TRY(st);
     /* FP32 outputs are rounded here; 16-bit ones were written rounded by the GEMM */
     size_t n = backward ? in_floats(m, r) : out_floats(m, r);
@@ -86,16 +91,17 @@ static snn_status g16_forward(snn_module *m, const snn_run *r, const float *x, f
     snn_prec_module *pm = pm_of(m);
     if (g16_direct(pm)) return g16_direct_call(m, r, 0, x, NULL, NULL, y);
     snn_precision *p = pm->p;
-    size_t nx = in_floats(m, r), nw = m->params[0].numel;
+    snn_param *wp = snn_prec_gemm_weight(pm);
+    size_t nx = in_floats(m, r), nw = wp->numel;
     float *x16 = p->scratch, *w16 = x16 + nx;
     SNN_TRY(round_buf(m, p->half, x16, x, nx));
-    SNN_TRY(round_buf(m, p->half, w16, m->params[0].data, nw));
+    SNN_TRY(round_buf(m, p->half, w16, wp->data, nw));
     snn_run r16 = *r;
     r16.gemm_type = (int)p->half;
-    float *w = m->params[0].data;
-    m->params[0].data = w16;
+    float *w = wp->data;
+    wp->data = w16;
     snn_status st = pm->orig->forward(m, &r16, x16, y);
-    m->params[0].data = w;
+    wp->data = w;
     SNN_TRY(st);
     return round_buf(m, p->half, y, y, out_floats(m, r));
 }
@@ -105,17 +111,18 @@ static snn_status g16_backward(snn_module *m, const snn_run *r, const float *x, 
     snn_prec_module *pm = pm_of(m);
     if (g16_direct(pm)) return g16_direct_call(m, r, 1, x, y, dy, dx);
     snn_precision *p = pm->p;
-    size_t nx = in_floats(m, r), nw = m->params[0].numel, ny = out_floats(m, r);
+    snn_param *wp = snn_prec_gemm_weight(pm);
+    size_t nx = in_floats(m, r), nw = wp->numel, ny = out_floats(m, r);
     float *x16 = p->scratch, *w16 = x16 + nx, *dy16 = w16 + nw;
     SNN_TRY(round_buf(m, p->half, x16, x, nx));
-    SNN_TRY(round_buf(m, p->half, w16, m->params[0].data, nw));
+    SNN_TRY(round_buf(m, p->half, w16, wp->data, nw));
     SNN_TRY(round_buf(m, p->half, dy16, dy, ny));
     snn_run r16 = *r;
     r16.gemm_type = (int)p->half;
-    float *w = m->params[0].data;
-    m->params[0].data = w16;
+    float *w = wp->data;
+    wp->data = w16;
     snn_status st = pm->orig->backward(m, &r16, x16, y, dy16, dx);
-    m->params[0].data = w;
+    wp->data = w;
     SNN_TRY(st);
     return dx ? round_buf(m, p->half, dx, dx, nx) : SNN_OK;
 }

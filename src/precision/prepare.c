@@ -198,6 +198,13 @@ static void convert_visit(snn_module *m, void *ctx) {
         wrap(c, m, SNN_PM_NEURON);
         return;
     }
+    /* the LM head multiplies in the mode's 16-bit type (as Megatron Core's output layer:
+     * BF16 under fp8 too); its FP8 conversion is not a rule of the reference */
+    if (snn_module_kind_is(m, SNN_KIND_LM_HEAD) && p->cfg.mode != SNN_PRECISION_FP32) {
+        wrap(c, m, SNN_PM_GEMM16);
+        if (!c->count_only) c->p->mods[c->n - 1].direct_shared = p->be->gemm_rounds;
+        return;
+    }
     if (!gemm || p->cfg.mode == SNN_PRECISION_FP32) return;
     if (p->cfg.mode == SNN_PRECISION_FP8 && fp8_aligned(m)) {
         if (is_linear(m)) return wrap(c, m, SNN_PM_FP8_LINEAR);
@@ -411,7 +418,8 @@ snn_status snn_precision_plan(snn_precision *p, int T, int N) {
         size_t nx = B * snn_shape_numel(m->in), ny = B * snn_shape_numel(m->out);
         size_t nw = m->n_params ? m->params[0].numel : 0, s;
         if (pm->kind == SNN_PM_NEURON) s = nx;
-        else if (pm->kind == SNN_PM_GEMM16) s = nx + nw + ny;
+        else if (pm->direct_shared) s = 0; /* the GEMMs round */
+        else if (pm->kind == SNN_PM_GEMM16) s = nx + snn_prec_gemm_weight(pm)->numel + ny;
         else s = 3 * nx + 2 * ny + nw;
         if (s > need) need = s;
         if (snn_prec_gemm16_direct(p, pm) && nw && !pm->w16)

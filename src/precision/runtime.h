@@ -25,6 +25,9 @@ typedef struct snn_prec_module {
     void *w16;                   /* 16-bit GEMM on a gemm_rounds backend, SNN_MODULE_W16 kinds:
                                     the weight in the 16-bit type (device), written by the
                                     forward and read by the backward; NULL otherwise */
+    int direct_shared;           /* 16-bit GEMM of a kind whose weight is another module's (a
+                                    tied LMHead, snn_module_ops.gemm_weight) on a gemm_rounds
+                                    backend: the GEMMs round the FP32 operands, no copy */
     uint64_t w16_version;        /* the model's param_version w16 was cast at (w16_valid) */
     int w16_valid;
 } snn_prec_module;
@@ -77,6 +80,9 @@ size_t snn_precision_fp8_state_count(const struct snn_precision *p);
 snn_fp8_tensor_state *snn_precision_fp8_state(struct snn_precision *p, size_t i);
 /* Called by snn_precision_backward before the delayed-scaling update. */
 snn_status snn_precision_sync_amax(struct snn_precision *p);
+
+/* The weight a wrapped GEMM module's GEMMs read (snn_module_ops.gemm_weight or params[0]). */
+snn_param *snn_prec_gemm_weight(const snn_prec_module *pm);
 
 /* Size the scratch for (T, N); called by snn_model_plan. */
 snn_status snn_precision_plan(struct snn_precision *p, int T, int N);
