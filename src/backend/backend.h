@@ -391,15 +391,21 @@ struct snn_backend {
     /* Causal softmax attention on fused q|k|v rows x [R][S][(H + 2G) hd] -> y [R][S][H hd];
      * query head h reads group g = h / (H / G):  Z = scale q k^T (row i sees keys 0..i),
      * P = softmax(Z) (max subtracted, the sum of the exps in double, zeros above the
-     * diagonal) saved into P [R][H][S][S];  y = P v. */
-    snn_status (*attention_forward)(const snn_backend *be, int R, int S, int H, int G, int hd, float scale,
-                                    const float *x, float *y, float *P);
+     * diagonal) saved into P [R][H][S][S];  y = P v.
+     * t: the products' operand type. SNN_F32: FP32 products. SNN_F16 / SNN_BF16 (a 16-bit
+     * precision mode): q, k, v (and the backward's dy) are t values (the caller rounded them;
+     * a gemm_rounds backend rounds FP32 ones itself), P is rounded to t where it multiplies
+     * (P v, P^T dy) and dZ where it does (dZ k, dZ^T q); the scores, the softmax, dP and
+     * rowsum stay FP32 / double and P is saved unrounded. work: attention_work_bytes. */
+    snn_status (*attention_forward)(const snn_backend *be, snn_dtype t, int R, int S, int H, int G, int hd,
+                                    float scale, const float *x, float *y, float *P, void *work);
     /* dx [R][S][(H + 2G) hd] overwritten from dy [R][S][H hd] and the forward's P:
      *   dP = dy v^T, dZ = P (dP - rowsum(dP P)) (rowsum in double), dq = scale dZ k,
      *   dk = scale Σ_heads of the group dZ^T q, dv = Σ_heads P^T dy.
      * work: attention_work_bytes(R, H, S) bytes of device scratch. */
-    snn_status (*attention_backward)(const snn_backend *be, int R, int S, int H, int G, int hd, float scale,
-                                     const float *x, const float *P, const float *dy, float *dx, void *work);
+    snn_status (*attention_backward)(const snn_backend *be, snn_dtype t, int R, int S, int H, int G, int hd,
+                                     float scale, const float *x, const float *P, const float *dy, float *dx,
+                                     void *work);
     size_t (*attention_work_bytes)(const snn_backend *be, int R, int H, int S);
     /* Decoding against a KV cache kc, vc [R][G][cap][hd]: the keys and values of this call's
      * positions off..off+S-1 are copied from x [R][S][(H + 2G) hd] into the cache (bit for

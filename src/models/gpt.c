@@ -14,6 +14,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "models/gpt_gen.h"
 #include "models/zoo.h"
 #include "nn/lm_layers.h"
 #include "snn/lm.h"
@@ -272,7 +273,15 @@ static void gpt_init(snn_model *m, const snn_gpt_opts *o, uint64_t seed) {
     }
 }
 
+static snn_status gpt_create(const snn_gpt_opts *o, uint64_t seed, int init, snn_model **out);
+
 snn_status snn_gpt_create(const snn_gpt_opts *o, uint64_t seed, snn_model **out) {
+    return gpt_create(o, seed, 1, out);
+}
+
+snn_status snn_gpt_create_empty(const snn_gpt_opts *o, snn_model **out) { return gpt_create(o, 0, 0, out); }
+
+static snn_status gpt_create(const snn_gpt_opts *o, uint64_t seed, int init, snn_model **out) {
     *out = NULL;
     SNN_TRY(snn_gpt_opts_check(o));
     snn_module *root = snn_sequential_new();
@@ -299,8 +308,9 @@ snn_status snn_gpt_create(const snn_gpt_opts *o, uint64_t seed, snn_model **out)
         snn_module_free(root);
         return snn_error(SNN_E_NOMEM, "out of memory");
     }
-    st = snn_model_build(root, o->spiking ? "spikelm" : "gpt", cfg, snn_shape1(o->seq), seed, out);
+    st = init ? snn_model_build(root, o->spiking ? "spikelm" : "gpt", cfg, snn_shape1(o->seq), seed, out)
+              : snn_model_build_uninit(root, o->spiking ? "spikelm" : "gpt", cfg, snn_shape1(o->seq), out);
     cJSON_free(cfg);
-    if (st == SNN_OK) gpt_init(*out, o, seed);
+    if (st == SNN_OK && init) gpt_init(*out, o, seed);
     return st;
 }

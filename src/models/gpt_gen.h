@@ -7,6 +7,11 @@
 #include "snn/lm.h"
 #include "snn/rng.h"
 
+/* snn_gpt_create without the initialisation (parameters zero): an instance whose weights
+ * are copied from another model next (the generation instances; 124M random values take
+ * seconds to draw). */
+snn_status snn_gpt_create_empty(const snn_gpt_opts *o, snn_model **out);
+
 /* The modules of a model whose forward depends on the position offset (learned positions,
  * RoPE, attention cores) and the attention cores (the KV cache holders), in tree order. */
 typedef struct snn_gen_mods {

@@ -151,9 +151,9 @@ snn_status snn_gpt_generate_timed(snn_model *m, const int32_t *prompt, int B, in
     const snn_backend *kv_be = NULL; /* set when the cache is device memory */
     snn_status st;
     o.seq = P;
-    if ((st = snn_gpt_create(&o, 0, &pre)) != SNN_OK) goto done;
+    if ((st = snn_gpt_create_empty(&o, &pre)) != SNN_OK) goto done;
     o.seq = 1;
-    if ((st = snn_gpt_create(&o, 0, &dec)) != SNN_OK) goto done;
+    if ((st = snn_gpt_create_empty(&o, &dec)) != SNN_OK) goto done;
     if (snn_model_num_params(pre) != snn_model_num_params(m) || snn_model_num_params(dec) != snn_model_num_params(m)) {
         st = snn_error(SNN_E_STATE, "generate: the model's parameters do not match its configuration");
         goto done;

@@ -10,7 +10,8 @@
  * The arithmetic is the op table's (attention_forward / attention_backward; the CPU
  * reference is src/backend/cpu/cpu_lm.c, whose folded rows run OpenMP-parallel, each thread
  * on its own S*S scratch, so results do not depend on the thread count); P and the
- * backward's scratch live in the arena.
+ * scratch live in the arena. In a 16-bit precision mode the core is wrapped like a Linear
+ * (prec_exec.c) and its products take 16-bit operands (backend.h, attention_forward's t).
  *
  * Decoding with a KV cache (snn_attention_attach_cache): the new keys/values of positions
  * offset..offset+S-1 are stored into the cache and the queries attend to all cached
@@ -66,6 +67,11 @@ void snn_attn_softmax_rows(float *Z, int rows, int cols, int ld, int off, const 
     snn_cpu_attn_softmax_rows(Z, rows, cols, ld, off, last);
 }
 
+/* The products' operand type: FP32, or the 16-bit type of a precision wrapper (prec_exec.c
+ * wraps the core in a 16-bit mode; its x and dy then hold such values, or the device's
+ * attention rounds them). */
+static snn_dtype op_type(const snn_run *r) { return r->gemm_type ? (snn_dtype)r->gemm_type : SNN_F32; }
+
 static snn_status attn_forward_cached(snn_module *m, const snn_run *r, const float *x, float *y) {
     attn_impl *a = m->impl;
     const long R = (long)snn_rows(r);
@@ -84,8 +90,8 @@ static snn_status attn_forward(snn_module *m, const snn_run *r, const float *x, 
     attn_impl *a = m->impl;
     if (a->kc) return attn_forward_cached(m, r, x, y);
     if (!a->P) return snn_error(SNN_E_STATE, "%s: reserve must run before forward", m->name);
-    SNN_TRY(m->be->attention_forward(m->be, (int)snn_rows(r), a->seq, a->heads, a->groups, a->hd,
-                                     1.0f / sqrtf((float)a->hd), x, y, a->P));
+    SNN_TRY(m->be->attention_forward(m->be, op_type(r), (int)snn_rows(r), a->seq, a->heads, a->groups, a->hd,
+                                     1.0f / sqrtf((float)a->hd), x, y, a->P, a->scratch));
     a->have_forward = 1;
     return SNN_OK;
 }
@@ -97,7 +103,7 @@ static snn_status attn_backward(snn_module *m, const snn_run *r, const float *x,
     if (a->kc) return snn_error(SNN_E_STATE, "%s: no backward while a KV cache is attached", m->name);
     if (!a->have_forward) return snn_error(SNN_E_STATE, "%s: backward called before forward", m->name);
     if (!dx) return SNN_OK;
-    return m->be->attention_backward(m->be, (int)snn_rows(r), a->seq, a->heads, a->groups, a->hd,
+    return m->be->attention_backward(m->be, op_type(r), (int)snn_rows(r), a->seq, a->heads, a->groups, a->hd,
                                      1.0f / sqrtf((float)a->hd), x, a->P, dy, dx, a->scratch);
 }
 

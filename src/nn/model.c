@@ -59,8 +59,21 @@ static void seal(snn_module *mod, void *ctx) {
     mod->sealed = 1;
 }
 
+static snn_status model_build(snn_module *root, const char *kind, const char *config_json, snn_shape in,
+                              uint64_t seed, int init, snn_model **out);
+
 snn_status snn_model_build(snn_module *root, const char *kind, const char *config_json,
                            snn_shape in, uint64_t seed, snn_model **out) {
+    return model_build(root, kind, config_json, in, seed, 1, out);
+}
+
+snn_status snn_model_build_uninit(snn_module *root, const char *kind, const char *config_json, snn_shape in,
+                                  snn_model **out) {
+    return model_build(root, kind, config_json, in, 0, 0, out);
+}
+
+static snn_status model_build(snn_module *root, const char *kind, const char *config_json, snn_shape in,
+                              uint64_t seed, int init, snn_model **out) {
     *out = NULL;
     if (!root) return snn_error(SNN_E_NOMEM, "out of memory while building the model");
     snn_model *m = calloc(1, sizeof *m);
@@ -130,7 +143,7 @@ snn_status snn_model_build(snn_module *root, const char *kind, const char *confi
     param_walk w2 = {m, 0, 0, 0, 2, 0, NULL};
     snn_module_walk(root, count_or_assign, &w2);
     snn_rng rng = snn_rng_make(seed, 0x1417);
-    if (root->ops->init) root->ops->init(root, &rng);
+    if (init && root->ops->init) root->ops->init(root, &rng);
     m->run.be = snn_backend_cpu();
     snn_module_walk(root, set_backend, (void *)m->run.be);
     m->run.seed = seed;

@@ -48,6 +48,10 @@ struct snn_model {
  * per-sample input shape, allocate flat buffers, initialise with the seed. */
 snn_status snn_model_build(snn_module *root, const char *kind, const char *config_json,
                            snn_shape in, uint64_t seed, snn_model **out);
+/* The same without the initialisation (parameters zero, buffers as their modules' setup
+ * left them zero): for a model whose values are copied in next (seed 0). */
+snn_status snn_model_build_uninit(snn_module *root, const char *kind, const char *config_json, snn_shape in,
+                                  snn_model **out);
 
 /* Point every parameter at the model's current storage and every module at its backend;
  * the activation arena is released (plan again). */

@@ -21,7 +21,7 @@ static snn_status round_buf(const snn_module *m, snn_dtype t, float *dst, const 
 
 /* The weight the module's GEMMs read (params[0] unless its kind names another). */
 snn_param *snn_prec_gemm_weight(const snn_prec_module *pm) {
-    return pm->orig->gemm_weight ? pm->orig->gemm_weight(pm->m) : &pm->m->params[0];
+    return pm->orig->gemm_weight ? pm->orig->gemm_weight(pm->m) : pm->m->n_params ? &pm->m->params[0] : NULL;
 }
 
 static size_t in_floats(const snn_module *m, const snn_run *r) { return snn_rows(r) * snn_shape_numel(m->in); }
@@ -74,7 +74,7 @@ static snn_status g16_direct_call(snn_module *m, const snn_run *r, int backward,
     /* a kind that rounds what it writes last saves the pass below */
     const int rounds_out = (pm->orig->flags & SNN_MODULE_ROUNDS_OUT) != 0;
     if (rounds_out) r16.out_round = (int)p->half;
-    float *w = m->params[0].data;
+    float *w = pm->w16 ? m->params[0].data : NULL;
     if (pm->w16) m->params[0].data = (float *)pm->w16;
     snn_status st = backward ? pm->orig->backward(m, &r16, x, y, dy, out) : pm->orig->forward(m, &r16, x, out);
     if (pm->w16) m->params[0].data = w;
@@ -91,17 +91,17 @@ static snn_status g16_forward(snn_module *m, const snn_run *r, const float *x, f
     snn_prec_module *pm = pm_of(m);
     if (g16_direct(pm)) return g16_direct_call(m, r, 0, x, NULL, NULL, y);
     snn_precision *p = pm->p;
-    snn_param *wp = snn_prec_gemm_weight(pm);
-    size_t nx = in_floats(m, r), nw = wp->numel;
+    snn_param *wp = snn_prec_gemm_weight(pm); /* NULL: a kind without a weight (attention) */
+    size_t nx = in_floats(m, r), nw = wp ? wp->numel : 0;
     float *x16 = p->scratch, *w16 = x16 + nx;
     SNN_TRY(round_buf(m, p->half, x16, x, nx));
-    SNN_TRY(round_buf(m, p->half, w16, wp->data, nw));
+    if (wp) SNN_TRY(round_buf(m, p->half, w16, wp->data, nw));
     snn_run r16 = *r;
     r16.gemm_type = (int)p->half;
-    float *w = wp->data;
-    wp->data = w16;
+    float *w = wp ? wp->data : NULL;
+    if (wp) wp->data = w16;
     snn_status st = pm->orig->forward(m, &r16, x16, y);
-    wp->data = w;
+    if (wp) wp->data = w;
     SNN_TRY(st);
     return round_buf(m, p->half, y, y, out_floats(m, r));
 }
@@ -112,17 +112,17 @@ static snn_status g16_backward(snn_module *m, const snn_run *r, const float *x, 
     if (g16_direct(pm)) return g16_direct_call(m, r, 1, x, y, dy, dx);
     snn_precision *p = pm->p;
     snn_param *wp = snn_prec_gemm_weight(pm);
-    size_t nx = in_floats(m, r), nw = wp->numel, ny = out_floats(m, r);
+    size_t nx = in_floats(m, r), nw = wp ? wp->numel : 0, ny = out_floats(m, r);
     float *x16 = p->scratch, *w16 = x16 + nx, *dy16 = w16 + nw;
     SNN_TRY(round_buf(m, p->half, x16, x, nx));
-    SNN_TRY(round_buf(m, p->half, w16, wp->data, nw));
+    if (wp) SNN_TRY(round_buf(m, p->half, w16, wp->data, nw));
     SNN_TRY(round_buf(m, p->half, dy16, dy, ny));
     snn_run r16 = *r;
     r16.gemm_type = (int)p->half;
-    float *w = wp->data;
-    wp->data = w16;
+    float *w = wp ? wp->data : NULL;
+    if (wp) wp->data = w16;
     snn_status st = pm->orig->backward(m, &r16, x16, y, dy16, dx);
-    wp->data = w;
+    if (wp) wp->data = w;
     SNN_TRY(st);
     return dx ? round_buf(m, p->half, dx, dx, nx) : SNN_OK;
 }

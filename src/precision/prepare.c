@@ -34,8 +34,9 @@ static module_class classify(const snn_module *m, int fp8) {
 }
 
 static int gemm_dims(const snn_module *m, int *in, int *out) {
+    if (m->n_params < 1) return 0;
     const snn_param *w = &m->params[0];
-    if (m->n_params < 1 || w->shape.rank < 2) return 0;
+    if (w->shape.rank < 2) return 0;
     *out = w->shape.d[0];
     *in = w->shape.d[1];
     return 1;
@@ -198,9 +199,11 @@ static void convert_visit(snn_module *m, void *ctx) {
         wrap(c, m, SNN_PM_NEURON);
         return;
     }
-    /* the LM head multiplies in the mode's 16-bit type (as Megatron Core's output layer:
-     * BF16 under fp8 too); its FP8 conversion is not a rule of the reference */
-    if (snn_module_kind_is(m, SNN_KIND_LM_HEAD) && p->cfg.mode != SNN_PRECISION_FP32) {
+    /* the LM head and the attention core multiply in the mode's 16-bit type (as Megatron
+     * Core's output layer and core attention: BF16 under fp8 too); FP8 for them is not a rule
+     * of the reference */
+    if ((snn_module_kind_is(m, SNN_KIND_LM_HEAD) || snn_module_kind_is(m, SNN_KIND_CAUSAL_SELF_ATTENTION)) &&
+        p->cfg.mode != SNN_PRECISION_FP32) {
         wrap(c, m, SNN_PM_GEMM16);
         if (!c->count_only) c->p->mods[c->n - 1].direct_shared = p->be->gemm_rounds;
         return;
@@ -419,7 +422,7 @@ snn_status snn_precision_plan(snn_precision *p, int T, int N) {
         size_t nw = m->n_params ? m->params[0].numel : 0, s;
         if (pm->kind == SNN_PM_NEURON) s = nx;
         else if (pm->direct_shared) s = 0; /* the GEMMs round */
-        else if (pm->kind == SNN_PM_GEMM16) s = nx + snn_prec_gemm_weight(pm)->numel + ny;
+        else if (pm->kind == SNN_PM_GEMM16) s = nx + (snn_prec_gemm_weight(pm) ? snn_prec_gemm_weight(pm)->numel : 0) + ny;
         else s = 3 * nx + 2 * ny + nw;
         if (s > need) need = s;
         if (snn_prec_gemm16_direct(p, pm) && nw && !pm->w16)

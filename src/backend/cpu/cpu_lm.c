@@ -10,6 +10,7 @@
 #include "backend/cpu/cpu_lm.h"
 #include "backend/cpu/cpu_ops.h"
 #include "core/error_internal.h"
+#include "snn/dtype.h"
 
 /* ---------------------------------------------------------------- embedding, positions */
 
@@ -119,23 +120,41 @@ static snn_status attn_check(const char *what, int R, int S, int H, int G, int h
     return SNN_OK;
 }
 
-snn_status snn_cpu_attention_forward(const snn_backend *be, int R, int S, int H, int G, int hd, float scale,
-                                     const float *x, float *y, float *P) {
+static snn_status attn_type_check(const char *what, snn_dtype t) {
+    if (t != SNN_F32 && t != SNN_F16 && t != SNN_BF16)
+        return snn_error(SNN_E_INVALID, "%s: operand type must be f32, f16 or bf16", what);
+    return SNN_OK;
+}
+
+/* dst = src rounded to t (RNE, overflow to inf), n values */
+static void round_copy(snn_dtype t, float *dst, const float *src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = snn_round_to(t, src[i], 0);
+}
+
+snn_status snn_cpu_attention_forward(const snn_backend *be, snn_dtype t, int R, int S, int H, int G, int hd,
+                                     float scale, const float *x, float *y, float *P, void *work) {
     (void)be;
     SNN_TRY(attn_check("attention_forward", R, S, H, G, hd));
+    SNN_TRY(attn_type_check("attention_forward", t));
     if (!R || !S) return SNN_OK;
-    if (!x || !y || !P) return snn_error(SNN_E_INVALID, "attention_forward: NULL pointer");
+    if (!x || !y || !P || (t != SNN_F32 && !work)) return snn_error(SNN_E_INVALID, "attention_forward: NULL pointer");
     const int rep = H / G, W = (H + 2 * G) * hd, OW = H * hd;
     const size_t SS = (size_t)S * S;
 #pragma omp parallel for schedule(static) if (R > 1)
     for (long b = 0; b < (long)R; b++) {
         const float *xb = x + (size_t)b * S * W;
+        float *P16 = t != SNN_F32 ? (float *)work + (size_t)omp_get_thread_num() * 2 * SS : NULL;
         for (int h = 0; h < H; h++) {
             int g = h / rep;
             float *Pb = P + ((size_t)b * H + h) * SS;
             snn_cpu_gemm_f32(0, 1, S, S, hd, scale, xb + (size_t)h * hd, W, xb + (size_t)(H + g) * hd, W, 0.0f, Pb, S);
             snn_cpu_attn_softmax_rows(Pb, S, S, S, 0, NULL);
-            snn_cpu_gemm_f32(0, 0, S, hd, S, 1.0f, Pb, S, xb + (size_t)(H + G + g) * hd, W, 0.0f,
+            const float *Pm = Pb;
+            if (P16) {
+                round_copy(t, P16, Pb, SS);
+                Pm = P16;
+            }
+            snn_cpu_gemm_f32(0, 0, S, hd, S, 1.0f, Pm, S, xb + (size_t)(H + G + g) * hd, W, 0.0f,
                              y + (size_t)b * S * OW + (size_t)h * hd, OW);
         }
     }
@@ -146,14 +165,16 @@ size_t snn_cpu_attention_work_bytes(const snn_backend *be, int R, int H, int S) 
     (void)be;
     (void)R;
     (void)H;
-    /* one S x S dP per thread */
-    return (size_t)omp_get_max_threads() * (size_t)S * (size_t)S * sizeof(float);
+    /* per thread: dP (dZ) and a rounded copy of P, S x S each */
+    return (size_t)omp_get_max_threads() * 2 * (size_t)S * (size_t)S * sizeof(float);
 }
 
-snn_status snn_cpu_attention_backward(const snn_backend *be, int R, int S, int H, int G, int hd, float scale,
-                                      const float *x, const float *P, const float *dy, float *dx, void *work) {
+snn_status snn_cpu_attention_backward(const snn_backend *be, snn_dtype t, int R, int S, int H, int G, int hd,
+                                      float scale, const float *x, const float *P, const float *dy, float *dx,
+                                      void *work) {
     (void)be;
     SNN_TRY(attn_check("attention_backward", R, S, H, G, hd));
+    SNN_TRY(attn_type_check("attention_backward", t));
     if (!R || !S) return SNN_OK;
     if (!x || !P || !dy || !dx || !work) return snn_error(SNN_E_INVALID, "attention_backward: NULL pointer");
     const int rep = H / G, W = (H + 2 * G) * hd, OW = H * hd;
@@ -161,17 +182,21 @@ snn_status snn_cpu_attention_backward(const snn_backend *be, int R, int S, int H
     float *scratch = work;
 #pragma omp parallel for schedule(static) if (R > 1)
     for (long b = 0; b < (long)R; b++) {
-        float *dP = scratch + (size_t)omp_get_thread_num() * SS;
+        float *dP = scratch + (size_t)omp_get_thread_num() * 2 * SS, *P16 = dP + SS;
         const float *xb = x + (size_t)b * S * W;
         float *dxb = dx + (size_t)b * S * W;
         const float *dyb = dy + (size_t)b * S * OW;
         for (int s = 0; s < S; s++) memset(dxb + (size_t)s * W + (size_t)H * hd, 0, 2 * (size_t)G * hd * sizeof(float));
         for (int h = 0; h < H; h++) {
             int g = h / rep;
-            const float *Pb = P + ((size_t)b * H + h) * SS;
+            const float *Pb = P + ((size_t)b * H + h) * SS, *Pm = Pb;
             const float *q = xb + (size_t)h * hd, *k = xb + (size_t)(H + g) * hd, *v = xb + (size_t)(H + G + g) * hd;
+            if (t != SNN_F32) {
+                round_copy(t, P16, Pb, SS);
+                Pm = P16;
+            }
             /* dV += P^T dO */
-            snn_cpu_gemm_f32(1, 0, S, hd, S, 1.0f, Pb, S, dyb + (size_t)h * hd, OW, 1.0f,
+            snn_cpu_gemm_f32(1, 0, S, hd, S, 1.0f, Pm, S, dyb + (size_t)h * hd, OW, 1.0f,
                              dxb + (size_t)(H + G + g) * hd, W);
             /* dP = dO V^T */
             snn_cpu_gemm_f32(0, 1, S, S, hd, 1.0f, dyb + (size_t)h * hd, OW, v, W, 0.0f, dP, S);
@@ -184,6 +209,7 @@ snn_status snn_cpu_attention_backward(const snn_backend *be, int R, int S, int H
                 for (int j = 0; j <= i; j++) d[j] = p[j] * (d[j] - c);
                 for (int j = i + 1; j < S; j++) d[j] = 0.0f;
             }
+            if (t != SNN_F32) round_copy(t, dP, dP, SS);
             /* dQ = scale dZ K (overwrite), dK += scale dZ^T Q */
             snn_cpu_gemm_f32(0, 0, S, hd, S, scale, dP, S, k, W, 0.0f, dxb + (size_t)h * hd, W);
             snn_cpu_gemm_f32(1, 0, S, hd, S, scale, dP, S, q, W, 1.0f, dxb + (size_t)(H + g) * hd, W);

@@ -13,10 +13,11 @@ snn_status snn_cpu_posemb_forward(const snn_backend *be, size_t R, size_t L, con
 snn_status snn_cpu_posemb_backward(const snn_backend *be, size_t R, size_t L, const float *dy, float *G);
 snn_status snn_cpu_rope_apply(const snn_backend *be, size_t R, int S, int W, int rot, int hd, const float *cs,
                               const float *sn, float sign, const float *x, float *y);
-snn_status snn_cpu_attention_forward(const snn_backend *be, int R, int S, int H, int G, int hd, float scale,
-                                     const float *x, float *y, float *P);
-snn_status snn_cpu_attention_backward(const snn_backend *be, int R, int S, int H, int G, int hd, float scale,
-                                      const float *x, const float *P, const float *dy, float *dx, void *work);
+snn_status snn_cpu_attention_forward(const snn_backend *be, snn_dtype t, int R, int S, int H, int G, int hd,
+                                     float scale, const float *x, float *y, float *P, void *work);
+snn_status snn_cpu_attention_backward(const snn_backend *be, snn_dtype t, int R, int S, int H, int G, int hd,
+                                      float scale, const float *x, const float *P, const float *dy, float *dx,
+                                      void *work);
 size_t snn_cpu_attention_work_bytes(const snn_backend *be, int R, int H, int S);
 snn_status snn_cpu_attention_cached(const snn_backend *be, int R, int S, int H, int G, int hd, int cap, int off,
                                     float scale, const float *x, float *kcache, float *vcache, float *y);

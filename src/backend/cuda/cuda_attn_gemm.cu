@@ -13,9 +13,11 @@
  *             R H S rows), Y = P V;
  *   backward  dV = sum_h P^T dY, dP = dY V^T into work, dZ = P (dP - rowsum(dP P)) (rowsum
  *             in double) in place, dQ = scale dZ K, dK = scale sum_h dZ^T Q.
- * The full S x S products are computed and the upper triangle is overwritten with zeros: at
- * hd = 64 and S = 1024 that is twice the causal FLOPs on tensor-free FP32 arithmetic, still
- * an order of magnitude faster than one block per query. */
+ * With t = F16 / BF16 (a 16-bit precision mode) the operands are cast to t first (x, dy, P,
+ * dZ: the cast is the contract's RNE rounding) and the products run on the tensor cores with
+ * FP32 accumulation; the copies live in the table's workspace for the call. The full S x S
+ * products are computed and the upper triangle is overwritten with zeros (twice the causal
+ * FLOPs). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,7 +78,7 @@ __global__ void __launch_bounds__(ROW_THREADS) softmax_grad_kernel(int S, const 
     for (int j = threadIdx.x; j < S; j += blockDim.x) d[j] = j <= i ? __fmul_rn(p[j], __fsub_rn(d[j], c)) : 0.0f;
 }
 
-snn_cuda_gemm_desc f32_desc(int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc) {
+snn_cuda_gemm_desc desc(snn_dtype ab, int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc) {
     snn_cuda_gemm_desc d;
     memset(&d, 0, sizeof d);
     d.trans_a = ta;
@@ -84,84 +86,130 @@ snn_cuda_gemm_desc f32_desc(int ta, int tb, int M, int N, int K, int lda, int ld
     d.M = M;
     d.N = N;
     d.K = K;
-    d.a_type = d.b_type = d.c_type = SNN_F32;
+    d.a_type = d.b_type = ab;
+    d.c_type = SNN_F32;
     d.lda = lda;
     d.ldb = ldb;
     d.ldc = ldc;
     return d;
 }
 
-/* C_h = alpha op(A_h) op(B_g) + beta C_h for the H heads of one row: A, C step per head by
- * sa, sc; B steps by sb per group (heads of a group share it). */
+/* An operand: base pointer and element size (the batched GEMM counts strides in elements). */
+struct opnd {
+    const char *p;
+    size_t es;
+    const void *at(size_t i) const { return p + i * es; }
+};
+
+/* C_h = alpha op(A_h) op(B_g) for the H heads of one row: A, C step per head by sa, sc; B
+ * steps by sb per group (the heads of a group share it). */
 snn_status per_head(snn_cuda *c, const snn_cuda_gemm_desc *d, int H, int G, long long sa, long long sb, long long sc,
-                    float alpha, const float *A, const float *B, float *C) {
-    if (G == H) return snn_cuda_gemm_batched(c, d, H, sa, sb, sc, alpha, A, B, 0.0f, C);
+                    float alpha, opnd A, opnd B, float *C) {
+    if (G == H) return snn_cuda_gemm_batched(c, d, H, sa, sb, sc, alpha, A.p, B.p, 0.0f, C);
     const int rep = H / G;
     for (int h = 0; h < H; h++)
-        SNN_TRY(snn_cuda_gemm(c, d, alpha, A + (size_t)h * sa, B + (size_t)(h / rep) * sb, 0.0f, C + (size_t)h * sc,
-                              NULL, NULL, NULL, NULL));
+        SNN_TRY(snn_cuda_gemm(c, d, alpha, A.at((size_t)h * sa), B.at((size_t)(h / rep) * sb), 0.0f,
+                              C + (size_t)h * sc, NULL, NULL, NULL, NULL));
     return SNN_OK;
 }
 
 /* C_g = alpha sum_{h of g} op(A_h) op(B_h) (overwritten): batched when every group has one head. */
 snn_status per_group_sum(snn_cuda *c, const snn_cuda_gemm_desc *d, int H, int G, long long sa, long long sb,
-                         long long sc, float alpha, const float *A, const float *B, float *C) {
-    if (G == H) return snn_cuda_gemm_batched(c, d, H, sa, sb, sc, alpha, A, B, 0.0f, C);
+                         long long sc, float alpha, opnd A, opnd B, float *C) {
+    if (G == H) return snn_cuda_gemm_batched(c, d, H, sa, sb, sc, alpha, A.p, B.p, 0.0f, C);
     const int rep = H / G;
     for (int h = 0; h < H; h++)
-        SNN_TRY(snn_cuda_gemm(c, d, alpha, A + (size_t)h * sa, B + (size_t)h * sb, h % rep ? 1.0f : 0.0f,
+        SNN_TRY(snn_cuda_gemm(c, d, alpha, A.at((size_t)h * sa), B.at((size_t)h * sb), h % rep ? 1.0f : 0.0f,
                               C + (size_t)(h / rep) * sc, NULL, NULL, NULL, NULL));
     return SNN_OK;
 }
 
+/* 16-bit operand copies (t F16 / BF16: the cast is the RNE rounding the contract asks for);
+ * for t = F32 the FP32 arrays themselves. */
+snn_status operand(const snn_backend *be, snn_dtype t, const float *src, size_t n, char **ws, opnd *out) {
+    if (t == SNN_F32) {
+        *out = opnd{(const char *)src, sizeof(float)};
+        return SNN_OK;
+    }
+    SNN_TRY(be->cast(be, t, *ws, src, n));
+    *out = opnd{*ws, 2};
+    *ws += (n * 2 + 255) / 256 * 256;
+    return SNN_OK;
+}
+
+size_t ws_bytes(snn_dtype t, size_t n) { return t == SNN_F32 ? 0 : (n * 2 + 255) / 256 * 256; }
+
 } // namespace
 
-snn_status snn_cuda_attn_gemm_forward(const snn_backend *be, int R, int S, int H, int G, int hd, float scale,
-                                      const float *x, float *y, float *P) {
+snn_status snn_cuda_attn_gemm_forward(const snn_backend *be, snn_dtype t, int R, int S, int H, int G, int hd,
+                                      float scale, const float *x, float *y, float *P) {
     snn_cuda *c = snn_cuda_table_ctx(be);
     const int W = (H + 2 * G) * hd, OW = H * hd;
     const long long SS = (long long)S * S;
-    const snn_cuda_gemm_desc qk = f32_desc(0, 1, S, S, hd, W, W, S), pv = f32_desc(0, 0, S, hd, S, S, W, OW);
+    const size_t nx = (size_t)R * S * W, nP = (size_t)R * H * SS;
+    char *ws = NULL;
+    if (t != SNN_F32) SNN_TRY(snn_cuda_table_ws(be, ws_bytes(t, nx) + ws_bytes(t, nP), (void **)&ws));
+    opnd X, Pm;
+    SNN_TRY(operand(be, t, x, nx, &ws, &X));
+    const snn_cuda_gemm_desc qk = desc(t, 0, 1, S, S, hd, W, W, S), pv = desc(t, 0, 0, S, hd, S, S, W, OW);
     for (int b = 0; b < R; b++) {
-        const float *X = x + (size_t)b * S * W;
-        SNN_TRY(per_head(c, &qk, H, G, hd, hd, SS, scale, X, X + (size_t)H * hd, P + (size_t)b * H * SS));
+        const size_t xb = (size_t)b * S * W;
+        SNN_TRY(per_head(c, &qk, H, G, hd, hd, SS, scale, opnd{(const char *)X.at(xb), X.es},
+                         opnd{(const char *)X.at(xb + (size_t)H * hd), X.es}, P + (size_t)b * H * SS));
     }
     const size_t rows = (size_t)R * H * S;
     if (rows > 0x7fffffffu) return snn_error(SNN_E_UNSUPPORTED, "attention_forward: %zu query rows", rows);
     causal_softmax_kernel<<<(unsigned)rows, ROW_THREADS, 0, st_of(be)>>>(S, P);
     SNN_CU_LAUNCHED("attention_forward (softmax)");
+    SNN_TRY(operand(be, t, P, nP, &ws, &Pm));
     for (int b = 0; b < R; b++) {
-        const float *X = x + (size_t)b * S * W;
-        SNN_TRY(per_head(c, &pv, H, G, SS, hd, hd, 1.0f, P + (size_t)b * H * SS, X + (size_t)(H + G) * hd,
-                         y + (size_t)b * S * OW));
+        const size_t xb = (size_t)b * S * W;
+        SNN_TRY(per_head(c, &pv, H, G, SS, hd, hd, 1.0f, opnd{(const char *)Pm.at((size_t)b * H * SS), Pm.es},
+                         opnd{(const char *)X.at(xb + (size_t)(H + G) * hd), X.es}, y + (size_t)b * S * OW));
     }
     return SNN_OK;
 }
 
-snn_status snn_cuda_attn_gemm_backward(const snn_backend *be, int R, int S, int H, int G, int hd, float scale,
-                                       const float *x, const float *P, const float *dy, float *dx, float *dZ) {
+snn_status snn_cuda_attn_gemm_backward(const snn_backend *be, snn_dtype t, int R, int S, int H, int G, int hd,
+                                       float scale, const float *x, const float *P, const float *dy, float *dx,
+                                       float *dZ) {
     snn_cuda *c = snn_cuda_table_ctx(be);
     const int W = (H + 2 * G) * hd, OW = H * hd;
     const long long SS = (long long)S * S;
-    const snn_cuda_gemm_desc ptdy = f32_desc(1, 0, S, hd, S, S, OW, W); /* dV_g += P_h^T dY_h */
-    const snn_cuda_gemm_desc dyvt = f32_desc(0, 1, S, S, hd, OW, W, S); /* dP_h = dY_h V_g^T */
-    const snn_cuda_gemm_desc dzk = f32_desc(0, 0, S, hd, S, S, W, W);   /* dQ_h = scale dZ_h K_g */
-    const snn_cuda_gemm_desc dztq = f32_desc(1, 0, S, hd, S, S, W, W);  /* dK_g += scale dZ_h^T Q_h */
+    const size_t nx = (size_t)R * S * W, ny = (size_t)R * S * OW, nP = (size_t)R * H * SS;
+    char *ws = NULL;
+    if (t != SNN_F32)
+        SNN_TRY(snn_cuda_table_ws(be, ws_bytes(t, nx) + ws_bytes(t, ny) + ws_bytes(t, nP), (void **)&ws));
+    opnd X, DY, Pm, DZ;
+    SNN_TRY(operand(be, t, x, nx, &ws, &X));
+    SNN_TRY(operand(be, t, dy, ny, &ws, &DY));
+    char *ws_p = ws; /* P's copy, later dZ's */
+    SNN_TRY(operand(be, t, P, nP, &ws, &Pm));
+    const snn_cuda_gemm_desc ptdy = desc(t, 1, 0, S, hd, S, S, OW, W); /* dV_g += P_h^T dY_h */
+    const snn_cuda_gemm_desc dyvt = desc(t, 0, 1, S, S, hd, OW, W, S); /* dP_h = dY_h V_g^T */
+    const snn_cuda_gemm_desc dzk = desc(t, 0, 0, S, hd, S, S, W, W);   /* dQ_h = scale dZ_h K_g */
+    const snn_cuda_gemm_desc dztq = desc(t, 1, 0, S, hd, S, S, W, W);  /* dK_g += scale dZ_h^T Q_h */
     for (int b = 0; b < R; b++) {
-        const float *X = x + (size_t)b * S * W, *DY = dy + (size_t)b * S * OW, *Pb = P + (size_t)b * H * SS;
-        float *DX = dx + (size_t)b * S * W;
-        SNN_TRY(per_group_sum(c, &ptdy, H, G, SS, hd, hd, 1.0f, Pb, DY, DX + (size_t)(H + G) * hd));
-        SNN_TRY(per_head(c, &dyvt, H, G, hd, hd, SS, 1.0f, DY, X + (size_t)(H + G) * hd, dZ + (size_t)b * H * SS));
+        const size_t xb = (size_t)b * S * W, yb = (size_t)b * S * OW;
+        float *DX = dx + xb;
+        const opnd DYb{(const char *)DY.at(yb), DY.es}, V{(const char *)X.at(xb + (size_t)(H + G) * hd), X.es};
+        SNN_TRY(per_group_sum(c, &ptdy, H, G, SS, hd, hd, 1.0f, opnd{(const char *)Pm.at((size_t)b * H * SS), Pm.es},
+                              DYb, DX + (size_t)(H + G) * hd));
+        SNN_TRY(per_head(c, &dyvt, H, G, hd, hd, SS, 1.0f, DYb, V, dZ + (size_t)b * H * SS));
     }
     const size_t rows = (size_t)R * H * S;
     if (rows > 0x7fffffffu) return snn_error(SNN_E_UNSUPPORTED, "attention_backward: %zu query rows", rows);
     softmax_grad_kernel<<<(unsigned)rows, ROW_THREADS, 0, st_of(be)>>>(S, P, dZ);
     SNN_CU_LAUNCHED("attention_backward (softmax)");
+    ws = ws_p;
+    SNN_TRY(operand(be, t, dZ, nP, &ws, &DZ));
     for (int b = 0; b < R; b++) {
-        const float *X = x + (size_t)b * S * W, *Db = dZ + (size_t)b * H * SS;
-        float *DX = dx + (size_t)b * S * W;
-        SNN_TRY(per_head(c, &dzk, H, G, SS, hd, hd, scale, Db, X + (size_t)H * hd, DX));
-        SNN_TRY(per_group_sum(c, &dztq, H, G, SS, hd, hd, scale, Db, X, DX + (size_t)H * hd));
+        const size_t xb = (size_t)b * S * W;
+        float *DX = dx + xb;
+        const opnd Db{(const char *)DZ.at((size_t)b * H * SS), DZ.es};
+        SNN_TRY(per_head(c, &dzk, H, G, SS, hd, hd, scale, Db, opnd{(const char *)X.at(xb + (size_t)H * hd), X.es}, DX));
+        SNN_TRY(per_group_sum(c, &dztq, H, G, SS, hd, hd, scale, Db, opnd{(const char *)X.at(xb), X.es},
+                              DX + (size_t)H * hd));
     }
     return SNN_OK;
 }

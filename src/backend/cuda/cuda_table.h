@@ -39,10 +39,11 @@ snn_cuda_lines snn_cuda_table_lines(const snn_backend *be, size_t lines, size_t 
 
 /* Causal attention through cuBLASLt (cuda_attn_gemm.cu): attention_forward / _backward's
  * contract; dZ is the backward's work (R H S S floats). */
-snn_status snn_cuda_attn_gemm_forward(const snn_backend *be, int R, int S, int H, int G, int hd, float scale,
-                                      const float *x, float *y, float *P);
-snn_status snn_cuda_attn_gemm_backward(const snn_backend *be, int R, int S, int H, int G, int hd, float scale,
-                                       const float *x, const float *P, const float *dy, float *dx, float *dZ);
+snn_status snn_cuda_attn_gemm_forward(const snn_backend *be, snn_dtype t, int R, int S, int H, int G, int hd,
+                                      float scale, const float *x, float *y, float *P);
+snn_status snn_cuda_attn_gemm_backward(const snn_backend *be, snn_dtype t, int R, int S, int H, int G, int hd,
+                                       float scale, const float *x, const float *P, const float *dy, float *dx,
+                                       float *dZ);
 
 /* The families' install functions (each in its own file). */
 void snn_cuda_install_conv(snn_backend *be);  /* cuda_table_conv.cu: im2col, pooling */

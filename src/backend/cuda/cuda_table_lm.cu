@@ -274,15 +274,25 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_fwd_kernel(int S, int H, int
     }
 }
 
-snn_status t_attention_forward(const snn_backend *be, int R, int S, int H, int G, int hd, float scale,
-                               const float *x, float *y, float *P) {
+snn_status attn_type_check(const char *what, snn_dtype t) {
+    if (t != SNN_F32 && t != SNN_F16 && t != SNN_BF16)
+        return snn_error(SNN_E_INVALID, "%s: operand type must be f32, f16 or bf16", what);
+    if (t != SNN_F32 && attn_naive())
+        return snn_error(SNN_E_UNSUPPORTED, "%s: SNN_CUDA_ATTENTION=naive runs FP32 products only", what);
+    return SNN_OK;
+}
+
+snn_status t_attention_forward(const snn_backend *be, snn_dtype t, int R, int S, int H, int G, int hd, float scale,
+                               const float *x, float *y, float *P, void *work) {
+    (void)work;
     SNN_TRY(snn_cuda_table_check(be, "attention_forward"));
     SNN_TRY(attn_check("attention_forward", R, S, H, G, hd));
+    SNN_TRY(attn_type_check("attention_forward", t));
     if (!R || !S) return SNN_OK;
     if (!x || !y || !P) return snn_error(SNN_E_INVALID, "attention_forward: NULL pointer");
     const size_t blocks = (size_t)R * H * S, smem = (size_t)S * sizeof(float);
     if (blocks > 0x7fffffffu) return snn_error(SNN_E_UNSUPPORTED, "attention_forward: %zu query rows", blocks);
-    if (!attn_naive()) return snn_cuda_attn_gemm_forward(be, R, S, H, G, hd, scale, x, y, P);
+    if (!attn_naive()) return snn_cuda_attn_gemm_forward(be, t, R, S, H, G, hd, scale, x, y, P);
     SNN_TRY(smem_for(attn_fwd_kernel, smem, "attention_forward"));
     attn_fwd_kernel<<<(unsigned)blocks, ATT_THREADS, smem, st_of(be)>>>(S, H, G, hd, scale, x, y, P);
     SNN_CU_LAUNCHED("attention_forward");
@@ -357,15 +367,16 @@ size_t t_attention_work_bytes(const snn_backend *be, int R, int H, int S) {
            sizeof(float);
 }
 
-snn_status t_attention_backward(const snn_backend *be, int R, int S, int H, int G, int hd, float scale,
+snn_status t_attention_backward(const snn_backend *be, snn_dtype t, int R, int S, int H, int G, int hd, float scale,
                                 const float *x, const float *P, const float *dy, float *dx, void *work) {
     SNN_TRY(snn_cuda_table_check(be, "attention_backward"));
     SNN_TRY(attn_check("attention_backward", R, S, H, G, hd));
+    SNN_TRY(attn_type_check("attention_backward", t));
     if (!R || !S) return SNN_OK;
     if (!x || !P || !dy || !dx || !work) return snn_error(SNN_E_INVALID, "attention_backward: NULL pointer");
     const size_t qb = (size_t)R * H * S, kb = (size_t)R * G * S, smem = (size_t)S * sizeof(float);
     if (qb > 0x7fffffffu) return snn_error(SNN_E_UNSUPPORTED, "attention_backward: %zu query rows", qb);
-    if (!attn_naive()) return snn_cuda_attn_gemm_backward(be, R, S, H, G, hd, scale, x, P, dy, dx, (float *)work);
+    if (!attn_naive()) return snn_cuda_attn_gemm_backward(be, t, R, S, H, G, hd, scale, x, P, dy, dx, (float *)work);
     SNN_TRY(smem_for(attn_bwd_q_kernel, smem, "attention_backward"));
     attn_bwd_q_kernel<<<(unsigned)qb, ATT_THREADS, smem, st_of(be)>>>(S, H, G, hd, scale, x, P, dy, dx,
                                                                        (float *)work);
