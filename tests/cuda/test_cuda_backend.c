@@ -270,6 +270,16 @@ static void test_round_scale(void) {
             down(got, dc, bytes);
             CHECK_MSG(!memcmp(got, ref, bytes), "cast %s n=%zu: storage differs from the CPU table's",
                       snn_dtype_name(t), n);
+            if (n > 1) { /* source and destination one element off their alignment (the scalar path) */
+                const size_t es = snn_dtype_size(t);
+                memset(ref, 0xA5, bytes);
+                OK(cpu->cast(cpu, t, ref, x + 1, n - 1));
+                OK(gpu->fill(gpu, (float *)dc, NAN, bytes / 4));
+                OK(gpu->cast(gpu, t, (char *)dc + es, dx + 1, n - 1));
+                down(got, dc, bytes);
+                CHECK_MSG(!memcmp(got + es, ref, (n - 1) * es), "cast %s n=%zu off by one: storage differs",
+                          snn_dtype_name(t), n - 1);
+            }
             free(ref), free(got);
             dfree(dc);
         }

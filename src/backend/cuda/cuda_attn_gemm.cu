@@ -13,9 +13,11 @@
  *             R H S rows), Y = P V;
  *   backward  dV = sum_h P^T dY, dP = dY V^T into work, dZ = P (dP - rowsum(dP P)) (rowsum
  *             in double) in place, dQ = scale dZ K, dK = scale sum_h dZ^T Q.
- * With t = F16 / BF16 (a 16-bit precision mode) the operands are cast to t first (x, dy, P,
- * dZ: the cast is the contract's RNE rounding) and the products run on the tensor cores with
- * FP32 accumulation; the copies live in the table's workspace for the call. The full S x S
+ * With t = F16 / BF16 (a 16-bit precision mode) the operands are rounded to t (RNE, the
+ * contract's rounding: x, dy and the saved P by a cast; P in the forward and dZ by the softmax
+ * kernels, which write the 16-bit copy as they compute the row, so P and dZ make no extra
+ * pass) and the products run on the tensor cores with FP32 accumulation; the copies live in
+ * the table's workspace for the call. The full S x S
  * products are computed and the upper triangle is overwritten with zeros (twice the causal
  * FLOPs). */
 #include <math.h>
@@ -44,8 +46,11 @@ __device__ float row_max(float v, float *red) {
     return r;
 }
 
-/* One block per row r of Z [rows][S] (query i = r % S): keep columns 0..i, softmax, zeros after. */
-__global__ void __launch_bounds__(ROW_THREADS) causal_softmax_kernel(int S, float *Z) {
+/* One block per row r of Z [rows][S] (query i = r % S): keep columns 0..i, softmax, zeros after.
+ * With P16 (a 16-bit mode) the same row is also written rounded to T there: the PV GEMM's
+ * operand, without a separate cast pass over P. */
+template <typename T>
+__global__ void __launch_bounds__(ROW_THREADS) causal_softmax_kernel(int S, float *Z, T *P16) {
     __shared__ float redf[ROW_THREADS];
     __shared__ double redd[ROW_THREADS];
     const size_t r = blockIdx.x;
@@ -62,11 +67,19 @@ __global__ void __launch_bounds__(ROW_THREADS) causal_softmax_kernel(int S, floa
     }
     sum = snn_block_sum_d(sum, redd);
     const float inv = (float)(1.0 / sum);
-    for (int j = threadIdx.x; j < S; j += blockDim.x) z[j] = j <= i ? __fmul_rn(z[j], inv) : 0.0f;
+    T *q = P16 ? P16 + r * (size_t)S : NULL;
+    for (int j = threadIdx.x; j < S; j += blockDim.x) {
+        const float p = j <= i ? __fmul_rn(z[j], inv) : 0.0f;
+        z[j] = p;
+        if (q) q[j] = Io<T>::st(p);
+    }
 }
 
-/* dZ = P (dP - c), c = sum_{j <= i} dP_ij P_ij (double), in place over dP; zeros after i. */
-__global__ void __launch_bounds__(ROW_THREADS) softmax_grad_kernel(int S, const float *P, float *D) {
+/* dZ = P (dP - c), c = sum_{j <= i} dP_ij P_ij (double), over dP; zeros after i. Written in
+ * place (FP32), or, with D16 (a 16-bit mode), only rounded to T there: the dQ / dK GEMMs'
+ * operand. */
+template <typename T>
+__global__ void __launch_bounds__(ROW_THREADS) softmax_grad_kernel(int S, const float *P, float *D, T *D16) {
     __shared__ double redd[ROW_THREADS];
     const size_t r = blockIdx.x;
     const int i = (int)(r % (size_t)S);
@@ -75,7 +88,32 @@ __global__ void __launch_bounds__(ROW_THREADS) softmax_grad_kernel(int S, const 
     double acc = 0.0;
     for (int j = threadIdx.x; j <= i; j += blockDim.x) acc += (double)d[j] * (double)p[j];
     const float c = (float)snn_block_sum_d(acc, redd);
-    for (int j = threadIdx.x; j < S; j += blockDim.x) d[j] = j <= i ? __fmul_rn(p[j], __fsub_rn(d[j], c)) : 0.0f;
+    T *q = D16 ? D16 + r * (size_t)S : NULL;
+    for (int j = threadIdx.x; j < S; j += blockDim.x) {
+        const float v = j <= i ? __fmul_rn(p[j], __fsub_rn(d[j], c)) : 0.0f;
+        if (q) q[j] = Io<T>::st(v);
+        else d[j] = v;
+    }
+}
+
+/* The two row kernels for t: FP32 in place, or with the 16-bit copy into dst16. */
+snn_status softmax_rows(const snn_backend *be, snn_dtype t, size_t rows, int S, float *Z, void *dst16) {
+    const unsigned g = (unsigned)rows;
+    if (t == SNN_BF16) causal_softmax_kernel<__nv_bfloat16><<<g, ROW_THREADS, 0, st_of(be)>>>(S, Z, (__nv_bfloat16 *)dst16);
+    else if (t == SNN_F16) causal_softmax_kernel<__half><<<g, ROW_THREADS, 0, st_of(be)>>>(S, Z, (__half *)dst16);
+    else causal_softmax_kernel<float><<<g, ROW_THREADS, 0, st_of(be)>>>(S, Z, NULL);
+    SNN_CU_LAUNCHED("attention_forward (softmax)");
+    return SNN_OK;
+}
+
+snn_status softmax_grad_rows(const snn_backend *be, snn_dtype t, size_t rows, int S, const float *P, float *D,
+                             void *dst16) {
+    const unsigned g = (unsigned)rows;
+    if (t == SNN_BF16) softmax_grad_kernel<__nv_bfloat16><<<g, ROW_THREADS, 0, st_of(be)>>>(S, P, D, (__nv_bfloat16 *)dst16);
+    else if (t == SNN_F16) softmax_grad_kernel<__half><<<g, ROW_THREADS, 0, st_of(be)>>>(S, P, D, (__half *)dst16);
+    else softmax_grad_kernel<float><<<g, ROW_THREADS, 0, st_of(be)>>>(S, P, D, NULL);
+    SNN_CU_LAUNCHED("attention_backward (softmax)");
+    return SNN_OK;
 }
 
 snn_cuda_gemm_desc desc(snn_dtype ab, int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc) {
@@ -159,9 +197,9 @@ snn_status snn_cuda_attn_gemm_forward(const snn_backend *be, snn_dtype t, int R,
     }
     const size_t rows = (size_t)R * H * S;
     if (rows > 0x7fffffffu) return snn_error(SNN_E_UNSUPPORTED, "attention_forward: %zu query rows", rows);
-    causal_softmax_kernel<<<(unsigned)rows, ROW_THREADS, 0, st_of(be)>>>(S, P);
-    SNN_CU_LAUNCHED("attention_forward (softmax)");
-    SNN_TRY(operand(be, t, P, nP, &ws, &Pm));
+    /* P's 16-bit copy is written by the softmax itself */
+    Pm = t == SNN_F32 ? opnd{(const char *)P, sizeof(float)} : opnd{ws, 2};
+    SNN_TRY(softmax_rows(be, t, rows, S, P, t == SNN_F32 ? NULL : ws));
     for (int b = 0; b < R; b++) {
         const size_t xb = (size_t)b * S * W;
         SNN_TRY(per_head(c, &pv, H, G, SS, hd, hd, 1.0f, opnd{(const char *)Pm.at((size_t)b * H * SS), Pm.es},
@@ -199,10 +237,9 @@ snn_status snn_cuda_attn_gemm_backward(const snn_backend *be, snn_dtype t, int R
     }
     const size_t rows = (size_t)R * H * S;
     if (rows > 0x7fffffffu) return snn_error(SNN_E_UNSUPPORTED, "attention_backward: %zu query rows", rows);
-    softmax_grad_kernel<<<(unsigned)rows, ROW_THREADS, 0, st_of(be)>>>(S, P, dZ);
-    SNN_CU_LAUNCHED("attention_backward (softmax)");
-    ws = ws_p;
-    SNN_TRY(operand(be, t, dZ, nP, &ws, &DZ));
+    /* dZ's 16-bit copy (over P's, whose GEMMs are done) is written by the softmax gradient */
+    DZ = t == SNN_F32 ? opnd{(const char *)dZ, sizeof(float)} : opnd{ws_p, 2};
+    SNN_TRY(softmax_grad_rows(be, t, rows, S, P, dZ, t == SNN_F32 ? NULL : ws_p));
     for (int b = 0; b < R; b++) {
         const size_t xb = (size_t)b * S * W;
         float *DX = dx + xb;

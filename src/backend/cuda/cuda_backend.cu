@@ -129,6 +129,15 @@ template <typename T> __global__ void round_kernel(float *dst, const float *src,
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         dst[i] = rnd16<T>(src[i]);
 }
+/* Four values a thread (16-byte loads and stores): the rounding passes of the 16-bit modes
+ * are pure bandwidth. */
+template <typename T> __global__ void round4_kernel(float4 *dst, const float4 *src, size_t n4) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4; i += (size_t)gridDim.x * blockDim.x) {
+        float4 f = src[i];
+        f.x = rnd16<T>(f.x), f.y = rnd16<T>(f.y), f.z = rnd16<T>(f.z), f.w = rnd16<T>(f.w);
+        dst[i] = f;
+    }
+}
 
 __global__ void scale_kernel(float *dst, const float *src, float s, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
@@ -301,6 +310,32 @@ snn_status launch_round2d(const snn_backend *be, snn_dtype t, float *C, int ldc,
     return SNN_OK;
 }
 
+/* C = beta C + P (C not read when beta is 0), then c_round: the copy-out of a product computed
+ * in aligned rows of the workspace (t_gemm). R: 0 none, 1 BF16, 2 F16. */
+template <int R>
+__global__ void gemm_out_kernel(float *C, int ldc, const float *P, int ldp, int M, int N, float beta) {
+    for (int i = blockIdx.y; i < M; i += gridDim.y) {
+        float *c = C + (size_t)i * (size_t)ldc;
+        const float *p = P + (size_t)i * (size_t)ldp;
+        for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < N; j += gridDim.x * blockDim.x) {
+            float v = beta == 0.0f ? p[j] : beta == 1.0f ? __fadd_rn(c[j], p[j]) : __fadd_rn(__fmul_rn(beta, c[j]), p[j]);
+            if (R == 1) v = rnd16<__nv_bfloat16>(v);
+            if (R == 2) v = rnd16<__half>(v);
+            c[j] = v;
+        }
+    }
+}
+
+snn_status launch_gemm_out(const snn_backend *be, snn_dtype r, float *C, int ldc, const float *P, int ldp, int M,
+                           int N, float beta) {
+    const dim3 grid((unsigned)((N + 255) / 256 < 8 ? (N + 255) / 256 : 8), (unsigned)(M < 65535 ? M : 65535));
+    if (r == SNN_BF16) gemm_out_kernel<1><<<grid, 256, 0, stream(be)>>>(C, ldc, P, ldp, M, N, beta);
+    else if (r == SNN_F16) gemm_out_kernel<2><<<grid, 256, 0, stream(be)>>>(C, ldc, P, ldp, M, N, beta);
+    else gemm_out_kernel<0><<<grid, 256, 0, stream(be)>>>(C, ldc, P, ldp, M, N, beta);
+    SNN_CU_LAUNCHED("gemm copy-out");
+    return SNN_OK;
+}
+
 /* Elements of a row-major operand of `rows` rows of `cols` inside leading dimension ld. */
 inline size_t span(int rows, int cols, int ld) { return (size_t)(rows - 1) * (size_t)ld + (size_t)cols; }
 
@@ -363,30 +398,51 @@ snn_status t_gemm(const snn_backend *be, const snn_gemm *g) {
     if (g->K > 0) {
         /* FP8 values are all exact in FP16, so an FP8 ab_type runs as an FP16 GEMM */
         const void *A = g->A, *B = g->B;
+        int lda = g->lda, ldb = g->ldb;
+        float *C = g->C;
+        int ldc = g->ldc;
+        float cbeta = beta;
         if (t != SNN_F32) {
             /* the conversion rounds to t (RNE): exact for operands the caller rounded, the
-             * rounding itself otherwise (gemm_rounds); padding between rows is converted too
-             * and never read */
-            const size_t na = g->a_store == SNN_F32 ? span(ra, ca, g->lda) : 0;
-            const size_t nb = g->b_store == SNN_F32 ? span(rb, cb, g->ldb) : 0;
-            const size_t off_b = up256(na * 2);
+             * rounding itself otherwise (gemm_rounds). A leading dimension that is not a
+             * multiple of 8 (16 bytes in 16 bits) is padded in the copy; otherwise the padding
+             * between rows is converted too and never read. */
+            const int pad_a = g->a_store == SNN_F32 && g->lda % 8, pad_b = g->b_store == SNN_F32 && g->ldb % 8;
+            if (pad_a) lda = (ca + 7) / 8 * 8;
+            if (pad_b) ldb = (cb + 7) / 8 * 8;
+            const size_t na = g->a_store == SNN_F32 ? span(ra, ca, lda) : 0;
+            const size_t nb = g->b_store == SNN_F32 ? span(rb, cb, ldb) : 0;
+            /* an FP32 C whose rows are not 16-byte aligned: the product goes to aligned rows in
+             * the workspace and one pass writes beta C + P (and c_round) into C */
+            const int pad_c = (g->ldc % 4) || ((uintptr_t)g->C % 16);
+            const int ldp = (g->N + 3) / 4 * 4;
+            const size_t off_b = up256(na * 2), off_p = off_b + up256(nb * 2);
+            const size_t np = pad_c ? (size_t)g->M * (size_t)ldp : 0;
             void *ws;
-            SNN_TRY(ws_get(be, off_b + nb * 2 + 256, &ws));
+            SNN_TRY(ws_get(be, off_p + np * 4 + 256, &ws));
             void *a16 = ws, *b16 = (char *)ws + off_b;
             if (na) {
-                SNN_TRY(snn_cuda_convert(c, t, a16, SNN_F32, g->A, na, NULL, 0));
+                if (pad_a) SNN_TRY(snn_cuda_convert_2d(c, t, a16, (size_t)lda, g->A, (size_t)g->lda, ra, ca));
+                else SNN_TRY(snn_cuda_convert(c, t, a16, SNN_F32, g->A, na, NULL, 0));
                 A = a16;
             }
             if (nb) {
-                SNN_TRY(snn_cuda_convert(c, t, b16, SNN_F32, g->B, nb, NULL, 0));
+                if (pad_b) SNN_TRY(snn_cuda_convert_2d(c, t, b16, (size_t)ldb, g->B, (size_t)g->ldb, rb, cb));
+                else SNN_TRY(snn_cuda_convert(c, t, b16, SNN_F32, g->B, nb, NULL, 0));
                 B = b16;
+            }
+            if (pad_c) {
+                C = (float *)((char *)ws + off_p);
+                ldc = ldp;
+                cbeta = 0.0f;
             }
         }
         snn_cuda_gemm_desc d = snn_cuda_gd(g->trans_a ? 1 : 0, g->trans_b ? 1 : 0, g->M, g->N, g->K, t, t, SNN_F32,
-                                           g->lda, g->ldb, g->ldc, 0);
+                                           lda, ldb, ldc, 0);
         d.allow_tf32 = 0; /* FP32 products */
-        SNN_TRY(snn_cuda_gemm_bias(c, &d, g->alpha, A, B, beta, g->C, NULL, NULL, NULL, NULL,
+        SNN_TRY(snn_cuda_gemm_bias(c, &d, g->alpha, A, B, cbeta, C, NULL, NULL, NULL, NULL,
                                    bias_epilogue ? g->bias : NULL));
+        if (C != g->C) return launch_gemm_out(be, g->c_round, g->C, g->ldc, C, ldc, g->M, g->N, beta);
     }
     if (g->c_round != SNN_F32) SNN_TRY(launch_round2d(be, g->c_round, g->C, g->ldc, g->M, g->N));
     return SNN_OK;
@@ -445,6 +501,15 @@ snn_status t_round(const snn_backend *be, snn_dtype t, float *dst, const float *
     if (n == 0) return SNN_OK;
     if (!dst || !src) return snn_error(SNN_E_INVALID, "round: NULL pointer with n = %zu", n);
     if (t == SNN_F32) return t_copy(be, dst, src, n * sizeof(float));
+    if (n >= 4 && (uintptr_t)dst % 16 == 0 && (uintptr_t)src % 16 == 0) {
+        const size_t n4 = n / 4;
+        const unsigned g4 = grid_for(be, n4, 256);
+        if (t == SNN_F16) round4_kernel<__half><<<g4, 256, 0, stream(be)>>>((float4 *)dst, (const float4 *)src, n4);
+        else round4_kernel<__nv_bfloat16><<<g4, 256, 0, stream(be)>>>((float4 *)dst, (const float4 *)src, n4);
+        SNN_CU_LAUNCHED("round");
+        dst += n4 * 4, src += n4 * 4, n -= n4 * 4;
+        if (n == 0) return SNN_OK;
+    }
     const unsigned grid = grid_for(be, n, 256);
     if (t == SNN_F16) round_kernel<__half><<<grid, 256, 0, stream(be)>>>(dst, src, n);
     else round_kernel<__nv_bfloat16><<<grid, 256, 0, stream(be)>>>(dst, src, n);
