@@ -601,6 +601,25 @@ __global__ void __launch_bounds__(CE_THREADS) ce_kernel(const float *logits, con
     const int lab = labels[i];
     float *d = dlogits ? dlogits + i * (size_t)V : NULL;
     float mx = -INFINITY;
+    if (T == 1) {
+        /* one time step: z is the logit times inv, cheap to read again, so the row is read
+         * three times and dlogits written once (the staged version below makes six passes
+         * over the 200 kB row of a 50257-token vocabulary) */
+        for (int v = threadIdx.x; v < V; v += blockDim.x) mx = fmaxf(mx, __fmul_rn(l[v], inv));
+        mx = block_max_f(mx, redf);
+        const float zl = __fmul_rn(l[lab], inv);
+        double se = 0.0;
+        for (int v = threadIdx.x; v < V; v += blockDim.x) se += (double)expf(__fsub_rn(__fmul_rn(l[v], inv), mx));
+        se = snn_block_sum_d(se, redd);
+        if (threadIdx.x == 0) token_loss[i] = (double)mk * ((double)mx + log(se) - (double)zl);
+        if (!d) return;
+        const float c = __fmul_rn(__fmul_rn(grad_scale, mk), gt), is = (float)(1.0 / se);
+        for (int v = threadIdx.x; v < V; v += blockDim.x) {
+            const float e = expf(__fsub_rn(__fmul_rn(l[v], inv), mx));
+            d[v] = __fmul_rn(c, __fsub_rn(__fmul_rn(e, is), v == lab ? 1.0f : 0.0f));
+        }
+        return;
+    }
     for (int v = threadIdx.x; v < V; v += blockDim.x) {
         const float z = zred(l + v, T, stride, inv);
         if (d) d[v] = z;
