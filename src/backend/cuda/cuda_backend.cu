@@ -388,61 +388,67 @@ snn_status t_gemm(const snn_backend *be, const snn_gemm *g) {
     /* bias: in cuBLASLt's epilogue (C = alpha A B + beta C + bias: the same sum in another
      * order, within the GEMM bound) when it can; otherwise C = beta C + bias first, then
      * C += alpha A B (backend.h's order) */
-    const int bias_epilogue = g->bias && g->K > 0 && snn_aligned(g->bias, 16);
-    if ((g->bias && !bias_epilogue) || g->K == 0) {
-        const size_t total = (size_t)g->M * (size_t)g->N;
-        gemm_pre_kernel<<<grid_for(be, total, 256), 256, 0, stream(be)>>>(g->C, g->ldc, g->M, g->N, beta, g->bias);
+    /* 16-bit operands converted here whose extents or rows are not aligned (a vocabulary of
+     * 50257, odd test shapes): the copies are padded to multiples of 8 in M (a transposed A),
+     * N and K with zeros, the product goes to aligned rows of the workspace, and one pass
+     * writes beta C + P (and c_round) into C. cuBLASLt runs such a GEMM on its align1 kernels
+     * otherwise (about a tenth of the tensor-core rate on the GPT-2 head). */
+    const int M = g->M, N = g->N, K = g->K;
+    const int Mp = g->trans_a ? (M + 7) / 8 * 8 : M, Np = (N + 7) / 8 * 8, Kp = (K + 7) / 8 * 8;
+    const int pad = t != SNN_F32 && K > 0 && g->a_store == SNN_F32 && g->b_store == SNN_F32 &&
+                    (Mp != M || Np != N || Kp != K || g->lda % 8 || g->ldb % 8 || g->ldc % 4 ||
+                     (uintptr_t)g->C % 16);
+    /* the padded product has Np columns: its bias is added before, not in the epilogue */
+    const int bias_epilogue = g->bias && K > 0 && !pad && snn_aligned(g->bias, 16);
+    if ((g->bias && !bias_epilogue) || K == 0) {
+        const size_t total = (size_t)M * (size_t)N;
+        gemm_pre_kernel<<<grid_for(be, total, 256), 256, 0, stream(be)>>>(g->C, g->ldc, M, N, beta, g->bias);
         SNN_CU_LAUNCHED("gemm bias epilogue");
         beta = 1.0f;
     }
-    if (g->K > 0) {
+    if (K > 0 && pad) {
+        const int rap = g->trans_a ? Kp : Mp, cap = g->trans_a ? Mp : Kp; /* A's copy: rap x cap */
+        const int rbp = g->trans_b ? Np : Kp, cbp = g->trans_b ? Kp : Np;
+        const size_t off_b = up256((size_t)rap * cap * 2), off_p = off_b + up256((size_t)rbp * cbp * 2);
+        void *ws;
+        SNN_TRY(ws_get(be, off_p + (size_t)Mp * Np * 4 + 256, &ws));
+        void *a16 = ws, *b16 = (char *)ws + off_b;
+        float *P = (float *)((char *)ws + off_p);
+        SNN_TRY(snn_cuda_convert_2d(c, t, a16, (size_t)cap, rap, cap, g->A, (size_t)g->lda, ra, ca));
+        SNN_TRY(snn_cuda_convert_2d(c, t, b16, (size_t)cbp, rbp, cbp, g->B, (size_t)g->ldb, rb, cb));
+        snn_cuda_gemm_desc d = snn_cuda_gd(g->trans_a ? 1 : 0, g->trans_b ? 1 : 0, Mp, Np, Kp, t, t, SNN_F32, cap,
+                                           cbp, Np, 0);
+        d.allow_tf32 = 0;
+        SNN_TRY(snn_cuda_gemm_bias(c, &d, g->alpha, a16, b16, 0.0f, P, NULL, NULL, NULL, NULL, NULL));
+        return launch_gemm_out(be, g->c_round, g->C, g->ldc, P, Np, M, N, beta);
+    }
+    if (K > 0) {
         /* FP8 values are all exact in FP16, so an FP8 ab_type runs as an FP16 GEMM */
         const void *A = g->A, *B = g->B;
-        int lda = g->lda, ldb = g->ldb;
-        float *C = g->C;
-        int ldc = g->ldc;
-        float cbeta = beta;
         if (t != SNN_F32) {
             /* the conversion rounds to t (RNE): exact for operands the caller rounded, the
-             * rounding itself otherwise (gemm_rounds). A leading dimension that is not a
-             * multiple of 8 (16 bytes in 16 bits) is padded in the copy; otherwise the padding
-             * between rows is converted too and never read. */
-            const int pad_a = g->a_store == SNN_F32 && g->lda % 8, pad_b = g->b_store == SNN_F32 && g->ldb % 8;
-            if (pad_a) lda = (ca + 7) / 8 * 8;
-            if (pad_b) ldb = (cb + 7) / 8 * 8;
-            const size_t na = g->a_store == SNN_F32 ? span(ra, ca, lda) : 0;
-            const size_t nb = g->b_store == SNN_F32 ? span(rb, cb, ldb) : 0;
-            /* an FP32 C whose rows are not 16-byte aligned: the product goes to aligned rows in
-             * the workspace and one pass writes beta C + P (and c_round) into C */
-            const int pad_c = (g->ldc % 4) || ((uintptr_t)g->C % 16);
-            const int ldp = (g->N + 3) / 4 * 4;
-            const size_t off_b = up256(na * 2), off_p = off_b + up256(nb * 2);
-            const size_t np = pad_c ? (size_t)g->M * (size_t)ldp : 0;
+             * rounding itself otherwise (gemm_rounds); padding between rows is converted too
+             * and never read */
+            const size_t na = g->a_store == SNN_F32 ? span(ra, ca, g->lda) : 0;
+            const size_t nb = g->b_store == SNN_F32 ? span(rb, cb, g->ldb) : 0;
+            const size_t off_b = up256(na * 2);
             void *ws;
-            SNN_TRY(ws_get(be, off_p + np * 4 + 256, &ws));
+            SNN_TRY(ws_get(be, off_b + nb * 2 + 256, &ws));
             void *a16 = ws, *b16 = (char *)ws + off_b;
             if (na) {
-                if (pad_a) SNN_TRY(snn_cuda_convert_2d(c, t, a16, (size_t)lda, g->A, (size_t)g->lda, ra, ca));
-                else SNN_TRY(snn_cuda_convert(c, t, a16, SNN_F32, g->A, na, NULL, 0));
+                SNN_TRY(snn_cuda_convert(c, t, a16, SNN_F32, g->A, na, NULL, 0));
                 A = a16;
             }
             if (nb) {
-                if (pad_b) SNN_TRY(snn_cuda_convert_2d(c, t, b16, (size_t)ldb, g->B, (size_t)g->ldb, rb, cb));
-                else SNN_TRY(snn_cuda_convert(c, t, b16, SNN_F32, g->B, nb, NULL, 0));
+                SNN_TRY(snn_cuda_convert(c, t, b16, SNN_F32, g->B, nb, NULL, 0));
                 B = b16;
             }
-            if (pad_c) {
-                C = (float *)((char *)ws + off_p);
-                ldc = ldp;
-                cbeta = 0.0f;
-            }
         }
-        snn_cuda_gemm_desc d = snn_cuda_gd(g->trans_a ? 1 : 0, g->trans_b ? 1 : 0, g->M, g->N, g->K, t, t, SNN_F32,
-                                           lda, ldb, ldc, 0);
+        snn_cuda_gemm_desc d = snn_cuda_gd(g->trans_a ? 1 : 0, g->trans_b ? 1 : 0, M, N, K, t, t, SNN_F32, g->lda,
+                                           g->ldb, g->ldc, 0);
         d.allow_tf32 = 0; /* FP32 products */
-        SNN_TRY(snn_cuda_gemm_bias(c, &d, g->alpha, A, B, cbeta, C, NULL, NULL, NULL, NULL,
+        SNN_TRY(snn_cuda_gemm_bias(c, &d, g->alpha, A, B, beta, g->C, NULL, NULL, NULL, NULL,
                                    bias_epilogue ? g->bias : NULL));
-        if (C != g->C) return launch_gemm_out(be, g->c_round, g->C, g->ldc, C, ldc, g->M, g->N, beta);
     }
     if (g->c_round != SNN_F32) SNN_TRY(launch_round2d(be, g->c_round, g->C, g->ldc, g->M, g->N));
     return SNN_OK;

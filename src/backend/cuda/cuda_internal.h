@@ -25,10 +25,11 @@ snn_status snn_cuda_fail(cudaError_t e, const char *what);
         cudaError_t snn_cu_e_ = (call);                                                          \
         if (snn_cu_e_ != cudaSuccess) return snn_cuda_fail(snn_cu_e_, #call);                    \
     } while (0)
-/* rows x cols of FP32 (leading dimension lds) into F16 / BF16 with leading dimension ldd
- * (cuda_ops.cu): a GEMM operand copied into aligned, padded rows. */
-extern "C" snn_status snn_cuda_convert_2d(snn_cuda *c, snn_dtype dst_type, void *dst, size_t ldd, const float *src,
-                                          size_t lds, int rows, int cols);
+/* rows x cols of FP32 (leading dimension lds) into F16 / BF16 of prows x pcols with leading
+ * dimension ldd, zeros outside rows x cols (cuda_ops.cu): a GEMM operand padded to aligned
+ * extents. */
+extern "C" snn_status snn_cuda_convert_2d(snn_cuda *c, snn_dtype dst_type, void *dst, size_t ldd, int prows,
+                                          int pcols, const float *src, size_t lds, int rows, int cols);
 /* After a kernel launch: launch-configuration errors show up here. */
 #define SNN_CU_LAUNCHED(name) SNN_CU_TRY(cudaGetLastError())
 

@@ -83,33 +83,38 @@ static bool cvt16_vec(snn_cuda *c, snn_dtype dt, void *dst, const float *src, si
     return true;
 }
 
-/* rows x cols of FP32 (leading dimension lds) into a 16-bit copy with leading dimension ldd:
- * a GEMM operand whose rows are not 16-byte aligned (the LM head's vocabulary of 50257) gets
- * padded rows, so cuBLASLt can pick its aligned kernels (the align1 ones ran the GPT-2 head at
- * about a tenth of the tensor-core rate). Padding elements are left as they are. */
+/* rows x cols of FP32 (leading dimension lds) into a 16-bit copy of prows x pcols (leading
+ * dimension ldd), the elements outside rows x cols written as zeros: a GEMM operand padded to
+ * extents cuBLASLt's aligned kernels take (the LM head's vocabulary of 50257 ran on align1
+ * kernels at about a tenth of the tensor-core rate); zeros in the padded K contribute nothing. */
 template <typename T>
-__global__ void cvt16_2d_kernel(T *__restrict__ dst, size_t ldd, const float *__restrict__ src, size_t lds, int rows,
-                                int cols) {
-    for (int r = blockIdx.y; r < rows; r += gridDim.y) {
+__global__ void cvt16_2d_kernel(T *__restrict__ dst, size_t ldd, int prows, int pcols, const float *__restrict__ src,
+                                size_t lds, int rows, int cols) {
+    for (int r = blockIdx.y; r < prows; r += gridDim.y) {
         const float *s = src + (size_t)r * lds;
         T *d = dst + (size_t)r * ldd;
-        for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < cols; j += gridDim.x * blockDim.x) d[j] = Io<T>::st(s[j]);
+        for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < pcols; j += gridDim.x * blockDim.x)
+            d[j] = Io<T>::st(r < rows && j < cols ? s[j] : 0.0f);
     }
 }
 
-extern "C" snn_status snn_cuda_convert_2d(snn_cuda *c, snn_dtype dst_type, void *dst, size_t ldd, const float *src,
-                                          size_t lds, int rows, int cols) {
+extern "C" snn_status snn_cuda_convert_2d(snn_cuda *c, snn_dtype dst_type, void *dst, size_t ldd, int prows,
+                                          int pcols, const float *src, size_t lds, int rows, int cols) {
     if (dst_type != SNN_BF16 && dst_type != SNN_F16)
         return snn_error(SNN_E_UNSUPPORTED, "convert_2d: type %s (f16, bf16)", snn_cuda_dtype_name(dst_type));
-    if (rows < 0 || cols < 0 || (rows > 0 && (ldd < (size_t)cols || lds < (size_t)cols)))
-        return snn_error(SNN_E_INVALID, "convert_2d: %d x %d in leading dimensions %zu, %zu", rows, cols, ldd, lds);
-    if (rows == 0 || cols == 0) return SNN_OK;
-    const dim3 grid((unsigned)((cols + 255) / 256 < 8 ? (cols + 255) / 256 : 8), (unsigned)(rows < 65535 ? rows : 65535));
+    if (rows < 0 || cols < 0 || prows < rows || pcols < cols || (prows > 0 && ldd < (size_t)pcols) ||
+        (rows > 0 && lds < (size_t)cols))
+        return snn_error(SNN_E_INVALID, "convert_2d: %d x %d (padded %d x %d) in leading dimensions %zu, %zu", rows,
+                         cols, prows, pcols, ldd, lds);
+    if (prows == 0 || pcols == 0) return SNN_OK;
+    const dim3 grid((unsigned)((pcols + 255) / 256 < 8 ? (pcols + 255) / 256 : 8),
+                    (unsigned)(prows < 65535 ? prows : 65535));
     if (dst_type == SNN_BF16)
-        cvt16_2d_kernel<__nv_bfloat16><<<grid, 256, 0, snn_cuda_stream_of(c)>>>((__nv_bfloat16 *)dst, ldd, src, lds,
-                                                                                rows, cols);
+        cvt16_2d_kernel<__nv_bfloat16><<<grid, 256, 0, snn_cuda_stream_of(c)>>>((__nv_bfloat16 *)dst, ldd, prows,
+                                                                                pcols, src, lds, rows, cols);
     else
-        cvt16_2d_kernel<__half><<<grid, 256, 0, snn_cuda_stream_of(c)>>>((__half *)dst, ldd, src, lds, rows, cols);
+        cvt16_2d_kernel<__half><<<grid, 256, 0, snn_cuda_stream_of(c)>>>((__half *)dst, ldd, prows, pcols, src, lds,
+                                                                         rows, cols);
     SNN_CU_LAUNCHED("convert_2d");
     return SNN_OK;
 }
