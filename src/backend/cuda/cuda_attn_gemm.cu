@@ -33,18 +33,6 @@ namespace {
 
 inline cudaStream_t st_of(const snn_backend *be) { return snn_cuda_stream_of(snn_cuda_table_ctx(be)); }
 
-__device__ float row_max(float v, float *red) {
-    const int t = threadIdx.x;
-    red[t] = v;
-    __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (t < s) red[t] = fmaxf(red[t], red[t + s]);
-        __syncthreads();
-    }
-    float r = red[0];
-    __syncthreads();
-    return r;
-}
 
 /* One block per row r of Z [rows][S] (query i = r % S): keep columns 0..i, softmax, zeros after.
  * With P16 (a 16-bit mode) the same row is also written rounded to T there: the PV GEMM's
@@ -58,7 +46,7 @@ __global__ void __launch_bounds__(ROW_THREADS) causal_softmax_kernel(int S, floa
     float *z = Z + r * (size_t)S;
     float mx = -INFINITY;
     for (int j = threadIdx.x; j <= i; j += blockDim.x) mx = fmaxf(mx, z[j]);
-    mx = row_max(mx, redf);
+    mx = snn_block_max_f(mx, redf);
     double sum = 0.0;
     for (int j = threadIdx.x; j <= i; j += blockDim.x) {
         const float p = expf(__fsub_rn(z[j], mx));

@@ -142,6 +142,20 @@ __device__ __forceinline__ float snn_warp_max(float v) {
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
 }
+/* Max of one float per thread over the block (blockDim.x a power of two), a fixed tree; red:
+ * blockDim.x floats of shared memory, reusable after. */
+__device__ __forceinline__ float snn_block_max_f(float v, float *red) {
+    const int t = threadIdx.x;
+    red[t] = v;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (t < s) red[t] = fmaxf(red[t], red[t + s]);
+        __syncthreads();
+    }
+    float r = red[0];
+    __syncthreads();
+    return r;
+}
 /* Sum of one double per thread over the block (blockDim.x a power of two), as a tree of
  * rounded adds (deterministic); red: blockDim.x doubles of shared memory, reusable after. */
 __device__ __forceinline__ double snn_block_sum_d(double v, double *red) {

@@ -27,20 +27,6 @@ inline cudaStream_t st_of(const snn_backend *be) { return snn_cuda_stream_of(snn
 #define GRID_STRIDE(i, n) \
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
 
-/* Block reductions over blockDim.x (a power of two) values: fixed trees, deterministic. */
-__device__ float block_max_f(float v, float *red) {
-    const int t = threadIdx.x;
-    red[t] = v;
-    __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (t < s) red[t] = fmaxf(red[t], red[t + s]);
-        __syncthreads();
-    }
-    float r = red[0];
-    __syncthreads();
-    return r;
-}
-
 /* An invalid id or label (index) found by any thread: the smallest index wins. */
 __device__ __forceinline__ void note_bad(unsigned long long *first, size_t i) {
     atomicMin(first, (unsigned long long)i);
@@ -247,7 +233,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_fwd_kernel(int S, int H, int
         z[j] = d;
         mx = fmaxf(mx, d);
     }
-    mx = block_max_f(mx, redf);
+    mx = snn_block_max_f(mx, redf);
     double sum = 0.0;
     for (int j = threadIdx.x; j <= i; j += blockDim.x) {
         const float p = expf(__fsub_rn(z[j], mx));
@@ -427,7 +413,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_cached_kernel(int S, int H, 
         z[j] = d;
         mx = fmaxf(mx, d);
     }
-    mx = block_max_f(mx, redf);
+    mx = snn_block_max_f(mx, redf);
     double sum = 0.0;
     for (int j = threadIdx.x; j < n; j += blockDim.x) {
         const float p = expf(__fsub_rn(z[j], mx));
@@ -606,7 +592,7 @@ __global__ void __launch_bounds__(CE_THREADS) ce_kernel(const float *logits, con
          * three times and dlogits written once (the staged version below makes six passes
          * over the 200 kB row of a 50257-token vocabulary) */
         for (int v = threadIdx.x; v < V; v += blockDim.x) mx = fmaxf(mx, __fmul_rn(l[v], inv));
-        mx = block_max_f(mx, redf);
+        mx = snn_block_max_f(mx, redf);
         const float zl = __fmul_rn(l[lab], inv);
         double se = 0.0;
         for (int v = threadIdx.x; v < V; v += blockDim.x) se += (double)expf(__fsub_rn(__fmul_rn(l[v], inv), mx));
@@ -625,7 +611,7 @@ __global__ void __launch_bounds__(CE_THREADS) ce_kernel(const float *logits, con
         if (d) d[v] = z;
         mx = fmaxf(mx, z);
     }
-    mx = block_max_f(mx, redf);
+    mx = snn_block_max_f(mx, redf);
     const float zl = zred(l + lab, T, stride, inv);
     double se = 0.0;
     for (int v = threadIdx.x; v < V; v += blockDim.x) {
