@@ -33,7 +33,6 @@ namespace {
 
 inline cudaStream_t st_of(const snn_backend *be) { return snn_cuda_stream_of(snn_cuda_table_ctx(be)); }
 
-
 /* One block per row r of Z [rows][S] (query i = r % S): keep columns 0..i, softmax, zeros after.
  * With P16 (a 16-bit mode) the same row is also written rounded to T there: the PV GEMM's
  * operand, without a separate cast pass over P. */

@@ -385,9 +385,6 @@ snn_status t_gemm(const snn_backend *be, const snn_gemm *g) {
     if (g->c_store != SNN_F32) return gemm_c16(be, g, t);
     snn_cuda *c = tab(be)->c;
     float beta = g->beta;
-    /* bias: in cuBLASLt's epilogue (C = alpha A B + beta C + bias: the same sum in another
-     * order, within the GEMM bound) when it can; otherwise C = beta C + bias first, then
-     * C += alpha A B (backend.h's order) */
     /* 16-bit operands converted here whose extents or rows are not aligned (a vocabulary of
      * 50257, odd test shapes): the copies are padded to multiples of 8 in M (a transposed A),
      * N and K with zeros, the product goes to aligned rows of the workspace, and one pass
@@ -398,7 +395,10 @@ snn_status t_gemm(const snn_backend *be, const snn_gemm *g) {
     const int pad = t != SNN_F32 && K > 0 && g->a_store == SNN_F32 && g->b_store == SNN_F32 &&
                     (Mp != M || Np != N || Kp != K || g->lda % 8 || g->ldb % 8 || g->ldc % 4 ||
                      (uintptr_t)g->C % 16);
-    /* the padded product has Np columns: its bias is added before, not in the epilogue */
+    /* bias: in cuBLASLt's epilogue (C = alpha A B + beta C + bias: the same sum in another
+     * order, within the GEMM bound) when it can; otherwise C = beta C + bias first, then
+     * C += alpha A B (backend.h's order). The padded product has Np columns: its bias is
+     * added first, never in the epilogue. */
     const int bias_epilogue = g->bias && K > 0 && !pad && snn_aligned(g->bias, 16);
     if ((g->bias && !bias_epilogue) || K == 0) {
         const size_t total = (size_t)M * (size_t)N;
