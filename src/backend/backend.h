@@ -407,6 +407,12 @@ struct snn_backend {
                                      float scale, const float *x, const float *P, const float *dy, float *dx,
                                      void *work);
     size_t (*attention_work_bytes)(const snn_backend *be, int R, int H, int S);
+    /* 1: attention_forward saves the probabilities P [R][H][S][S] for these arguments (the CPU
+     * table always; NULL means always); 0: it keeps its own state in the first floats of P
+     * (the CUDA table's flash path for 16-bit products: the row max and 1 / row sum,
+     * [R][H][S][2]; the products then never materialise P, see cuda_attn_flash.cu). Either way
+     * P must hold R H S S floats and only attention_backward reads it. */
+    int (*attention_saves_probs)(const snn_backend *be, snn_dtype t, int R, int S, int H, int hd);
     /* Decoding against a KV cache kc, vc [R][G][cap][hd]: the keys and values of this call's
      * positions off..off+S-1 are copied from x [R][S][(H + 2G) hd] into the cache (bit for
      * bit), then query s of head h attends to cached positions 0..off+s of its group:

@@ -45,6 +45,17 @@ snn_status snn_cuda_attn_gemm_backward(const snn_backend *be, snn_dtype t, int R
                                        float scale, const float *x, const float *P, const float *dy, float *dx,
                                        float *dZ);
 
+/* Flash-style attention for 16-bit products (cuda_attn_flash.cu): snn_cuda_attn_flash_ok says
+ * whether attention_forward / _backward take it for these arguments; the forward then saves
+ * (row max, 1 / row sum) [R][H][S][2] in P instead of the probabilities, and the backward
+ * keeps rowsum(dP P) [R][H][S] in work. */
+int snn_cuda_attn_flash_ok(snn_dtype t, int R, int S, int H, int hd);
+snn_status snn_cuda_attn_flash_forward(const snn_backend *be, snn_dtype t, int R, int S, int H, int G, int hd,
+                                       float scale, const float *x, float *y, float *P);
+snn_status snn_cuda_attn_flash_backward(const snn_backend *be, snn_dtype t, int R, int S, int H, int G, int hd,
+                                        float scale, const float *x, const float *P, const float *dy, float *dx,
+                                        float *work);
+
 /* The families' install functions (each in its own file). */
 void snn_cuda_install_conv(snn_backend *be);  /* cuda_table_conv.cu: im2col, pooling */
 void snn_cuda_install_norm(snn_backend *be);  /* cuda_table_norm.cu: BatchNorm, dropout, token mean, SSA */

@@ -278,6 +278,7 @@ snn_status t_attention_forward(const snn_backend *be, snn_dtype t, int R, int S,
     if (!x || !y || !P) return snn_error(SNN_E_INVALID, "attention_forward: NULL pointer");
     const size_t blocks = (size_t)R * H * S, smem = (size_t)S * sizeof(float);
     if (blocks > 0x7fffffffu) return snn_error(SNN_E_UNSUPPORTED, "attention_forward: %zu query rows", blocks);
+    if (snn_cuda_attn_flash_ok(t, R, S, H, hd)) return snn_cuda_attn_flash_forward(be, t, R, S, H, G, hd, scale, x, y, P);
     if (!attn_naive()) return snn_cuda_attn_gemm_forward(be, t, R, S, H, G, hd, scale, x, y, P);
     SNN_TRY(smem_for(attn_fwd_kernel, smem, "attention_forward"));
     attn_fwd_kernel<<<(unsigned)blocks, ATT_THREADS, smem, st_of(be)>>>(S, H, G, hd, scale, x, y, P);
@@ -346,6 +347,11 @@ __global__ void attn_bwd_kv_kernel(int S, int H, int G, int hd, float scale, con
     }
 }
 
+int t_attention_saves_probs(const snn_backend *be, snn_dtype t, int R, int S, int H, int hd) {
+    (void)be;
+    return !snn_cuda_attn_flash_ok(t, R, S, H, hd);
+}
+
 size_t t_attention_work_bytes(const snn_backend *be, int R, int H, int S) {
     (void)be;
     /* dZ [R][H][S][S] */
@@ -362,6 +368,8 @@ snn_status t_attention_backward(const snn_backend *be, snn_dtype t, int R, int S
     if (!x || !P || !dy || !dx || !work) return snn_error(SNN_E_INVALID, "attention_backward: NULL pointer");
     const size_t qb = (size_t)R * H * S, kb = (size_t)R * G * S, smem = (size_t)S * sizeof(float);
     if (qb > 0x7fffffffu) return snn_error(SNN_E_UNSUPPORTED, "attention_backward: %zu query rows", qb);
+    if (snn_cuda_attn_flash_ok(t, R, S, H, hd))
+        return snn_cuda_attn_flash_backward(be, t, R, S, H, G, hd, scale, x, P, dy, dx, (float *)work);
     if (!attn_naive()) return snn_cuda_attn_gemm_backward(be, t, R, S, H, G, hd, scale, x, P, dy, dx, (float *)work);
     SNN_TRY(smem_for(attn_bwd_q_kernel, smem, "attention_backward"));
     attn_bwd_q_kernel<<<(unsigned)qb, ATT_THREADS, smem, st_of(be)>>>(S, H, G, hd, scale, x, P, dy, dx,
@@ -690,6 +698,7 @@ void snn_cuda_install_lm(snn_backend *be) {
     be->attention_forward = t_attention_forward;
     be->attention_backward = t_attention_backward;
     be->attention_work_bytes = t_attention_work_bytes;
+    be->attention_saves_probs = t_attention_saves_probs;
     be->attention_cached = t_attention_cached;
     be->swiglu_forward = t_swiglu_forward;
     be->swiglu_backward = t_swiglu_backward;
