@@ -37,6 +37,7 @@ namespace {
 
 constexpr int FB = 64;        /* queries per block and keys per tile */
 constexpr int FT = 128;       /* threads: 4 warps of 16 rows */
+constexpr float LOG2E = 1.4426950408889634f;
 
 inline cudaStream_t st_of(const snn_backend *be) { return snn_cuda_stream_of(snn_cuda_table_ctx(be)); }
 
@@ -86,29 +87,40 @@ __device__ __forceinline__ void load_tile(uint16_t *s, const float *src, size_t 
 /* Fragments of m16n8k16 (PTX ISA layouts; g = lane / 4, q = lane % 4):
  *   A 16 x 16 row-major at (r0, k0): {(g, 2q..2q+1), (g+8, 2q..), (g, 2q+8..), (g+8, 2q+8..)}
  *   B 16 x 8: {(k 2q..2q+1, n g), (k 2q+8..2q+9, n g)}
- *   C 16 x 8: c0, c1 at (g, 2q..2q+1), c2, c3 at (g+8, 2q..2q+1). */
+ *   C 16 x 8: c0, c1 at (g, 2q..2q+1), c2, c3 at (g+8, 2q..2q+1).
+ * Loaded with ldmatrix: lane l names row l % 8 of 8 x 8 matrix l / 8 (16-byte rows: the tile's
+ * row stride D + 8 elements is a multiple of 16 bytes, and 8 rows 16 + 128 bytes apart land
+ * on distinct banks); matrix i arrives in register i, without .trans as the A / C layout
+ * (row g, columns 2q, 2q + 1), with .trans transposed (rows 2q, 2q + 1, column g). */
+__device__ __forceinline__ uint32_t smem_addr(const uint16_t *p) {
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+__device__ __forceinline__ void ldsm4(uint32_t r[4], const uint16_t *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldsm4t(uint32_t r[4], const uint16_t *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p)));
+}
+/* A at (r0, k0): matrices (r0, k0), (r0 + 8, k0), (r0, k0 + 8), (r0 + 8, k0 + 8). */
 __device__ __forceinline__ void ld_a(uint32_t a[4], const uint16_t *s, int ld, int r0, int k0) {
-    const int g = (threadIdx.x & 31) >> 2, q = threadIdx.x & 3;
-    const uint16_t *p = s + (r0 + g) * ld + k0 + 2 * q;
-    a[0] = *reinterpret_cast<const uint32_t *>(p);
-    a[1] = *reinterpret_cast<const uint32_t *>(p + 8 * ld);
-    a[2] = *reinterpret_cast<const uint32_t *>(p + 8);
-    a[3] = *reinterpret_cast<const uint32_t *>(p + 8 * ld + 8);
+    const int l = threadIdx.x & 31, m = l >> 3;
+    ldsm4(a, s + (r0 + (l & 7) + (m & 1) * 8) * ld + k0 + (m >> 1) * 8);
 }
-/* B[k][n] = s[n0 + n][k0 + k]: the tile's rows are B's columns (keys for q k^T). */
-__device__ __forceinline__ void ld_b_rows(uint32_t b[2], const uint16_t *s, int ld, int n0, int k0) {
-    const int g = (threadIdx.x & 31) >> 2, q = threadIdx.x & 3;
-    const uint16_t *p = s + (n0 + g) * ld + k0 + 2 * q;
-    b[0] = *reinterpret_cast<const uint32_t *>(p);
-    b[1] = *reinterpret_cast<const uint32_t *>(p + 8);
+/* B[k][n] = s[n0 + n][k0 + k] for the two n-tiles n0, n0 + 8 (the tile's rows are B's
+ * columns: keys for q k^T): b[0..1] the first, b[2..3] the second. */
+__device__ __forceinline__ void ld_b_rows2(uint32_t b[4], const uint16_t *s, int ld, int n0, int k0) {
+    const int l = threadIdx.x & 31, m = l >> 3;
+    ldsm4(b, s + (n0 + (l & 7) + (m >> 1) * 8) * ld + k0 + (m & 1) * 8);
 }
-/* B[k][n] = s[k0 + k][n0 + n]: the tile's rows are B's rows (values for P v). Two 16-bit
- * loads per register; with the padded row the 32 lanes touch 16 distinct banks. */
-__device__ __forceinline__ void ld_b_cols(uint32_t b[2], const uint16_t *s, int ld, int k0, int n0) {
-    const int g = (threadIdx.x & 31) >> 2, q = threadIdx.x & 3;
-    const uint16_t *p = s + (k0 + 2 * q) * ld + n0 + g;
-    b[0] = (uint32_t)p[0] | (uint32_t)p[ld] << 16;
-    b[1] = (uint32_t)p[8 * ld] | (uint32_t)p[9 * ld] << 16;
+/* B[k][n] = s[k0 + k][n0 + n] for the n-tiles n0, n0 + 8 (the tile's rows are B's rows:
+ * values for P v), transposed by ldmatrix. */
+__device__ __forceinline__ void ld_b_cols2(uint32_t b[4], const uint16_t *s, int ld, int k0, int n0) {
+    const int l = threadIdx.x & 31, m = l >> 3;
+    ldsm4t(b, s + (k0 + (l & 7) + (m & 1) * 8) * ld + n0 + (m >> 1) * 8);
 }
 /* Two C tiles (n-tiles 2k, 2k + 1 of a 16-row strip) as the A fragment of the next product:
  * the 16 columns they cover become its 16 k. */
@@ -131,10 +143,11 @@ __device__ __forceinline__ void strip_product(float acc[8][4], const uint16_t *s
         uint32_t a[4];
         ld_a(a, sa, LD, r0, k * 16);
 #pragma unroll
-        for (int n = 0; n < 8; n++) {
-            uint32_t b[2];
-            ld_b_rows(b, sb, LD, n * 8, k * 16);
+        for (int n = 0; n < 8; n += 2) {
+            uint32_t b[4];
+            ld_b_rows2(b, sb, LD, n * 8, k * 16);
             fa<T>::mma(acc[n], a, b);
+            fa<T>::mma(acc[n + 1], a, b + 2);
         }
     }
 }
@@ -148,10 +161,11 @@ __device__ __forceinline__ void strip_times_tile(float out[D / 8][4], const floa
         uint32_t a[4];
         c_to_a<T>(a, c[2 * k], c[2 * k + 1]);
 #pragma unroll
-        for (int n = 0; n < D / 8; n++) {
-            uint32_t b[2];
-            ld_b_cols(b, sb, LD, k * 16, n * 8);
+        for (int n = 0; n < D / 8; n += 2) {
+            uint32_t b[4];
+            ld_b_cols2(b, sb, LD, k * 16, n * 8);
             fa<T>::mma(out[n], a, b);
+            fa<T>::mma(out[n + 1], a, b + 2);
         }
     }
 }
@@ -164,21 +178,43 @@ __device__ __forceinline__ float quad_sum(float v) {
     v += __shfl_xor_sync(0xffffffffu, v, 1);
     return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
-__device__ __forceinline__ double quad_sum_d(double v) {
-    v += __shfl_xor_sync(0xffffffffu, v, 1);
-    return v + __shfl_xor_sync(0xffffffffu, v, 2);
+
+/* 2^x on the special-function unit (relative error about 2^-22; -inf gives 0). */
+__device__ __forceinline__ float ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
 }
 
-/* The C element (n, e) of a strip: row offset (e >= 2 ? 8 : 0) + g, column n 8 + 2 q + (e & 1). */
-__device__ __forceinline__ int c_col(int n, int e) { return n * 8 + 2 * (threadIdx.x & 3) + (e & 1); }
+/* The exponentials run in base 2 with the score scale folded in: exp(scale a - m) =
+ * 2^(a sl2 - m2) with sl2 = scale log2(e) and m2 = m log2(e), one FFMA and one ex2 per score
+ * instead of expf's range reduction. Against the reference's expf that is a relative
+ * difference of a few 2^-22 (m2 rounded, ex2's own error), far below the 16-bit rounding of P
+ * that follows. */
+__device__ __forceinline__ float prob(float acc, float sl2, float m2, float inv) {
+    return __fmul_rn(ex2(fmaf(acc, sl2, -m2)), inv);
+}
 
-/* p = exp(z - m) inv on the reference's operations, z = scale acc; 0 where masked. */
-__device__ __forceinline__ float prob(float acc, float scale, float m, float inv, bool ok) {
-    return ok ? __fmul_rn(expf(__fsub_rn(__fmul_rn(scale, acc), m)), inv) : 0.0f;
+/* On the diagonal tile (the strip's rows and the tile's columns start at the same position
+ * p0): -inf where column c (position p0 + c) lies after the strip's row r (p0 + r) or at or
+ * past S, so the exponentials give 0 there. Only that tile needs it: every other tile lies
+ * wholly before the block's first row and below S. rows_are_keys: the strip's rows are keys
+ * and its columns queries (the dk / dv kernel's transposed scores): masked where c < r. */
+template <bool rows_are_keys>
+__device__ __forceinline__ void mask_diagonal(float s[8][4], int r0, int lim) {
+    const int g = (threadIdx.x & 31) >> 2;
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int c = n * 8 + 2 * (threadIdx.x & 3) + (e & 1), r = r0 + g + (e >> 1) * 8;
+            const bool off = rows_are_keys ? c < r : (c > r || c >= lim);
+            if (off) s[n][e] = -INFINITY;
+        }
 }
 
 template <typename T, int D>
-__global__ void __launch_bounds__(FT) fa_fwd_kernel(int S, int H, int G, float scale, const float *x, float *y,
+__global__ void __launch_bounds__(FT) fa_fwd_kernel(int S, int H, int G, float sl2, const float *x, float *y,
                                                     float *ml) {
     constexpr int LD = D + 8;
     __shared__ __align__(16) uint16_t sq[FB * LD], sk[FB * LD], sv[FB * LD];
@@ -188,38 +224,32 @@ __global__ void __launch_bounds__(FT) fa_fwd_kernel(int S, int H, int G, float s
     const float *xb = x + b * (size_t)S * W;
     const int q0 = qb * FB, r0 = (threadIdx.x >> 5) * 16, gr = (threadIdx.x & 31) >> 2;
     const int i0 = q0 + r0 + gr, i1 = i0 + 8; /* this thread's two query rows */
-    const int last = min(q0 + FB - 1, S - 1) / FB;
     load_tile<T, D>(sq, xb + (size_t)h * D, W, q0, S);
-    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f; /* m in the base-2 domain */
     float s[8][4];
-    for (int kb = 0; kb <= last; kb++) {
+    for (int kb = 0; kb <= qb; kb++) {
         __syncthreads();
         load_tile<T, D>(sk, xb + (size_t)(H + g) * D, W, kb * FB, S);
         __syncthreads();
         strip_product<T, D>(s, sq, r0, sk);
+        if (kb == qb) mask_diagonal<false>(s, r0, S - q0);
         float x0 = -INFINITY, x1 = -INFINITY;
 #pragma unroll
-        for (int n = 0; n < 8; n++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int j = kb * FB + c_col(n, e), i = e < 2 ? i0 : i1;
-                const float z = j <= i && j < S ? __fmul_rn(scale, s[n][e]) : -INFINITY;
-                s[n][e] = z;
-                if (e < 2) x0 = fmaxf(x0, z);
-                else x1 = fmaxf(x1, z);
-            }
-        const float n0 = fmaxf(m0, quad_max(x0)), n1 = fmaxf(m1, quad_max(x1));
+        for (int n = 0; n < 8; n++) {
+            x0 = fmaxf(x0, fmaxf(s[n][0], s[n][1]));
+            x1 = fmaxf(x1, fmaxf(s[n][2], s[n][3]));
+        }
+        /* sl2 > 0: the max of the scaled scores is the scaled max */
+        const float n0 = fmaxf(m0, quad_max(x0) * sl2), n1 = fmaxf(m1, quad_max(x1) * sl2);
         float e0 = 0.0f, e1 = 0.0f;
 #pragma unroll
-        for (int n = 0; n < 8; n++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const float z = s[n][e];
-                if (e < 2) e0 += z == -INFINITY ? 0.0f : expf(__fsub_rn(z, n0));
-                else e1 += z == -INFINITY ? 0.0f : expf(__fsub_rn(z, n1));
-            }
-        l0 = (m0 == -INFINITY ? 0.0f : l0 * expf(m0 - n0)) + quad_sum(e0);
-        l1 = (m1 == -INFINITY ? 0.0f : l1 * expf(m1 - n1)) + quad_sum(e1);
+        for (int n = 0; n < 8; n++) {
+            e0 += ex2(fmaf(s[n][0], sl2, -n0)) + ex2(fmaf(s[n][1], sl2, -n0));
+            e1 += ex2(fmaf(s[n][2], sl2, -n1)) + ex2(fmaf(s[n][3], sl2, -n1));
+        }
+        /* the first tile holds key 0, which every row sees: n0, n1 are finite from here on */
+        l0 = l0 * ex2(m0 - n0) + quad_sum(e0);
+        l1 = l1 * ex2(m1 - n1) + quad_sum(e1);
         m0 = n0;
         m1 = n1;
     }
@@ -227,20 +257,20 @@ __global__ void __launch_bounds__(FT) fa_fwd_kernel(int S, int H, int G, float s
     float o[D / 8][4];
 #pragma unroll
     for (int n = 0; n < D / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-    for (int kb = 0; kb <= last; kb++) {
+    for (int kb = 0; kb <= qb; kb++) {
         __syncthreads();
         load_tile<T, D>(sk, xb + (size_t)(H + g) * D, W, kb * FB, S);
         load_tile<T, D>(sv, xb + (size_t)(H + G + g) * D, W, kb * FB, S);
         __syncthreads();
         strip_product<T, D>(s, sq, r0, sk);
+        if (kb == qb) mask_diagonal<false>(s, r0, S - q0);
 #pragma unroll
-        for (int n = 0; n < 8; n++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int j = kb * FB + c_col(n, e), i = e < 2 ? i0 : i1;
-                s[n][e] = e < 2 ? prob(s[n][e], scale, m0, v0, j <= i && j < S)
-                                : prob(s[n][e], scale, m1, v1, j <= i && j < S);
-            }
+        for (int n = 0; n < 8; n++) {
+            s[n][0] = prob(s[n][0], sl2, m0, v0);
+            s[n][1] = prob(s[n][1], sl2, m0, v0);
+            s[n][2] = prob(s[n][2], sl2, m1, v1);
+            s[n][3] = prob(s[n][3], sl2, m1, v1);
+        }
         strip_times_tile<T, D>(o, s, sv);
     }
     const int q = threadIdx.x & 3;
@@ -252,21 +282,19 @@ __global__ void __launch_bounds__(FT) fa_fwd_kernel(int S, int H, int G, float s
 #pragma unroll
         for (int n = 0; n < D / 8; n++)
             *reinterpret_cast<float2 *>(yo + n * 8 + 2 * q) = make_float2(o[n][2 * half], o[n][2 * half + 1]);
-        if (q == 0) {
-            float *st = ml + ((b * H + h) * (size_t)S + i) * 2;
-            st[0] = half ? m1 : m0;
-            st[1] = half ? v1 : v0;
-        }
+        if (q == 0) *reinterpret_cast<float2 *>(ml + ((b * H + h) * (size_t)S + i) * 2) =
+            half ? make_float2(m1, v1) : make_float2(m0, v0);
     }
 }
 
-/* The saved (m, 1/l) of query row i (zeros past S: those rows are never written). */
+/* The saved (m2, 1/l) of query row i; zeros past S (those rows are never written), which make
+ * their probabilities 0: their q and dy rows are zeros, so the scores are 0 and 2^0 0 = 0. */
 __device__ __forceinline__ float2 row_state(const float *ml, size_t row0, int i, int S) {
     return i < S ? *reinterpret_cast<const float2 *>(ml + (row0 + i) * 2) : make_float2(0.0f, 0.0f);
 }
 
 template <typename T, int D>
-__global__ void __launch_bounds__(FT) fa_bwd_q_kernel(int S, int H, int G, float scale, const float *x,
+__global__ void __launch_bounds__(FT) fa_bwd_q_kernel(int S, int H, int G, float scale, float sl2, const float *x,
                                                       const float *ml, const float *dy, float *dx, float *crow) {
     constexpr int LD = D + 8;
     __shared__ __align__(16) uint16_t sq[FB * LD], sdo[FB * LD], sk[FB * LD], sv[FB * LD];
@@ -276,31 +304,28 @@ __global__ void __launch_bounds__(FT) fa_bwd_q_kernel(int S, int H, int G, float
     const float *xb = x + b * (size_t)S * W;
     const int q0 = qb * FB, r0 = (threadIdx.x >> 5) * 16, gr = (threadIdx.x & 31) >> 2;
     const int i0 = q0 + r0 + gr, i1 = i0 + 8;
-    const int last = min(q0 + FB - 1, S - 1) / FB;
     load_tile<T, D>(sq, xb + (size_t)h * D, W, q0, S);
     load_tile<T, D>(sdo, dy + b * (size_t)S * OW + (size_t)h * D, OW, q0, S);
     const float2 st0 = row_state(ml, row0, i0, S), st1 = row_state(ml, row0, i1, S);
     float s[8][4], dp[8][4];
-    double c0 = 0.0, c1 = 0.0;
-    for (int kb = 0; kb <= last; kb++) {
+    float c0 = 0.0f, c1 = 0.0f;
+    for (int kb = 0; kb <= qb; kb++) {
         __syncthreads();
         load_tile<T, D>(sk, xb + (size_t)(H + g) * D, W, kb * FB, S);
         load_tile<T, D>(sv, xb + (size_t)(H + G + g) * D, W, kb * FB, S);
         __syncthreads();
         strip_product<T, D>(s, sq, r0, sk);
         strip_product<T, D>(dp, sdo, r0, sv);
+        if (kb == qb) mask_diagonal<false>(s, r0, S - q0);
 #pragma unroll
-        for (int n = 0; n < 8; n++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int j = kb * FB + c_col(n, e), i = e < 2 ? i0 : i1;
-                const float2 st = e < 2 ? st0 : st1;
-                const float p = prob(s[n][e], scale, st.x, st.y, j <= i && j < S);
-                if (e < 2) c0 += (double)dp[n][e] * (double)p;
-                else c1 += (double)dp[n][e] * (double)p;
-            }
+        for (int n = 0; n < 8; n++) {
+            c0 = fmaf(dp[n][0], prob(s[n][0], sl2, st0.x, st0.y), c0);
+            c0 = fmaf(dp[n][1], prob(s[n][1], sl2, st0.x, st0.y), c0);
+            c1 = fmaf(dp[n][2], prob(s[n][2], sl2, st1.x, st1.y), c1);
+            c1 = fmaf(dp[n][3], prob(s[n][3], sl2, st1.x, st1.y), c1);
+        }
     }
-    const float cr0 = (float)quad_sum_d(c0), cr1 = (float)quad_sum_d(c1);
+    const float cr0 = quad_sum(c0), cr1 = quad_sum(c1);
     if ((threadIdx.x & 3) == 0) {
         if (i0 < S) crow[row0 + i0] = cr0;
         if (i1 < S) crow[row0 + i1] = cr1;
@@ -308,23 +333,21 @@ __global__ void __launch_bounds__(FT) fa_bwd_q_kernel(int S, int H, int G, float
     float o[D / 8][4];
 #pragma unroll
     for (int n = 0; n < D / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-    for (int kb = 0; kb <= last; kb++) {
+    for (int kb = 0; kb <= qb; kb++) {
         __syncthreads();
         load_tile<T, D>(sk, xb + (size_t)(H + g) * D, W, kb * FB, S);
         load_tile<T, D>(sv, xb + (size_t)(H + G + g) * D, W, kb * FB, S);
         __syncthreads();
         strip_product<T, D>(s, sq, r0, sk);
         strip_product<T, D>(dp, sdo, r0, sv);
+        if (kb == qb) mask_diagonal<false>(s, r0, S - q0);
 #pragma unroll
-        for (int n = 0; n < 8; n++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int j = kb * FB + c_col(n, e), i = e < 2 ? i0 : i1;
-                const bool ok = j <= i && j < S;
-                const float2 st = e < 2 ? st0 : st1;
-                const float p = prob(s[n][e], scale, st.x, st.y, ok);
-                s[n][e] = ok ? __fmul_rn(p, __fsub_rn(dp[n][e], e < 2 ? cr0 : cr1)) : 0.0f;
-            }
+        for (int n = 0; n < 8; n++) {
+            s[n][0] = __fmul_rn(prob(s[n][0], sl2, st0.x, st0.y), __fsub_rn(dp[n][0], cr0));
+            s[n][1] = __fmul_rn(prob(s[n][1], sl2, st0.x, st0.y), __fsub_rn(dp[n][1], cr0));
+            s[n][2] = __fmul_rn(prob(s[n][2], sl2, st1.x, st1.y), __fsub_rn(dp[n][2], cr1));
+            s[n][3] = __fmul_rn(prob(s[n][3], sl2, st1.x, st1.y), __fsub_rn(dp[n][3], cr1));
+        }
         strip_times_tile<T, D>(o, s, sk);
     }
     const int q = threadIdx.x & 3;
@@ -341,7 +364,7 @@ __global__ void __launch_bounds__(FT) fa_bwd_q_kernel(int S, int H, int G, float
 }
 
 template <typename T, int D>
-__global__ void __launch_bounds__(FT) fa_bwd_kv_kernel(int S, int H, int G, float scale, const float *x,
+__global__ void __launch_bounds__(FT) fa_bwd_kv_kernel(int S, int H, int G, float scale, float sl2, const float *x,
                                                        const float *ml, const float *dy, const float *crow,
                                                        float *dx) {
     constexpr int LD = D + 8;
@@ -353,7 +376,7 @@ __global__ void __launch_bounds__(FT) fa_bwd_kv_kernel(int S, int H, int G, floa
     const float *xb = x + b * (size_t)S * W;
     const int k0 = kb * FB, r0 = (threadIdx.x >> 5) * 16, gr = (threadIdx.x & 31) >> 2;
     const int j0 = k0 + r0 + gr, j1 = j0 + 8; /* this thread's two key rows */
-    const int nqb = (S + FB - 1) / FB;
+    const int nqb = (S + FB - 1) / FB, q = threadIdx.x & 3;
     load_tile<T, D>(sk, xb + (size_t)(H + g) * D, W, k0, S);
     load_tile<T, D>(sv, xb + (size_t)(H + G + g) * D, W, k0, S);
     float dk[D / 8][4], dv[D / 8][4], s[8][4], dp[8][4];
@@ -378,21 +401,20 @@ __global__ void __launch_bounds__(FT) fa_bwd_kv_kernel(int S, int H, int G, floa
             __syncthreads();
             strip_product<T, D>(s, sk, r0, sq);   /* S^T: keys x queries */
             strip_product<T, D>(dp, sv, r0, sdo); /* dP^T */
+            if (qb == kb) mask_diagonal<true>(s, r0, 0);
 #pragma unroll
             for (int n = 0; n < 8; n++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
-                    const int c = c_col(n, e), i = q0 + c, j = e < 2 ? j0 : j1;
-                    const bool ok = j <= i && i < S && j < S;
-                    const float p = prob(s[n][e], scale, sm[c], sinv[c], ok);
+                    const int c = n * 8 + 2 * q + (e & 1);
+                    const float p = prob(s[n][e], sl2, sm[c], sinv[c]);
                     s[n][e] = p;
-                    dp[n][e] = ok ? __fmul_rn(p, __fsub_rn(dp[n][e], sc[c])) : 0.0f;
+                    dp[n][e] = __fmul_rn(p, __fsub_rn(dp[n][e], sc[c]));
                 }
             strip_times_tile<T, D>(dv, s, sdo);
             strip_times_tile<T, D>(dk, dp, sq);
         }
     }
-    const int q = threadIdx.x & 3;
 #pragma unroll
     for (int half = 0; half < 2; half++) {
         const int j = half ? j1 : j0;
@@ -412,15 +434,18 @@ bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 template <typename T, int D>
 void launch_fwd(cudaStream_t st, int R, int S, int H, int G, float scale, const float *x, float *y, float *ml) {
     const dim3 grid((unsigned)((S + FB - 1) / FB), (unsigned)H, (unsigned)R);
-    fa_fwd_kernel<T, D><<<grid, FT, 0, st>>>(S, H, G, scale, x, y, ml);
+    fa_fwd_kernel<T, D><<<grid, FT, 0, st>>>(S, H, G, scale * LOG2E, x, y, ml);
 }
 
 template <typename T, int D>
 void launch_bwd(cudaStream_t st, int R, int S, int H, int G, float scale, const float *x, const float *ml,
                 const float *dy, float *dx, float *crow) {
     const unsigned nb = (unsigned)((S + FB - 1) / FB);
-    fa_bwd_q_kernel<T, D><<<dim3(nb, (unsigned)H, (unsigned)R), FT, 0, st>>>(S, H, G, scale, x, ml, dy, dx, crow);
-    fa_bwd_kv_kernel<T, D><<<dim3(nb, (unsigned)G, (unsigned)R), FT, 0, st>>>(S, H, G, scale, x, ml, dy, crow, dx);
+    const float sl2 = scale * LOG2E;
+    fa_bwd_q_kernel<T, D><<<dim3(nb, (unsigned)H, (unsigned)R), FT, 0, st>>>(S, H, G, scale, sl2, x, ml, dy, dx,
+                                                                              crow);
+    fa_bwd_kv_kernel<T, D><<<dim3(nb, (unsigned)G, (unsigned)R), FT, 0, st>>>(S, H, G, scale, sl2, x, ml, dy, crow,
+                                                                               dx);
 }
 
 } // namespace
