@@ -118,7 +118,6 @@ static void attn_describe(const snn_module *m, snn_module_desc *d) {
 static const snn_module_ops attn_ops = {
     .id = SNN_KIND_CAUSAL_SELF_ATTENTION, .kind = "CausalSelfAttention",
     .devices = SNN_DEVMASK_ALL,
-    .flags = SNN_MODULE_ROUNDS_IN,
     .setup = attn_setup,
     .reserve = attn_reserve,
     .forward = attn_forward,

@@ -106,10 +106,6 @@ typedef struct snn_module_desc {
 #define SNN_MODULE_ROUNDS_OUT 4u
 /* The kind honours snn_module.in_store / out_store (16-bit activations and gradients). */
 #define SNN_MODULE_TYPED_IO 2u
-/* Without a weight, its 16-bit products round x and dy themselves on a backend whose GEMMs
- * round FP32 operands (gemm_rounds; attention_forward's t), so a 16-bit wrapper hands them
- * over as they are: the values multiplied are the same, the rounding passes go. */
-#define SNN_MODULE_ROUNDS_IN 8u
 
 /* What a module is: code that asks "is this a Linear?" compares this id (through
  * snn_module_kind_is), never the display name. One value per ops table; a table that

@@ -85,11 +85,6 @@ static snn_status g16_direct_call(snn_module *m, const snn_run *r, int backward,
     return out && !stored16 && !rounds_out ? round_buf(m, p->half, out, out, n) : SNN_OK;
 }
 
-/* A weightless kind whose products round their own inputs on this backend (SNN_MODULE_ROUNDS_IN). */
-static int rounds_in(const snn_prec_module *pm) {
-    return pm->m->be->gemm_rounds && (pm->orig->flags & SNN_MODULE_ROUNDS_IN) && !snn_prec_gemm_weight(pm);
-}
-
 /* The module's own forward on rounded operands; its GEMMs are told the operands are 16-bit
  * values (a device may multiply them as such). */
 static snn_status g16_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
@@ -99,8 +94,7 @@ static snn_status g16_forward(snn_module *m, const snn_run *r, const float *x, f
     snn_param *wp = snn_prec_gemm_weight(pm); /* NULL: a kind without a weight (attention) */
     size_t nx = in_floats(m, r), nw = wp ? wp->numel : 0;
     float *x16 = p->scratch, *w16 = x16 + nx;
-    if (rounds_in(pm)) x16 = (float *)x;
-    else SNN_TRY(round_buf(m, p->half, x16, x, nx));
+    SNN_TRY(round_buf(m, p->half, x16, x, nx));
     if (wp) SNN_TRY(round_buf(m, p->half, w16, wp->data, nw));
     snn_run r16 = *r;
     r16.gemm_type = (int)p->half;
@@ -120,14 +114,9 @@ static snn_status g16_backward(snn_module *m, const snn_run *r, const float *x, 
     snn_param *wp = snn_prec_gemm_weight(pm);
     size_t nx = in_floats(m, r), nw = wp ? wp->numel : 0, ny = out_floats(m, r);
     float *x16 = p->scratch, *w16 = x16 + nx, *dy16 = w16 + nw;
-    if (rounds_in(pm)) {
-        x16 = (float *)x;
-        dy16 = (float *)dy;
-    } else {
-        SNN_TRY(round_buf(m, p->half, x16, x, nx));
-        SNN_TRY(round_buf(m, p->half, dy16, dy, ny));
-    }
+    SNN_TRY(round_buf(m, p->half, x16, x, nx));
     if (wp) SNN_TRY(round_buf(m, p->half, w16, wp->data, nw));
+    SNN_TRY(round_buf(m, p->half, dy16, dy, ny));
     snn_run r16 = *r;
     r16.gemm_type = (int)p->half;
     float *w = wp ? wp->data : NULL;
