@@ -34,19 +34,31 @@ static void linear_init(snn_module *m, snn_rng *rng) {
 static snn_dtype ab_type(const snn_run *r) { return r->gemm_type ? (snn_dtype)r->gemm_type : SNN_F32; }
 /* How params[0].data is stored (a wrapper's 16-bit copy of the weight, SNN_MODULE_W16). */
 static snn_dtype w_store(const snn_run *r) { return r->w_store ? (snn_dtype)r->w_store : SNN_F32; }
-/* How x / dx and y / dy are stored (SNN_MODULE_TYPED_IO). */
+/* How x / dx and y / dy are stored (SNN_MODULE_TYPED_IO). A wrapper's 16-bit copy of x or dy
+ * (snn_run.x16 / dy16) replaces the operand in the GEMMs: op_x / op_dy below. */
 static snn_dtype x_store(const snn_module *m) { return (snn_dtype)m->in_store; }
 static snn_dtype y_store(const snn_module *m) { return (snn_dtype)m->out_store; }
+
+static const float *op_x(const snn_run *r, const float *x, snn_dtype *st, const snn_module *m) {
+    *st = r->x16 ? ab_type(r) : x_store(m);
+    return r->x16 ? (const float *)r->x16 : x;
+}
+static const float *op_dy(const snn_run *r, const float *dy, snn_dtype *st, const snn_module *m) {
+    *st = r->dy16 ? ab_type(r) : y_store(m);
+    return r->dy16 ? (const float *)r->dy16 : dy;
+}
 
 static snn_status linear_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
     linear_impl *l = m->impl;
     int rows = (int)(snn_rows(r) * (snn_shape_numel(m->in) / (size_t)l->in));
     /* defer_bias: the neuron after it adds the bias and rounds (module.h): the FP32 product */
     const int defer = l->bias && m->defer_bias;
+    snn_dtype xs;
+    const float *X = op_x(r, x, &xs, m);
     snn_gemm g = {.trans_a = 0, .trans_b = 1, .M = rows, .N = l->out, .K = l->in, .alpha = 1.0f, .beta = 0.0f,
-                  .A = x, .lda = l->in, .B = m->params[0].data, .ldb = l->in, .C = y, .ldc = l->out,
+                  .A = X, .lda = l->in, .B = m->params[0].data, .ldb = l->in, .C = y, .ldc = l->out,
                   .ab_type = ab_type(r), .bias = l->bias && !defer ? m->params[1].data : NULL, .c_round = SNN_F32,
-                  .a_store = x_store(m), .b_store = w_store(r), .c_store = defer ? SNN_F32 : y_store(m)};
+                  .a_store = xs, .b_store = w_store(r), .c_store = defer ? SNN_F32 : y_store(m)};
     return m->be->gemm(m->be, &g);
 }
 
@@ -57,17 +69,19 @@ static snn_status linear_backward(snn_module *m, const snn_run *r, const float *
     const snn_backend *be = m->be;
     int rows = (int)(snn_rows(r) * (snn_shape_numel(m->in) / (size_t)l->in));
     /* dW += dy^T x ; db += sum_rows dy ; dx = dy W */
+    snn_dtype xs, ds;
+    const float *X = op_x(r, x, &xs, m), *DY = op_dy(r, dy, &ds, m);
     snn_gemm gw = {.trans_a = 1, .trans_b = 0, .M = l->out, .N = l->in, .K = rows, .alpha = 1.0f, .beta = 1.0f,
-                   .A = dy, .lda = l->out, .B = x, .ldb = l->in, .C = m->params[0].grad, .ldc = l->in,
-                   .ab_type = ab_type(r), .c_round = SNN_F32, .a_store = y_store(m), .b_store = x_store(m)};
+                   .A = DY, .lda = l->out, .B = X, .ldb = l->in, .C = m->params[0].grad, .ldc = l->in,
+                   .ab_type = ab_type(r), .c_round = SNN_F32, .a_store = ds, .b_store = xs};
     SNN_TRY(be->gemm(be, &gw));
     if (l->bias)
-        SNN_TRY(y_store(m) != SNN_F32 ? be->colsum16_add(be, y_store(m), dy, rows, l->out, m->params[1].grad)
-                                      : be->colsum_add(be, dy, rows, l->out, m->params[1].grad));
+        SNN_TRY(ds != SNN_F32 ? be->colsum16_add(be, ds, DY, rows, l->out, m->params[1].grad)
+                              : be->colsum_add(be, DY, rows, l->out, m->params[1].grad));
     if (!dx) return SNN_OK;
     snn_gemm gd = {.trans_a = 0, .trans_b = 0, .M = rows, .N = l->in, .K = l->out, .alpha = 1.0f, .beta = 0.0f,
-                   .A = dy, .lda = l->out, .B = m->params[0].data, .ldb = l->in, .C = dx, .ldc = l->in,
-                   .ab_type = ab_type(r), .c_round = SNN_F32, .a_store = y_store(m), .b_store = w_store(r),
+                   .A = DY, .lda = l->out, .B = m->params[0].data, .ldb = l->in, .C = dx, .ldc = l->in,
+                   .ab_type = ab_type(r), .c_round = SNN_F32, .a_store = ds, .b_store = w_store(r),
                    .c_store = x_store(m)};
     return be->gemm(be, &gd);
 }

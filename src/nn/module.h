@@ -81,6 +81,9 @@ typedef struct snn_run {
     int out_round;                    /* snn_dtype a wrapper asks a SNN_MODULE_ROUNDS_OUT kind
                                          to round its forward output and its dx to, in the
                                          pass that writes them; 0: none */
+    const void *x16, *dy16;           /* a wrapper's 16-bit copies (gemm_type values) of x and,
+                                         in a backward, dy, for a Linear to multiply instead of
+                                         x and dy (no conversion in its GEMMs); NULL: none */
 } snn_run;
 
 typedef struct snn_module snn_module;

@@ -56,19 +56,36 @@ static snn_status g16_direct_call(snn_module *m, const snn_run *r, int backward,
     snn_precision *p = pm->p;
     /* the 16-bit weight is cast again only when the parameters moved (an optimizer step, a
      * restore: snn_model.param_version), so repeated inference forwards reuse it */
+    /* A Linear's x and dy converted once each (pm->x16, the scratch): the weight gradient
+     * multiplies the forward's copy of x again, and both backward GEMMs and the bias gradient
+     * read the one copy of dy, where each GEMM converted its FP32 operands before. */
+    const int copies = pm->x16 && !m->in_store && in_floats(m, r) <= pm->x16_cap; /* planned for this size */
+    const void *dy16 = NULL;
     if (!backward) {
         if (pm->w16 && (!pm->w16_valid || pm->w16_version != p->model->param_version)) {
             SNN_TRY(m->be->cast(m->be, p->half, pm->w16, m->params[0].data, m->params[0].numel));
             pm->w16_version = p->model->param_version;
             pm->w16_valid = 1;
         }
+        pm->x16_valid = 0;
+        if (copies) {
+            SNN_TRY(m->be->cast(m->be, p->half, pm->x16, x, in_floats(m, r)));
+            pm->x16_valid = 1;
+        }
     } else if (!m->out_store && !pm->direct_shared) {
         /* the bias gradient sums the rounded dy, as on the rounded path (a 16-bit dy is) */
-        float *dy16 = p->scratch;
-        SNN_TRY(round_buf(m, p->half, dy16, dy, out_floats(m, r)));
-        dy = dy16;
+        if (copies && pm->x16_valid) {
+            SNN_TRY(m->be->cast(m->be, p->half, p->scratch, dy, out_floats(m, r)));
+            dy16 = p->scratch;
+        } else {
+            float *r_dy = p->scratch;
+            SNN_TRY(round_buf(m, p->half, r_dy, dy, out_floats(m, r)));
+            dy = r_dy;
+        }
     }
     snn_run r16 = *r;
+    if (copies && pm->x16_valid) r16.x16 = pm->x16;
+    r16.dy16 = dy16;
     r16.gemm_type = (int)p->half;
     r16.w_store = pm->w16 ? (int)p->half : 0;
     /* a kind that rounds what it writes last saves the pass below */

@@ -377,6 +377,7 @@ void snn_precision_free(snn_precision *p) {
     for (int i = 0; i < p->n_mods; i++) {
         snn_prec_module *pm = &p->mods[i];
         if (pm->w16) p->be->free(p->be, pm->w16);
+        if (pm->x16) p->be->free(p->be, pm->x16);
         if (pm->has_fp8_state) {
             snn_fp8_state_free(&pm->sx);
             snn_fp8_state_free(&pm->sw);
@@ -427,6 +428,15 @@ snn_status snn_precision_plan(snn_precision *p, int T, int N) {
         if (s > need) need = s;
         if (snn_prec_gemm16_direct(p, pm) && nw && !pm->w16)
             SNN_TRY(p->be->alloc(p->be, nw * 2, &pm->w16));
+        /* a Linear's 16-bit copy of x, kept from its forward for its backward (prec_exec.c) */
+        if (snn_prec_gemm16_direct(p, pm) && (pm->orig->flags & SNN_MODULE_TYPED_IO) && nx > pm->x16_cap) {
+            void *x16 = NULL;
+            SNN_TRY(p->be->alloc(p->be, nx * 2, &x16));
+            if (pm->x16) p->be->free(p->be, pm->x16);
+            pm->x16 = x16;
+            pm->x16_cap = nx;
+            pm->x16_valid = 0;
+        }
     }
     size_t ndy = B * snn_shape_numel(p->model->root->out);
     /* on the model's device; planned once per (T, N), nothing is allocated in a step */

@@ -30,6 +30,11 @@ typedef struct snn_prec_module {
                                     backend: the GEMMs round the FP32 operands, no copy */
     uint64_t w16_version;        /* the model's param_version w16 was cast at (w16_valid) */
     int w16_valid;
+    void *x16;                   /* a direct 16-bit Linear (SNN_MODULE_TYPED_IO) with an FP32 x:
+                                    the forward's 16-bit copy of x, which its backward's weight
+                                    gradient multiplies again (snn_run.x16); x16_cap elements */
+    size_t x16_cap;
+    int x16_valid;
 } snn_prec_module;
 
 /* m->precision_flags bits */
