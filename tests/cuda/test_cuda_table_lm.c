@@ -19,7 +19,11 @@
  *               With 16-bit products (bf16 / f16: q, k, v, dy rounded first, P and dZ
  *               rounded where they multiply) y within 4e-3 and dx within 1e-2: a P or dZ
  *               value one FP32 ulp apart on the two tables can round to neighbouring 16-bit
- *               values (2^-8 relative for bf16); P itself keeps the FP32 bound;
+ *               values (2^-8 relative for bf16); P itself keeps the FP32 bound. The
+ *               16-bit cases run twice: on the default path (flash-style for head sizes 32
+ *               and 64, which saves no P: attention_saves_probs, so P is not compared; its
+ *               base-2 exponentials add a few 2^-22 relative, inside the same bounds) and
+ *               with SNN_CUDA_ATTENTION=gemm (cuBLASLt, P compared);
  *   attention_cached  the cache writes bit for bit, y within 2e-5 (the attention bound: the
  *               CPU's online softmax and the CUDA table's shared-memory scores round the same
  *               terms in other orders);
