@@ -11,8 +11,8 @@
  *
  *   forward   one block per 64 queries of one head. Pass 1 over the key tiles up to the
  *             diagonal: the row max m and the sum l of exp(z - m) (online: l rescaled when m
- *             grows). Pass 2: p = exp(z - m) (1 / l), normalised as the reference does before
- *             it is rounded to t, y += p v (the exponentials in base 2: prob below). Saved for the backward instead of P: [R][H][S][2] =
+ *             grows). Pass 2: p = exp(z - m) (1 / l) exactly as the reference normalises it,
+ *             rounded to t, y += p v. Saved for the backward instead of P: [R][H][S][2] =
  *             (m, 1 / l) per query row, in the first floats of P (attention_saves_probs = 0).
  *             Two passes instead of the usual rescaled single pass so that the 16-bit P that
  *             multiplies v is the reference's normalised P, not exp(z - running max).
@@ -213,24 +213,6 @@ __device__ __forceinline__ void mask_diagonal(float s[8][4], int r0, int lim) {
         }
 }
 
-/* A strip's output rows i0 and i0 + 8 (this thread's C elements of acc, times scale: exact
- * for 1) into rows of out (row stride ld floats); rows at or past S are skipped. */
-template <int D>
-__device__ __forceinline__ void store_strip(float *out, size_t ld, int i0, int S, const float acc[D / 8][4],
-                                            float scale) {
-    const int q = threadIdx.x & 3;
-#pragma unroll
-    for (int half = 0; half < 2; half++) {
-        const int i = i0 + 8 * half;
-        if (i >= S) continue;
-        float *o = out + (size_t)i * ld;
-#pragma unroll
-        for (int n = 0; n < D / 8; n++)
-            *reinterpret_cast<float2 *>(o + n * 8 + 2 * q) =
-                make_float2(__fmul_rn(scale, acc[n][2 * half]), __fmul_rn(scale, acc[n][2 * half + 1]));
-    }
-}
-
 template <typename T, int D>
 __global__ void __launch_bounds__(FT) fa_fwd_kernel(int S, int H, int G, float sl2, const float *x, float *y,
                                                     float *ml) {
@@ -291,11 +273,17 @@ __global__ void __launch_bounds__(FT) fa_fwd_kernel(int S, int H, int G, float s
         }
         strip_times_tile<T, D>(o, s, sv);
     }
-    store_strip<D>(y + b * (size_t)S * OW + (size_t)h * D, OW, i0, S, o, 1.0f);
-    if ((threadIdx.x & 3) == 0) {
-        float2 *st = reinterpret_cast<float2 *>(ml) + (b * H + h) * (size_t)S;
-        if (i0 < S) st[i0] = make_float2(m0, v0);
-        if (i1 < S) st[i1] = make_float2(m1, v1);
+    const int q = threadIdx.x & 3;
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        const int i = half ? i1 : i0;
+        if (i >= S) continue;
+        float *yo = y + (b * (size_t)S + i) * OW + (size_t)h * D;
+#pragma unroll
+        for (int n = 0; n < D / 8; n++)
+            *reinterpret_cast<float2 *>(yo + n * 8 + 2 * q) = make_float2(o[n][2 * half], o[n][2 * half + 1]);
+        if (q == 0) *reinterpret_cast<float2 *>(ml + ((b * H + h) * (size_t)S + i) * 2) =
+            half ? make_float2(m1, v1) : make_float2(m0, v0);
     }
 }
 
@@ -303,22 +291,6 @@ __global__ void __launch_bounds__(FT) fa_fwd_kernel(int S, int H, int G, float s
  * their probabilities 0: their q and dy rows are zeros, so the scores are 0 and 2^0 0 = 0. */
 __device__ __forceinline__ float2 row_state(const float *ml, size_t row0, int i, int S) {
     return i < S ? *reinterpret_cast<const float2 *>(ml + (row0 + i) * 2) : make_float2(0.0f, 0.0f);
-}
-
-/* The dq kernel's view of key tile kb: the scores q k^T and dP = dy v^T of the strip at r0
- * (K and V of group g loaded into sk, sv from the fused rows xb), masked on the diagonal. */
-template <typename T, int D>
-__device__ __forceinline__ void scores_and_dp(float s[8][4], float dp[8][4], const uint16_t *sq, const uint16_t *sdo,
-                                              uint16_t *sk, uint16_t *sv, const float *xb, int S, int H, int G,
-                                              int g, int kb, int qb, int r0) {
-    const int W = (H + 2 * G) * D;
-    __syncthreads();
-    load_tile<T, D>(sk, xb + (size_t)(H + g) * D, W, kb * FB, S);
-    load_tile<T, D>(sv, xb + (size_t)(H + G + g) * D, W, kb * FB, S);
-    __syncthreads();
-    strip_product<T, D>(s, sq, r0, sk);
-    strip_product<T, D>(dp, sdo, r0, sv);
-    if (kb == qb) mask_diagonal<false>(s, r0, S - qb * FB);
 }
 
 template <typename T, int D>
@@ -338,7 +310,13 @@ __global__ void __launch_bounds__(FT) fa_bwd_q_kernel(int S, int H, int G, float
     float s[8][4], dp[8][4];
     float c0 = 0.0f, c1 = 0.0f;
     for (int kb = 0; kb <= qb; kb++) {
-        scores_and_dp<T, D>(s, dp, sq, sdo, sk, sv, xb, S, H, G, g, kb, qb, r0);
+        __syncthreads();
+        load_tile<T, D>(sk, xb + (size_t)(H + g) * D, W, kb * FB, S);
+        load_tile<T, D>(sv, xb + (size_t)(H + G + g) * D, W, kb * FB, S);
+        __syncthreads();
+        strip_product<T, D>(s, sq, r0, sk);
+        strip_product<T, D>(dp, sdo, r0, sv);
+        if (kb == qb) mask_diagonal<false>(s, r0, S - q0);
 #pragma unroll
         for (int n = 0; n < 8; n++) {
             c0 = fmaf(dp[n][0], prob(s[n][0], sl2, st0.x, st0.y), c0);
@@ -356,7 +334,13 @@ __global__ void __launch_bounds__(FT) fa_bwd_q_kernel(int S, int H, int G, float
 #pragma unroll
     for (int n = 0; n < D / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
     for (int kb = 0; kb <= qb; kb++) {
-        scores_and_dp<T, D>(s, dp, sq, sdo, sk, sv, xb, S, H, G, g, kb, qb, r0);
+        __syncthreads();
+        load_tile<T, D>(sk, xb + (size_t)(H + g) * D, W, kb * FB, S);
+        load_tile<T, D>(sv, xb + (size_t)(H + G + g) * D, W, kb * FB, S);
+        __syncthreads();
+        strip_product<T, D>(s, sq, r0, sk);
+        strip_product<T, D>(dp, sdo, r0, sv);
+        if (kb == qb) mask_diagonal<false>(s, r0, S - q0);
 #pragma unroll
         for (int n = 0; n < 8; n++) {
             s[n][0] = __fmul_rn(prob(s[n][0], sl2, st0.x, st0.y), __fsub_rn(dp[n][0], cr0));
@@ -366,7 +350,17 @@ __global__ void __launch_bounds__(FT) fa_bwd_q_kernel(int S, int H, int G, float
         }
         strip_times_tile<T, D>(o, s, sk);
     }
-    store_strip<D>(dx + b * (size_t)S * W + (size_t)h * D, W, i0, S, o, scale);
+    const int q = threadIdx.x & 3;
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        const int i = half ? i1 : i0;
+        if (i >= S) continue;
+        float *dq = dx + (b * (size_t)S + i) * W + (size_t)h * D;
+#pragma unroll
+        for (int n = 0; n < D / 8; n++)
+            *reinterpret_cast<float2 *>(dq + n * 8 + 2 * q) =
+                make_float2(__fmul_rn(scale, o[n][2 * half]), __fmul_rn(scale, o[n][2 * half + 1]));
+    }
 }
 
 template <typename T, int D>
@@ -381,7 +375,7 @@ __global__ void __launch_bounds__(FT) fa_bwd_kv_kernel(int S, int H, int G, floa
     const size_t b = blockIdx.z;
     const float *xb = x + b * (size_t)S * W;
     const int k0 = kb * FB, r0 = (threadIdx.x >> 5) * 16, gr = (threadIdx.x & 31) >> 2;
-    const int j0 = k0 + r0 + gr; /* this thread's key rows: j0, j0 + 8 */
+    const int j0 = k0 + r0 + gr, j1 = j0 + 8; /* this thread's two key rows */
     const int nqb = (S + FB - 1) / FB, q = threadIdx.x & 3;
     load_tile<T, D>(sk, xb + (size_t)(H + g) * D, W, k0, S);
     load_tile<T, D>(sv, xb + (size_t)(H + G + g) * D, W, k0, S);
@@ -421,9 +415,18 @@ __global__ void __launch_bounds__(FT) fa_bwd_kv_kernel(int S, int H, int G, floa
             strip_times_tile<T, D>(dk, dp, sq);
         }
     }
-    float *dkb = dx + b * (size_t)S * W + (size_t)(H + g) * D;
-    store_strip<D>(dkb, W, j0, S, dk, scale);
-    store_strip<D>(dkb + (size_t)G * D, W, j0, S, dv, 1.0f);
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        const int j = half ? j1 : j0;
+        if (j >= S) continue;
+        float *dko = dx + (b * (size_t)S + j) * W + (size_t)(H + g) * D, *dvo = dko + (size_t)G * D;
+#pragma unroll
+        for (int n = 0; n < D / 8; n++) {
+            *reinterpret_cast<float2 *>(dko + n * 8 + 2 * q) =
+                make_float2(__fmul_rn(scale, dk[n][2 * half]), __fmul_rn(scale, dk[n][2 * half + 1]));
+            *reinterpret_cast<float2 *>(dvo + n * 8 + 2 * q) = make_float2(dv[n][2 * half], dv[n][2 * half + 1]);
+        }
+    }
 }
 
 bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
