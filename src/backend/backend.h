@@ -402,7 +402,10 @@ struct snn_backend {
     /* dx [R][S][(H + 2G) hd] overwritten from dy [R][S][H hd] and the forward's P:
      *   dP = dy v^T, dZ = P (dP - rowsum(dP P)) (rowsum in double), dq = scale dZ k,
      *   dk = scale Σ_heads of the group dZ^T q, dv = Σ_heads P^T dy.
-     * work: attention_work_bytes(R, H, S) bytes of device scratch. */
+     * work: attention_work_bytes(R, H, S) bytes of device scratch, the forward's work (a
+     * table may keep state there from the forward to the backward, as the flash path does).
+     * A table may compute rowsum(dP P) as dy . (P16 v) with the P its forward multiplied
+     * (the flash path): the same sum with P at its 16-bit rounding. */
     snn_status (*attention_backward)(const snn_backend *be, snn_dtype t, int R, int S, int H, int G, int hd,
                                      float scale, const float *x, const float *P, const float *dy, float *dx,
                                      void *work);
@@ -410,8 +413,9 @@ struct snn_backend {
     /* 1: attention_forward saves the probabilities P [R][H][S][S] for these arguments (the CPU
      * table always; NULL means always); 0: it keeps its own state in the first floats of P
      * (the CUDA table's flash path for 16-bit products: the row max and 1 / row sum,
-     * [R][H][S][2]; the products then never materialise P, see cuda_attn_flash.cu). Either way
-     * P must hold R H S S floats and only attention_backward reads it. */
+     * [R][H][S][2], and its FP32 output in work; the products then never materialise P, see
+     * cuda_attn_flash.cu). Either way P must hold R H S S floats and only attention_backward
+     * reads it. */
     int (*attention_saves_probs)(const snn_backend *be, snn_dtype t, int R, int S, int H, int hd);
     /* Decoding against a KV cache kc, vc [R][G][cap][hd]: the keys and values of this call's
      * positions off..off+S-1 are copied from x [R][S][(H + 2G) hd] into the cache (bit for
@@ -444,6 +448,14 @@ struct snn_backend {
                                    const float *mask, int T, int N, int S, int V, int reduce_sum,
                                    double *token_loss, double *loss_sum, double *count, float *dlogits,
                                    float grad_scale);
+    /* lm_cross_entropy with dlogits (not NULL) written as t values (F16 / BF16, RNE of what
+     * lm_cross_entropy writes) in rows of ld >= V elements, [T][N][S] rows, columns V..ld-1
+     * zero: the output gradient a 16-bit LM head multiplies in place (snn_model_backward_dy16).
+     * NULL on a table without 16-bit storage (the CPU). */
+    snn_status (*lm_cross_entropy16)(const snn_backend *be, const float *logits, const int32_t *labels,
+                                     const float *mask, int T, int N, int S, int V, int reduce_sum,
+                                     double *token_loss, double *loss_sum, double *count, snn_dtype t,
+                                     void *dlogits, size_t ld, float grad_scale);
     /* ---- end of language-model ops ---- */
 };
 

@@ -59,27 +59,32 @@ static snn_status head_forward(snn_module *m, const snn_run *r, const float *x, 
     return m->be->gemm(m->be, &g);
 }
 
+/* dy: FP32 rows of vocab values, or the loss's 16-bit rows of dy16_ld (SNN_MODULE_DY16),
+ * which both GEMMs read in place. */
 static snn_status head_backward(snn_module *m, const snn_run *r, const float *x, const float *y,
                                 const float *dy, float *dx) {
     (void)y;
     head_impl *h = m->impl;
     int rows = (int)(snn_rows(r) * (snn_shape_numel(m->in) / (size_t)h->dim));
     snn_param *w = head_weight(m);
+    const float *DY = r->dy16 ? (const float *)r->dy16 : dy;
+    const snn_dtype ds = r->dy16 ? ab_of(r) : SNN_F32;
+    const int ldy = r->dy16 && r->dy16_ld ? r->dy16_ld : h->vocab;
     snn_gemm gw = {.trans_a = 1, .trans_b = 0, .M = h->vocab, .N = h->dim, .K = rows, .alpha = 1.0f, .beta = 1.0f,
-                   .A = dy, .lda = h->vocab, .B = x, .ldb = h->dim, .C = w->grad, .ldc = h->dim,
-                   .ab_type = ab_of(r), .bias = NULL, .c_round = SNN_F32};
+                   .A = DY, .lda = ldy, .B = x, .ldb = h->dim, .C = w->grad, .ldc = h->dim,
+                   .ab_type = ab_of(r), .bias = NULL, .c_round = SNN_F32, .a_store = ds};
     SNN_TRY(m->be->gemm(m->be, &gw));
     if (!dx) return SNN_OK;
     snn_gemm gd = {.trans_a = 0, .trans_b = 0, .M = rows, .N = h->dim, .K = h->vocab, .alpha = 1.0f, .beta = 0.0f,
-                   .A = dy, .lda = h->vocab, .B = w->data, .ldb = h->dim, .C = dx, .ldc = h->dim,
-                   .ab_type = ab_of(r), .bias = NULL, .c_round = round_of(r)};
+                   .A = DY, .lda = ldy, .B = w->data, .ldb = h->dim, .C = dx, .ldc = h->dim,
+                   .ab_type = ab_of(r), .bias = NULL, .c_round = round_of(r), .a_store = ds};
     return m->be->gemm(m->be, &gd);
 }
 
 static const snn_module_ops head_ops = {
     .id = SNN_KIND_LM_HEAD, .kind = "LMHead",
     .devices = SNN_DEVMASK_ALL,
-    .flags = SNN_MODULE_ROUNDS_OUT,
+    .flags = SNN_MODULE_ROUNDS_OUT | SNN_MODULE_DY16,
     .setup = head_setup,
     .init = head_init,
     .forward = head_forward,

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "nn/layers.h"
 #include "nn/model_internal.h"
 #include "precision/runtime.h"
 
@@ -349,6 +350,41 @@ snn_status snn_model_backward_stored(snn_model *m, const float *dy_store) {
     if (!m->last_x) return snn_error(SNN_E_STATE, "backward called before forward");
     if (!m->run.training) return snn_error(SNN_E_STATE, "backward needs a forward in training mode");
     return m->root->ops->backward(m->root, &m->run, m->last_x, m->out, dy_store, NULL);
+}
+
+/* The module whose forward writes the model's output: the last child down the Sequentials. */
+static snn_module *output_module(const snn_model *m) {
+    snn_module *o = m->root;
+    while (o && snn_module_is_sequential(o) && o->n_children > 0) o = o->children[o->n_children - 1];
+    return o;
+}
+
+int snn_model_output_dy16(const snn_model *m, snn_dtype *t, int *ld) {
+    if (!m || !m->owned_be || !m->dy_store || !m->precision || !m->T || !m->N) return 0;
+    const snn_module *o = output_module(m);
+    const snn_dtype d = snn_precision_dy16_type(m->precision, o);
+    if (d == SNN_F32 || o->out.rank < 1) return 0;
+    const size_t width = (size_t)o->out.d[o->out.rank - 1], rows = (size_t)m->T * m->N * snn_shape_numel(o->out) / width;
+    const size_t pad = (width + 7) / 8 * 8; /* 16-byte rows: what a 16-bit GEMM reads in place */
+    const size_t n_out = (size_t)m->T * m->N * snn_shape_numel(m->root->out);
+    if (pad > 0x7fffffff || rows * pad * 2 > n_out * sizeof(float)) return 0; /* the dy buffer holds it */
+    if (t) *t = d;
+    if (ld) *ld = (int)pad;
+    return 1;
+}
+
+snn_status snn_model_backward_dy16(snn_model *m, snn_dtype t, int ld) {
+    snn_dtype want;
+    int want_ld;
+    if (!snn_model_output_dy16(m, &want, &want_ld) || t != want || ld != want_ld)
+        return snn_error(SNN_E_STATE, "snn_model_backward_dy16: the model's output module does not take a %s dy "
+                         "with rows of %d here", snn_dtype_name(t) ? snn_dtype_name(t) : "?", ld);
+    snn_module *o = output_module(m);
+    o->dy_store = (int)t;
+    o->dy_ld = ld;
+    snn_status st = snn_model_backward_stored(m, m->dy_store);
+    o->dy_store = o->dy_ld = 0;
+    return st;
 }
 
 snn_status snn_model_stage_dy(snn_model *m, const float *dy, const float **out) {

@@ -70,6 +70,14 @@ snn_status snn_model_pull_host(const snn_model *m);
 
 /* Run backward from dy already in the model's storage (the device's memory). */
 snn_status snn_model_backward_stored(snn_model *m, const float *dy_store);
+/* A 16-bit output gradient: whether the module writing the model's output takes its dy as
+ * 16-bit rows (SNN_MODULE_DY16 inside a direct 16-bit precision wrapper on a device), in
+ * which type *t and with which row stride *ld (elements, a multiple of 8); the rows fit the
+ * model's dy buffer. snn_model_backward_dy16 then runs the backward from such a dy, which a
+ * loss wrote into m->dy_store (the LM loss: lm_cross_entropy16). Refused unless (t, ld) is
+ * what snn_model_output_dy16 says. */
+int snn_model_output_dy16(const snn_model *m, snn_dtype *t, int *ld);
+snn_status snn_model_backward_dy16(snn_model *m, snn_dtype t, int ld);
 /* Copy the caller's host dy into the model's staging buffer; *out is its storage pointer
  * (dy itself on the CPU). */
 snn_status snn_model_stage_dy(snn_model *m, const float *dy, const float **out);

@@ -84,6 +84,7 @@ typedef struct snn_run {
     const void *x16, *dy16;           /* a wrapper's 16-bit copies (gemm_type values) of x and,
                                          in a backward, dy, for a Linear to multiply instead of
                                          x and dy (no conversion in its GEMMs); NULL: none */
+    int dy16_ld;                      /* dy16's row stride in elements; 0: the row's width */
 } snn_run;
 
 typedef struct snn_module snn_module;
@@ -109,6 +110,10 @@ typedef struct snn_module_desc {
 #define SNN_MODULE_ROUNDS_OUT 4u
 /* The kind honours snn_module.in_store / out_store (16-bit activations and gradients). */
 #define SNN_MODULE_TYPED_IO 2u
+/* The kind multiplies dy only in 16-bit GEMMs and takes it from snn_run.dy16 with the row
+ * stride snn_run.dy16_ld, so a loss may write the model's output gradient in that form
+ * (snn_module.dy_store; the LM head). */
+#define SNN_MODULE_DY16 8u
 
 /* What a module is: code that asks "is this a Linear?" compares this id (through
  * snn_module_kind_is), never the display name. One value per ops table; a table that
@@ -209,6 +214,12 @@ struct snn_module {
      * boundary as before (in_store / out_store). */
     int defer_bias;
     struct snn_module *bias_src;
+    /* The gradient this module's backward receives, when a loss wrote it in a 16-bit type
+     * straight into the model's dy buffer: set for one backward by snn_model_backward_dy16
+     * on the module that writes the model's output (a SNN_MODULE_DY16 kind inside a direct
+     * 16-bit precision wrapper). dy_store: its snn_dtype (0: as out_store says); dy_ld: its
+     * row stride in elements, padded so that the GEMMs read it in place. */
+    int dy_store, dy_ld;
 };
 
 /* The module's own ops table, also while a precision wrapper is installed: type checks

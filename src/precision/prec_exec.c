@@ -61,7 +61,12 @@ static snn_status g16_direct_call(snn_module *m, const snn_run *r, int backward,
      * read the one copy of dy, where each GEMM converted its FP32 operands before. */
     const int copies = pm->x16 && !m->in_store && in_floats(m, r) <= pm->x16_cap; /* planned for this size */
     const void *dy16 = NULL;
-    if (!backward) {
+    int dy16_ld = 0;
+    if (backward && m->dy_store) {
+        /* the loss wrote dy in the 16-bit type (snn_model_backward_dy16): read in place */
+        dy16 = dy;
+        dy16_ld = m->dy_ld;
+    } else if (!backward) {
         if (pm->w16 && (!pm->w16_valid || pm->w16_version != p->model->param_version)) {
             SNN_TRY(m->be->cast(m->be, p->half, pm->w16, m->params[0].data, m->params[0].numel));
             pm->w16_version = p->model->param_version;
@@ -86,6 +91,7 @@ static snn_status g16_direct_call(snn_module *m, const snn_run *r, int backward,
     snn_run r16 = *r;
     if (copies && pm->x16_valid) r16.x16 = pm->x16;
     r16.dy16 = dy16;
+    r16.dy16_ld = dy16_ld;
     r16.gemm_type = (int)p->half;
     r16.w_store = pm->w16 ? (int)p->half : 0;
     /* a kind that rounds what it writes last saves the pass below */

@@ -21,6 +21,10 @@
 #include "nn/layers.h"
 #include "precision/runtime.h"
 
+/* The wrapper's direct path (prec_exec.c): a 16-bit weight copy, or a shared weight the
+ * GEMMs round themselves. */
+static int g16_is_direct(const snn_prec_module *pm) { return pm->kind == SNN_PM_GEMM16 && (pm->w16 || pm->direct_shared); }
+
 int snn_prec_gemm16_direct(const snn_precision *p, const snn_prec_module *pm) {
     return pm->kind == SNN_PM_GEMM16 && p->be->gemm_rounds && (pm->orig->flags & SNN_MODULE_W16) &&
            pm->m->n_params > 0;
@@ -97,4 +101,11 @@ void snn_precision_clear_stores(snn_precision *p) {
     if (!p->model) return;
     store_ctx c = {p, 0};
     snn_module_walk(p->model->root, visit, &c);
+}
+
+snn_dtype snn_precision_dy16_type(const snn_precision *p, const snn_module *m) {
+    if (!p || !m || m->ops != &snn_prec_gemm16_ops || !m->prec) return SNN_F32;
+    const snn_prec_module *pm = (const snn_prec_module *)m->prec;
+    if (!(pm->orig->flags & SNN_MODULE_DY16) || !p->be->gemm_rounds || !g16_is_direct(pm)) return SNN_F32;
+    return p->half == SNN_F16 || p->half == SNN_BF16 ? p->half : SNN_F32;
 }

@@ -97,6 +97,10 @@ snn_status snn_precision_plan(struct snn_precision *p, int T, int N);
 int snn_prec_gemm16_direct(const struct snn_precision *p, const snn_prec_module *pm);
 void snn_precision_assign_stores(struct snn_precision *p);
 void snn_precision_clear_stores(struct snn_precision *p);
+/* The 16-bit type in which module m (a SNN_MODULE_DY16 kind) can take its dy from the loss
+ * (snn_model_backward_dy16): the mode's type when m runs inside a direct 16-bit GEMM wrapper
+ * on a gemm_rounds table, SNN_F32 (no) otherwise. */
+snn_dtype snn_precision_dy16_type(const struct snn_precision *p, const snn_module *m);
 /* The module tables that wrap a converted module. */
 extern const snn_module_ops snn_prec_gemm16_ops;
 extern const snn_module_ops snn_prec_fp8_ops;

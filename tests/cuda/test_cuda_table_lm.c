@@ -208,7 +208,8 @@ static void test_embedding(void) {
     emb_case(1, 1, 1);
     emb_case(37, 13, 11);
     emb_case(301, 70, 5);     /* many tokens per id: the order of the adds matters */
-    emb_case(129, 1001, 257); /* wide rows: one bucket */
+    emb_case(129, 1001, 257); /* wide rows */
+    emb_case(4096, 768, 2000); /* GPT-2's width, runs of about two tokens an id */
 }
 
 static void pos_case(size_t R, size_t L) {
@@ -470,6 +471,48 @@ static void loss_case(int T, int N, int S, int V, int reduce_sum, int use_mask, 
         CHECK_MSG(off == 0, "LM loss T %d N %d S %d V %d: %zu gradients beyond %.3g", T, N, S, V, off, c * 1e-6);
         free(gdl);
     }
+    if (with_grad) {
+        /* the 16-bit gradient of a 16-bit head (lm_cross_entropy16): the CPU's values rounded,
+         * in padded rows (zeros past V), the same token losses */
+        const size_t ld = ((size_t)V + 5 + 7) / 8 * 8, n16 = (size_t)T * NS * ld;
+        for (int k = 0; k < 2; k++) {
+            const snn_dtype t16 = k ? SNN_F16 : SNN_BF16;
+            void *d_d16 = dnew(NULL, n16 * 2); /* poisoned */
+            double l16 = 0, c16 = 0;
+            OK(gpu->lm_cross_entropy16(gpu, d_l, d_lab, use_mask ? d_mask : NULL, T, N, S, V, reduce_sum, d_tl, &l16,
+                                       &c16, t16, d_d16, ld, gs));
+            uint16_t *h16 = xmalloc(n16 * 2);
+            down(h16, d_d16, n16 * 2);
+            down(gtl, d_tl, NS * sizeof(double));
+            size_t off = 0, pads = 0, tok = 0;
+            const double c = gs * (reduce_sum ? 1.0 : 1.0 / T), rel = k ? 0x1p-11 : 0x1p-8;
+            for (size_t row = 0; row < (size_t)T * NS; row++)
+                for (size_t v = 0; v < ld; v++) {
+                    const uint16_t b = h16[row * ld + v];
+                    const float g = k ? snn_f16_to_f32(b) : snn_bf16_to_f32(b);
+                    if (v >= (size_t)V) {
+                        pads += b != 0;
+                        continue;
+                    }
+                    const double want = dl[row * V + v];
+                    if (!(fabs((double)g - want) <= rel * fabs(want) + c * 1e-6 + 6e-8)) off++;
+                }
+            for (size_t i = 0; i < NS; i++) tok += !(fabs(gtl[i] - tl[i]) <= 1e-6);
+            CHECK_MSG(off == 0 && pads == 0 && tok == 0 && fabs(l16 - ls) <= (double)NS * 1e-6 && c16 == cn,
+                      "LM loss (%s gradient) T %d N %d S %d V %d: %zu gradients off, %zu pads not 0, %zu token "
+                      "losses off, totals %.17g %.17g vs %.17g %.17g",
+                      snn_dtype_name(t16), T, N, S, V, off, pads, tok, l16, c16, ls, cn);
+            free(h16);
+            dfree(d_d16);
+        }
+        double l16, c16;
+        CHECK_MSG(gpu->lm_cross_entropy16(gpu, d_l, d_lab, NULL, T, N, S, V, reduce_sum, d_tl, &l16, &c16, SNN_BF16,
+                                          d_dl, (size_t)V - 1, gs) == SNN_E_SHAPE,
+                  "lm_cross_entropy16 took rows shorter than the vocabulary");
+        CHECK_MSG(gpu->lm_cross_entropy16(gpu, d_l, d_lab, NULL, T, N, S, V, reduce_sum, d_tl, &l16, &c16, SNN_F32,
+                                          d_dl, (size_t)V, gs) == SNN_E_INVALID,
+                  "lm_cross_entropy16 took an f32 gradient type");
+    }
     /* a label outside [0, V): the same refusal, nothing written */
     lab[NS - 1] = V;
     if (NS > 1) lab[NS / 2] = -1;
@@ -485,6 +528,15 @@ static void loss_case(int T, int N, int S, int V, int reduce_sum, int use_mask, 
     size_t written = 0;
     for (size_t k = 0; k < nl; k++) written += !isnan(untouched[k]);
     CHECK_MSG(written == 0, "LM loss refused but wrote %zu gradients", written);
+    /* the 16-bit one refuses the same way: the poison stays */
+    sg = gpu->lm_cross_entropy16(gpu, d_l, d_bad, NULL, T, N, S, V, reduce_sum, d_tl, &gls, &gcn, SNN_BF16, d_dl2,
+                                 (size_t)V, gs);
+    CHECK_MSG(sg == SNN_E_INVALID && !strcmp(msg, snn_last_error()), "bad label (16-bit gradient): cuda %d '%s'",
+              (int)sg, snn_last_error());
+    down(untouched, d_dl2, nl * sizeof(float));
+    written = 0;
+    for (size_t k = 0; k < nl; k++) written += !isnan(untouched[k]);
+    CHECK_MSG(written == 0, "LM loss (16-bit gradient) refused but wrote %zu values", written);
     free(untouched);
     dfree(d_bad), dfree(d_dl2);
     free(l), free(mask), free(lab), free(fl), free(tl), free(gtl), free(dl);
@@ -497,6 +549,8 @@ static void test_loss(void) {
     loss_case(2, 3, 7, 300, 1, 1, 1);
     loss_case(4, 1, 9, 257, 0, 0, 0);
     loss_case(1, 4, 3, 1000, 1, 1, 0);
+    loss_case(1, 2, 3, 50257, 0, 1, 1); /* GPT-2's vocabulary: its rows staged in shared memory */
+    loss_case(2, 1, 2, 70001, 0, 0, 1); /* too large to stage: read from the logits again */
 }
 
 /* ------------------------------------------------------------------ models */

@@ -13,12 +13,16 @@
  *             diagonal: the row max m and the sum l of exp(z - m) (online: l rescaled when m
  *             grows). Pass 2: p = exp(z - m) (1 / l) exactly as the reference normalises it,
  *             rounded to t, y += p v. Saved for the backward instead of P: [R][H][S][2] =
- *             (m, 1 / l) per query row, in the first floats of P (attention_saves_probs = 0).
+ *             (m, 1 / l) per query row, in the first floats of P (attention_saves_probs = 0),
+ *             and the output before any rounding of y, O [R][S][H hd], in `work`.
  *             Two passes instead of the usual rescaled single pass so that the 16-bit P that
  *             multiplies v is the reference's normalised P, not exp(z - running max).
- *   backward  dq: one block per 64 queries; a first sweep over the key tiles recomputes P and
- *             dP and sums c = rowsum(dP P) (double per thread), kept in `work` [R][H][S] for
- *             the second kernel; a second sweep forms dZ and accumulates dq.
+ *   backward  dq: one block per 64 queries. c = rowsum(dP P) is dy . O for each query row:
+ *             sum_j (dy v_j) P_ij = dy . (sum_j P_ij v_j), with the P that multiplied v (its
+ *             16-bit rounding) where the reference sums the unrounded P, a relative
+ *             difference of about 2^-9 / sqrt(keys) in c. That replaces a sweep over the keys
+ *             that recomputed P and dP. c is kept in `work` [R][H][S] for the second kernel;
+ *             one sweep over the key tiles then forms dZ and accumulates dq.
  *             dk, dv: one block per 64 keys of one group, looping over the group's heads and
  *             the query tiles from the diagonal down: P^T and dZ^T recomputed (from m, 1/l, c),
  *             dv += P^T dy, dk += dZ^T q. Every output element is written by one thread once:
@@ -44,6 +48,7 @@ inline cudaStream_t st_of(const snn_backend *be) { return snn_cuda_stream_of(snn
 /* The 16-bit type's bits, its packing of two values and its tensor-core product. */
 template <typename T> struct fa;
 template <> struct fa<__nv_bfloat16> {
+    static __device__ __forceinline__ float unpack(uint16_t b) { return __uint_as_float((uint32_t)b << 16); }
     static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
         return (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(lo)) |
                (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(hi)) << 16;
@@ -56,6 +61,7 @@ template <> struct fa<__nv_bfloat16> {
     }
 };
 template <> struct fa<__half> {
+    static __device__ __forceinline__ float unpack(uint16_t b) { return __half2float(__ushort_as_half(b)); }
     static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
         return (uint32_t)__half_as_ushort(__float2half_rn(lo)) | (uint32_t)__half_as_ushort(__float2half_rn(hi)) << 16;
     }
@@ -179,6 +185,24 @@ __device__ __forceinline__ float quad_sum(float v) {
     return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
+/* This thread's part of a 16-row strip held as C tiles o[D/8][4] (rows i0 and i0 + 8) into an
+ * FP32 matrix whose row i starts at out + i ld, each value times mul (1: unchanged); rows at
+ * or past S are not written. */
+template <int D>
+__device__ __forceinline__ void store_strip(float *out, size_t ld, int i0, int S, const float o[D / 8][4], float mul) {
+    const int q = threadIdx.x & 3;
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        const int i = i0 + 8 * half;
+        if (i >= S) continue;
+        float *r = out + (size_t)i * ld;
+#pragma unroll
+        for (int n = 0; n < D / 8; n++)
+            *reinterpret_cast<float2 *>(r + n * 8 + 2 * q) =
+                make_float2(__fmul_rn(mul, o[n][2 * half]), __fmul_rn(mul, o[n][2 * half + 1]));
+    }
+}
+
 /* 2^x on the special-function unit (relative error about 2^-22; -inf gives 0). */
 __device__ __forceinline__ float ex2(float x) {
     float y;
@@ -215,7 +239,7 @@ __device__ __forceinline__ void mask_diagonal(float s[8][4], int r0, int lim) {
 
 template <typename T, int D>
 __global__ void __launch_bounds__(FT) fa_fwd_kernel(int S, int H, int G, float sl2, const float *x, float *y,
-                                                    float *ml) {
+                                                    float *ml, float *oc) {
     constexpr int LD = D + 8;
     __shared__ __align__(16) uint16_t sq[FB * LD], sk[FB * LD], sv[FB * LD];
     const int qb = (int)gridDim.x - 1 - (int)blockIdx.x; /* the longest rows first */
@@ -273,17 +297,13 @@ __global__ void __launch_bounds__(FT) fa_fwd_kernel(int S, int H, int G, float s
         }
         strip_times_tile<T, D>(o, s, sv);
     }
-    const int q = threadIdx.x & 3;
-#pragma unroll
-    for (int half = 0; half < 2; half++) {
-        const int i = half ? i1 : i0;
-        if (i >= S) continue;
-        float *yo = y + (b * (size_t)S + i) * OW + (size_t)h * D;
-#pragma unroll
-        for (int n = 0; n < D / 8; n++)
-            *reinterpret_cast<float2 *>(yo + n * 8 + 2 * q) = make_float2(o[n][2 * half], o[n][2 * half + 1]);
-        if (q == 0) *reinterpret_cast<float2 *>(ml + ((b * H + h) * (size_t)S + i) * 2) =
-            half ? make_float2(m1, v1) : make_float2(m0, v0);
+    /* y, and the same values into O for the backward's rowsum (the caller may round y) */
+    const size_t yoff = b * (size_t)S * OW + (size_t)h * D;
+    store_strip<D>(y + yoff, OW, i0, S, o, 1.0f);
+    store_strip<D>(oc + yoff, OW, i0, S, o, 1.0f);
+    if ((threadIdx.x & 3) == 0) {
+        if (i0 < S) *reinterpret_cast<float2 *>(ml + ((b * H + h) * (size_t)S + i0) * 2) = make_float2(m0, v0);
+        if (i1 < S) *reinterpret_cast<float2 *>(ml + ((b * H + h) * (size_t)S + i1) * 2) = make_float2(m1, v1);
     }
 }
 
@@ -295,42 +315,35 @@ __device__ __forceinline__ float2 row_state(const float *ml, size_t row0, int i,
 
 template <typename T, int D>
 __global__ void __launch_bounds__(FT) fa_bwd_q_kernel(int S, int H, int G, float scale, float sl2, const float *x,
-                                                      const float *ml, const float *dy, float *dx, float *crow) {
+                                                      const float *ml, const float *oc, const float *dy, float *dx,
+                                                      float *crow) {
     constexpr int LD = D + 8;
     __shared__ __align__(16) uint16_t sq[FB * LD], sdo[FB * LD], sk[FB * LD], sv[FB * LD];
     const int qb = (int)gridDim.x - 1 - (int)blockIdx.x;
     const int h = blockIdx.y, g = h / (H / G), W = (H + 2 * G) * D, OW = H * D;
     const size_t b = blockIdx.z, row0 = (b * H + h) * (size_t)S;
     const float *xb = x + b * (size_t)S * W;
-    const int q0 = qb * FB, r0 = (threadIdx.x >> 5) * 16, gr = (threadIdx.x & 31) >> 2;
+    const int q0 = qb * FB, r0 = (threadIdx.x >> 5) * 16, gr = (threadIdx.x & 31) >> 2, q = threadIdx.x & 3;
     const int i0 = q0 + r0 + gr, i1 = i0 + 8;
     load_tile<T, D>(sq, xb + (size_t)h * D, W, q0, S);
     load_tile<T, D>(sdo, dy + b * (size_t)S * OW + (size_t)h * D, OW, q0, S);
     const float2 st0 = row_state(ml, row0, i0, S), st1 = row_state(ml, row0, i1, S);
-    float s[8][4], dp[8][4];
+    __syncthreads();
+    /* c = dy . O per row (the 16-bit dy the products use, the forward's FP32 O): the quad's
+     * four threads take a quarter of the head each */
     float c0 = 0.0f, c1 = 0.0f;
-    for (int kb = 0; kb <= qb; kb++) {
-        __syncthreads();
-        load_tile<T, D>(sk, xb + (size_t)(H + g) * D, W, kb * FB, S);
-        load_tile<T, D>(sv, xb + (size_t)(H + G + g) * D, W, kb * FB, S);
-        __syncthreads();
-        strip_product<T, D>(s, sq, r0, sk);
-        strip_product<T, D>(dp, sdo, r0, sv);
-        if (kb == qb) mask_diagonal<false>(s, r0, S - q0);
+    const float *o0 = oc + (b * (size_t)S + i0) * OW + (size_t)h * D, *o1 = o0 + (size_t)8 * OW;
 #pragma unroll
-        for (int n = 0; n < 8; n++) {
-            c0 = fmaf(dp[n][0], prob(s[n][0], sl2, st0.x, st0.y), c0);
-            c0 = fmaf(dp[n][1], prob(s[n][1], sl2, st0.x, st0.y), c0);
-            c1 = fmaf(dp[n][2], prob(s[n][2], sl2, st1.x, st1.y), c1);
-            c1 = fmaf(dp[n][3], prob(s[n][3], sl2, st1.x, st1.y), c1);
-        }
+    for (int d = q * (D / 4); d < (q + 1) * (D / 4); d++) {
+        if (i0 < S) c0 = fmaf(fa<T>::unpack(sdo[(r0 + gr) * LD + d]), o0[d], c0);
+        if (i1 < S) c1 = fmaf(fa<T>::unpack(sdo[(r0 + gr + 8) * LD + d]), o1[d], c1);
     }
     const float cr0 = quad_sum(c0), cr1 = quad_sum(c1);
-    if ((threadIdx.x & 3) == 0) {
+    if (q == 0) {
         if (i0 < S) crow[row0 + i0] = cr0;
         if (i1 < S) crow[row0 + i1] = cr1;
     }
-    float o[D / 8][4];
+    float s[8][4], dp[8][4], o[D / 8][4];
 #pragma unroll
     for (int n = 0; n < D / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
     for (int kb = 0; kb <= qb; kb++) {
@@ -350,17 +363,7 @@ __global__ void __launch_bounds__(FT) fa_bwd_q_kernel(int S, int H, int G, float
         }
         strip_times_tile<T, D>(o, s, sk);
     }
-    const int q = threadIdx.x & 3;
-#pragma unroll
-    for (int half = 0; half < 2; half++) {
-        const int i = half ? i1 : i0;
-        if (i >= S) continue;
-        float *dq = dx + (b * (size_t)S + i) * W + (size_t)h * D;
-#pragma unroll
-        for (int n = 0; n < D / 8; n++)
-            *reinterpret_cast<float2 *>(dq + n * 8 + 2 * q) =
-                make_float2(__fmul_rn(scale, o[n][2 * half]), __fmul_rn(scale, o[n][2 * half + 1]));
-    }
+    store_strip<D>(dx + b * (size_t)S * W + (size_t)h * D, W, i0, S, o, scale);
 }
 
 template <typename T, int D>
@@ -375,7 +378,7 @@ __global__ void __launch_bounds__(FT) fa_bwd_kv_kernel(int S, int H, int G, floa
     const size_t b = blockIdx.z;
     const float *xb = x + b * (size_t)S * W;
     const int k0 = kb * FB, r0 = (threadIdx.x >> 5) * 16, gr = (threadIdx.x & 31) >> 2;
-    const int j0 = k0 + r0 + gr, j1 = j0 + 8; /* this thread's two key rows */
+    const int j0 = k0 + r0 + gr; /* this thread's two key rows: j0, j0 + 8 */
     const int nqb = (S + FB - 1) / FB, q = threadIdx.x & 3;
     load_tile<T, D>(sk, xb + (size_t)(H + g) * D, W, k0, S);
     load_tile<T, D>(sv, xb + (size_t)(H + G + g) * D, W, k0, S);
@@ -415,36 +418,31 @@ __global__ void __launch_bounds__(FT) fa_bwd_kv_kernel(int S, int H, int G, floa
             strip_times_tile<T, D>(dk, dp, sq);
         }
     }
-#pragma unroll
-    for (int half = 0; half < 2; half++) {
-        const int j = half ? j1 : j0;
-        if (j >= S) continue;
-        float *dko = dx + (b * (size_t)S + j) * W + (size_t)(H + g) * D, *dvo = dko + (size_t)G * D;
-#pragma unroll
-        for (int n = 0; n < D / 8; n++) {
-            *reinterpret_cast<float2 *>(dko + n * 8 + 2 * q) =
-                make_float2(__fmul_rn(scale, dk[n][2 * half]), __fmul_rn(scale, dk[n][2 * half + 1]));
-            *reinterpret_cast<float2 *>(dvo + n * 8 + 2 * q) = make_float2(dv[n][2 * half], dv[n][2 * half + 1]);
-        }
-    }
+    float *dko = dx + b * (size_t)S * W + (size_t)(H + g) * D;
+    store_strip<D>(dko, W, j0, S, dk, scale);
+    store_strip<D>(dko + (size_t)G * D, W, j0, S, dv, 1.0f);
 }
 
 bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
+/* work: c [R][H][S] floats, then (from a 16-byte boundary) O [R][S][H hd] */
+inline size_t o_offset(int R, int H, int S) { return ((size_t)R * H * S + 3) / 4 * 4; }
+
 template <typename T, int D>
-void launch_fwd(cudaStream_t st, int R, int S, int H, int G, float scale, const float *x, float *y, float *ml) {
+void launch_fwd(cudaStream_t st, int R, int S, int H, int G, float scale, const float *x, float *y, float *ml,
+                float *work) {
     const dim3 grid((unsigned)((S + FB - 1) / FB), (unsigned)H, (unsigned)R);
-    fa_fwd_kernel<T, D><<<grid, FT, 0, st>>>(S, H, G, scale * LOG2E, x, y, ml);
+    fa_fwd_kernel<T, D><<<grid, FT, 0, st>>>(S, H, G, scale * LOG2E, x, y, ml, work + o_offset(R, H, S));
 }
 
 template <typename T, int D>
 void launch_bwd(cudaStream_t st, int R, int S, int H, int G, float scale, const float *x, const float *ml,
-                const float *dy, float *dx, float *crow) {
+                const float *dy, float *dx, float *work) {
     const unsigned nb = (unsigned)((S + FB - 1) / FB);
     const float sl2 = scale * LOG2E;
-    fa_bwd_q_kernel<T, D><<<dim3(nb, (unsigned)H, (unsigned)R), FT, 0, st>>>(S, H, G, scale, sl2, x, ml, dy, dx,
-                                                                              crow);
-    fa_bwd_kv_kernel<T, D><<<dim3(nb, (unsigned)G, (unsigned)R), FT, 0, st>>>(S, H, G, scale, sl2, x, ml, dy, crow,
+    fa_bwd_q_kernel<T, D><<<dim3(nb, (unsigned)H, (unsigned)R), FT, 0, st>>>(S, H, G, scale, sl2, x, ml,
+                                                                              work + o_offset(R, H, S), dy, dx, work);
+    fa_bwd_kv_kernel<T, D><<<dim3(nb, (unsigned)G, (unsigned)R), FT, 0, st>>>(S, H, G, scale, sl2, x, ml, dy, work,
                                                                                dx);
 }
 
@@ -456,15 +454,17 @@ int snn_cuda_attn_flash_ok(snn_dtype t, int R, int S, int H, int hd) {
     return (t == SNN_BF16 || t == SNN_F16) && (hd == 32 || hd == 64) && S >= 2 && R <= 65535 && H <= 65535;
 }
 
+size_t snn_cuda_attn_flash_work_floats(int R, int H, int S) { return o_offset(R, H, S) + (size_t)R * H * S * 64; }
+
 snn_status snn_cuda_attn_flash_forward(const snn_backend *be, snn_dtype t, int R, int S, int H, int G, int hd,
-                                       float scale, const float *x, float *y, float *P) {
-    if (!aligned16(x) || !aligned16(y) || !aligned16(P))
+                                       float scale, const float *x, float *y, float *P, float *work) {
+    if (!aligned16(x) || !aligned16(y) || !aligned16(P) || !aligned16(work))
         return snn_error(SNN_E_INVALID, "attention_forward: device buffers must be 16-byte aligned");
     cudaStream_t st = st_of(be);
-    if (t == SNN_BF16 && hd == 64) launch_fwd<__nv_bfloat16, 64>(st, R, S, H, G, scale, x, y, P);
-    else if (t == SNN_BF16) launch_fwd<__nv_bfloat16, 32>(st, R, S, H, G, scale, x, y, P);
-    else if (hd == 64) launch_fwd<__half, 64>(st, R, S, H, G, scale, x, y, P);
-    else launch_fwd<__half, 32>(st, R, S, H, G, scale, x, y, P);
+    if (t == SNN_BF16 && hd == 64) launch_fwd<__nv_bfloat16, 64>(st, R, S, H, G, scale, x, y, P, work);
+    else if (t == SNN_BF16) launch_fwd<__nv_bfloat16, 32>(st, R, S, H, G, scale, x, y, P, work);
+    else if (hd == 64) launch_fwd<__half, 64>(st, R, S, H, G, scale, x, y, P, work);
+    else launch_fwd<__half, 32>(st, R, S, H, G, scale, x, y, P, work);
     SNN_CU_LAUNCHED("attention_forward (flash)");
     return SNN_OK;
 }
@@ -472,7 +472,7 @@ snn_status snn_cuda_attn_flash_forward(const snn_backend *be, snn_dtype t, int R
 snn_status snn_cuda_attn_flash_backward(const snn_backend *be, snn_dtype t, int R, int S, int H, int G, int hd,
                                         float scale, const float *x, const float *P, const float *dy, float *dx,
                                         float *work) {
-    if (!aligned16(x) || !aligned16(P) || !aligned16(dy) || !aligned16(dx))
+    if (!aligned16(x) || !aligned16(P) || !aligned16(dy) || !aligned16(dx) || !aligned16(work))
         return snn_error(SNN_E_INVALID, "attention_backward: device buffers must be 16-byte aligned");
     cudaStream_t st = st_of(be);
     if (t == SNN_BF16 && hd == 64) launch_bwd<__nv_bfloat16, 64>(st, R, S, H, G, scale, x, P, dy, dx, work);

@@ -8,7 +8,7 @@
 #include "backend/cuda/cuda_layernorm.h"
 
 #define LN_WARPS 8
-#define LN_CHUNKS 64
+#define LN_CHUNKS 256 /* partial sums per feature: enough blocks to fill the GPU */
 
 __device__ __forceinline__ double warp_sum_d(double v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

@@ -47,11 +47,13 @@ snn_status snn_cuda_attn_gemm_backward(const snn_backend *be, snn_dtype t, int R
 
 /* Flash-style attention for 16-bit products (cuda_attn_flash.cu): snn_cuda_attn_flash_ok says
  * whether attention_forward / _backward take it for these arguments; the forward then saves
- * (row max, 1 / row sum) [R][H][S][2] in P instead of the probabilities, and the backward
- * keeps rowsum(dP P) [R][H][S] in work. */
+ * (row max, 1 / row sum) [R][H][S][2] in P instead of the probabilities and its FP32 output
+ * in work, where the backward also keeps rowsum(dP P) [R][H][S]: work holds
+ * snn_cuda_attn_flash_work_floats(R, H, S) floats (head sizes up to 64). */
 int snn_cuda_attn_flash_ok(snn_dtype t, int R, int S, int H, int hd);
+size_t snn_cuda_attn_flash_work_floats(int R, int H, int S);
 snn_status snn_cuda_attn_flash_forward(const snn_backend *be, snn_dtype t, int R, int S, int H, int G, int hd,
-                                       float scale, const float *x, float *y, float *P);
+                                       float scale, const float *x, float *y, float *P, float *work);
 snn_status snn_cuda_attn_flash_backward(const snn_backend *be, snn_dtype t, int R, int S, int H, int G, int hd,
                                         float scale, const float *x, const float *P, const float *dy, float *dx,
                                         float *work);

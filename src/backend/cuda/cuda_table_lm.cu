@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cub/device/device_radix_sort.cuh>
+
 #include "backend/cuda/cuda_table.h"
 
 namespace {
@@ -53,18 +55,25 @@ __global__ void emb_fwd_kernel(size_t n, int D, int vocab, const float *ids, con
     }
 }
 
-/* One thread per (column j, bucket): it owns G[id][j] for every id of its bucket
- * (id % nb) and adds their tokens in increasing i: the CPU's order for every element. */
-__global__ void emb_bwd_kernel(size_t n, int D, int nb, const float *ids, const float *dy, float *G) {
-    const size_t total = (size_t)D * (size_t)nb;
-    GRID_STRIDE(e, total) {
-        const int j = (int)(e % (size_t)D), bucket = (int)(e / (size_t)D);
-        for (size_t i = 0; i < n; i++) {
-            const int id = (int)ids[i];
-            if (id % nb != bucket) continue;
-            float *g = G + (size_t)id * (size_t)D + j;
-            *g = __fadd_rn(*g, dy[i * (size_t)D + j]);
-        }
+/* The backward in the CPU's order for every element (G[id][j] += dy[i][j] for i = 0, 1, ...)
+ * without a thread scanning every token: the tokens are sorted by id with a stable radix sort
+ * (equal ids keep increasing i), then one block per run of equal ids adds its rows in that
+ * order, a thread per column. */
+__global__ void emb_keys_kernel(size_t n, const float *ids, int *keys, int *order) {
+    GRID_STRIDE(i, n) {
+        keys[i] = (int)ids[i];
+        order[i] = (int)i;
+    }
+}
+
+__global__ void emb_bwd_kernel(int n, int D, const int *keys, const int *order, const float *dy, float *G) {
+    const int p = blockIdx.x, id = keys[p];
+    if (p > 0 && keys[p - 1] == id) return; /* not the first of its run */
+    float *g = G + (size_t)id * (size_t)D;
+    for (int j = threadIdx.x; j < D; j += blockDim.x) {
+        float acc = g[j];
+        for (int q = p; q < n && keys[q] == id; q++) acc = __fadd_rn(acc, dy[(size_t)order[q] * (size_t)D + j]);
+        g[j] = acc;
     }
 }
 
@@ -97,12 +106,21 @@ snn_status t_embedding_backward(const snn_backend *be, size_t n, int D, const fl
     if (D <= 0) return snn_error(SNN_E_INVALID, "embedding_backward: D must be positive");
     if (n == 0) return SNN_OK;
     if (!ids || !dy || !G) return snn_error(SNN_E_INVALID, "embedding_backward: NULL pointer");
-    /* enough (column, bucket) threads to fill the GPU; each scans the n ids */
-    int nb = (int)((32768 + (size_t)D - 1) / (size_t)D);
-    if (nb > 256) nb = 256;
-    if (nb < 1) nb = 1;
-    const size_t total = (size_t)D * (size_t)nb;
-    emb_bwd_kernel<<<snn_grid(total, 128), 128, 0, st_of(be)>>>(n, D, nb, ids, dy, G);
+    if (n > 0x7fffffffu) return snn_error(SNN_E_UNSUPPORTED, "embedding_backward: %zu tokens in one call", n);
+    const int ni = (int)n;
+    size_t temp = 0;
+    SNN_CU_TRY(cub::DeviceRadixSort::SortPairs(NULL, temp, (const int *)NULL, (int *)NULL, (const int *)NULL,
+                                               (int *)NULL, ni, 0, 32, st_of(be)));
+    const size_t arr = (n * sizeof(int) + 255) / 256 * 256;
+    void *ws;
+    SNN_TRY(snn_cuda_table_ws(be, 4 * arr + temp, &ws));
+    int *keys = (int *)ws, *order = (int *)((char *)ws + arr), *skeys = (int *)((char *)ws + 2 * arr),
+        *sorder = (int *)((char *)ws + 3 * arr);
+    emb_keys_kernel<<<snn_cuda_table_grid(be, n, 256), 256, 0, st_of(be)>>>(n, ids, keys, order);
+    SNN_CU_LAUNCHED("embedding_backward (keys)");
+    SNN_CU_TRY(cub::DeviceRadixSort::SortPairs((char *)ws + 4 * arr, temp, keys, skeys, order, sorder, ni, 0, 32,
+                                               st_of(be)));
+    emb_bwd_kernel<<<(unsigned)ni, D >= 256 ? 256 : 32 * ((D + 31) / 32), 0, st_of(be)>>>(ni, D, skeys, sorder, dy, G);
     SNN_CU_LAUNCHED("embedding_backward");
     return SNN_OK;
 }
@@ -270,7 +288,6 @@ snn_status attn_type_check(const char *what, snn_dtype t) {
 
 snn_status t_attention_forward(const snn_backend *be, snn_dtype t, int R, int S, int H, int G, int hd, float scale,
                                const float *x, float *y, float *P, void *work) {
-    (void)work;
     SNN_TRY(snn_cuda_table_check(be, "attention_forward"));
     SNN_TRY(attn_check("attention_forward", R, S, H, G, hd));
     SNN_TRY(attn_type_check("attention_forward", t));
@@ -278,7 +295,10 @@ snn_status t_attention_forward(const snn_backend *be, snn_dtype t, int R, int S,
     if (!x || !y || !P) return snn_error(SNN_E_INVALID, "attention_forward: NULL pointer");
     const size_t blocks = (size_t)R * H * S, smem = (size_t)S * sizeof(float);
     if (blocks > 0x7fffffffu) return snn_error(SNN_E_UNSUPPORTED, "attention_forward: %zu query rows", blocks);
-    if (snn_cuda_attn_flash_ok(t, R, S, H, hd)) return snn_cuda_attn_flash_forward(be, t, R, S, H, G, hd, scale, x, y, P);
+    if (snn_cuda_attn_flash_ok(t, R, S, H, hd)) {
+        if (!work) return snn_error(SNN_E_INVALID, "attention_forward: NULL work (the flash path saves its output there)");
+        return snn_cuda_attn_flash_forward(be, t, R, S, H, G, hd, scale, x, y, P, (float *)work);
+    }
     if (!attn_naive()) return snn_cuda_attn_gemm_forward(be, t, R, S, H, G, hd, scale, x, y, P);
     SNN_TRY(smem_for(attn_fwd_kernel, smem, "attention_forward"));
     attn_fwd_kernel<<<(unsigned)blocks, ATT_THREADS, smem, st_of(be)>>>(S, H, G, hd, scale, x, y, P);
@@ -354,9 +374,11 @@ int t_attention_saves_probs(const snn_backend *be, snn_dtype t, int R, int S, in
 
 size_t t_attention_work_bytes(const snn_backend *be, int R, int H, int S) {
     (void)be;
-    /* dZ [R][H][S][S] */
-    return (size_t)(R > 0 ? R : 0) * (size_t)(H > 0 ? H : 0) * (size_t)(S > 0 ? S : 0) * (size_t)(S > 0 ? S : 0) *
-           sizeof(float);
+    if (R <= 0 || H <= 0 || S <= 0) return 0;
+    /* the cuBLASLt path's dZ [R][H][S][S], or what the flash path keeps (its output and the
+     * rowsums), whichever is larger: the path is chosen per call, by the operand type */
+    const size_t dz = (size_t)R * H * S * S, flash = snn_cuda_attn_flash_work_floats(R, H, S);
+    return (dz > flash ? dz : flash) * sizeof(float);
 }
 
 snn_status t_attention_backward(const snn_backend *be, snn_dtype t, int R, int S, int H, int G, int hd, float scale,
@@ -649,22 +671,63 @@ __global__ void ce_total_kernel(const double *token_loss, const float *mask, siz
     out[1] = cn;
 }
 
-snn_status t_lm_cross_entropy(const snn_backend *be, const float *logits, const int32_t *labels, const float *mask,
-                              int T, int N, int S, int V, int reduce_sum, double *token_loss, double *loss_sum,
-                              double *count, float *dlogits, float grad_scale) {
+/* One block per token with the row's z staged in shared memory (STAGED; V floats) or read
+ * again from the logits: z and its max, the exps and their sum in double, the token's loss,
+ * then the gradient, the same FP32 operations as ce_kernel, rounded to T into every time
+ * slice's row of ld values (the padding columns zero). The logits are read once when staged. */
+#define CE16_THREADS 1024
+template <typename T, bool STAGED>
+__global__ void __launch_bounds__(CE16_THREADS) ce16_kernel(const float *logits, const int32_t *labels,
+                                                            const float *mask, int TS, size_t NS, int V, float inv,
+                                                            float gt, double *token_loss, T *dl, size_t ld,
+                                                            float grad_scale) {
+    extern __shared__ float zs[];
+    __shared__ float redf[CE16_THREADS];
+    __shared__ double redd[CE16_THREADS];
+    const size_t i = blockIdx.x, stride = NS * (size_t)V;
+    const float *l = logits + i * (size_t)V;
+    const float mk = mask ? mask[i] : 1.0f;
+    const int lab = labels[i];
+    float mx = -INFINITY;
+    for (int v = threadIdx.x; v < V; v += blockDim.x) {
+        const float z = zred(l + v, TS, stride, inv);
+        if (STAGED) zs[v] = z;
+        mx = fmaxf(mx, z);
+    }
+    mx = snn_block_max_f(mx, redf); /* its barriers also publish zs */
+    const float zl = zred(l + lab, TS, stride, inv);
+    double se = 0.0;
+    for (int v = threadIdx.x; v < V; v += blockDim.x)
+        se += (double)expf(__fsub_rn(STAGED ? zs[v] : zred(l + v, TS, stride, inv), mx));
+    se = snn_block_sum_d(se, redd);
+    if (threadIdx.x == 0) token_loss[i] = (double)mk * ((double)mx + log(se) - (double)zl);
+    const float c = __fmul_rn(__fmul_rn(grad_scale, mk), gt), is = (float)(1.0 / se);
+    for (size_t v = threadIdx.x; v < ld; v += blockDim.x) {
+        float g = 0.0f;
+        if (v < (size_t)V) {
+            const float e = expf(__fsub_rn(STAGED ? zs[v] : zred(l + v, TS, stride, inv), mx));
+            g = __fmul_rn(c, __fsub_rn(__fmul_rn(e, is), (int)v == lab ? 1.0f : 0.0f));
+        }
+        const T o = Io<T>::st(g);
+        for (int t = 0; t < TS; t++) dl[((size_t)t * NS + i) * ld + v] = o;
+    }
+}
+
+/* The arguments, and the labels checked on the device before anything is written. */
+snn_status ce_begin(const snn_backend *be, const float *logits, const int32_t *labels, const double *token_loss,
+                    const double *loss_sum, const double *count, int T, int N, int S, int V, size_t *NS) {
     SNN_TRY(snn_cuda_table_check(be, "lm_cross_entropy"));
     if (!logits || !labels || !token_loss || !loss_sum || !count)
         return snn_error(SNN_E_INVALID, "LM loss: logits, labels and outputs must not be NULL");
     if (T <= 0 || N <= 0 || S <= 0 || V <= 0)
         return snn_error(SNN_E_INVALID, "LM loss: T, N, S and V must be positive (got %d, %d, %d, %d)", T, N, S, V);
     snn_cuda *c = snn_cuda_table_ctx(be);
-    const size_t NS = (size_t)N * (size_t)S;
-    if (NS > 0x7fffffffu) return snn_error(SNN_E_UNSUPPORTED, "LM loss: %zu tokens in one call", NS);
+    *NS = (size_t)N * (size_t)S;
+    if (*NS > 0x7fffffffu) return snn_error(SNN_E_UNSUPPORTED, "LM loss: %zu tokens in one call", *NS);
     /* the scratch: [0] the first bad label, [1..2] the totals */
     unsigned long long *bad = (unsigned long long *)snn_cuda_table_scratch(be);
-    double *tot = (double *)snn_cuda_table_scratch(be) + 1;
     SNN_CU_TRY(cudaMemsetAsync(bad, 0xFF, sizeof *bad, st_of(be)));
-    ce_check_kernel<<<snn_cuda_table_grid(be, NS, 256), 256, 0, st_of(be)>>>(labels, NS, V, bad);
+    ce_check_kernel<<<snn_cuda_table_grid(be, *NS, 256), 256, 0, st_of(be)>>>(labels, *NS, V, bad);
     SNN_CU_LAUNCHED("LM loss label check");
     unsigned long long f = NONE;
     SNN_TRY(snn_cuda_download(c, &f, bad, sizeof f));
@@ -674,17 +737,71 @@ snn_status t_lm_cross_entropy(const snn_backend *be, const float *logits, const 
         return snn_error(SNN_E_INVALID, "LM loss: label %d at token %lld is outside [0, %d)", (int)lab, (long long)f,
                          V);
     }
+    return SNN_OK;
+}
+
+/* The totals in token order, to the host. */
+snn_status ce_end(const snn_backend *be, const double *token_loss, const float *mask, size_t NS, double *loss_sum,
+                  double *count) {
+    double *tot = (double *)snn_cuda_table_scratch(be) + 1;
+    ce_total_kernel<<<1, 32, 0, st_of(be)>>>(token_loss, mask, NS, tot);
+    SNN_CU_LAUNCHED("LM loss totals");
+    double h[2];
+    SNN_TRY(snn_cuda_download(snn_cuda_table_ctx(be), h, tot, sizeof h));
+    *loss_sum = h[0];
+    *count = h[1];
+    return SNN_OK;
+}
+
+snn_status t_lm_cross_entropy(const snn_backend *be, const float *logits, const int32_t *labels, const float *mask,
+                              int T, int N, int S, int V, int reduce_sum, double *token_loss, double *loss_sum,
+                              double *count, float *dlogits, float grad_scale) {
+    size_t NS = 0;
+    SNN_TRY(ce_begin(be, logits, labels, token_loss, loss_sum, count, T, N, S, V, &NS));
     const float inv = reduce_sum ? 1.0f : 1.0f / (float)T, gt = reduce_sum ? 1.0f : 1.0f / (float)T;
     ce_kernel<<<(unsigned)NS, CE_THREADS, 0, st_of(be)>>>(logits, labels, mask, T, NS, V, inv, gt, token_loss, dlogits,
                                                           grad_scale);
     SNN_CU_LAUNCHED("LM loss");
-    ce_total_kernel<<<1, 32, 0, st_of(be)>>>(token_loss, mask, NS, tot);
-    SNN_CU_LAUNCHED("LM loss totals");
-    double h[2];
-    SNN_TRY(snn_cuda_download(c, h, tot, sizeof h));
-    *loss_sum = h[0];
-    *count = h[1];
+    return ce_end(be, token_loss, mask, NS, loss_sum, count);
+}
+
+template <typename T>
+snn_status ce16_launch(const snn_backend *be, const float *logits, const int32_t *labels, const float *mask, int TS,
+                       size_t NS, int V, float inv, float gt, double *token_loss, void *dl, size_t ld,
+                       float grad_scale) {
+    const size_t smem = (size_t)V * sizeof(float);
+    int dev = 0, optin = 0;
+    SNN_CU_TRY(cudaGetDevice(&dev));
+    SNN_CU_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    /* the static reduction buffers take 12 kB of the block's shared memory */
+    if (smem + 12 * 1024 + 1024 <= (size_t)optin && smem_for(ce16_kernel<T, true>, smem, "LM loss") == SNN_OK) {
+        ce16_kernel<T, true><<<(unsigned)NS, CE16_THREADS, smem, st_of(be)>>>(logits, labels, mask, TS, NS, V, inv, gt,
+                                                                             token_loss, (T *)dl, ld, grad_scale);
+    } else {
+        snn_clear_error();
+        ce16_kernel<T, false><<<(unsigned)NS, CE16_THREADS, 0, st_of(be)>>>(logits, labels, mask, TS, NS, V, inv, gt,
+                                                                           token_loss, (T *)dl, ld, grad_scale);
+    }
+    SNN_CU_LAUNCHED("LM loss (16-bit gradient)");
     return SNN_OK;
+}
+
+snn_status t_lm_cross_entropy16(const snn_backend *be, const float *logits, const int32_t *labels, const float *mask,
+                                int T, int N, int S, int V, int reduce_sum, double *token_loss, double *loss_sum,
+                                double *count, snn_dtype t, void *dlogits, size_t ld, float grad_scale) {
+    if (t != SNN_BF16 && t != SNN_F16)
+        return snn_error(SNN_E_INVALID, "lm_cross_entropy16: the gradient type must be f16 or bf16");
+    if (!dlogits) return snn_error(SNN_E_INVALID, "lm_cross_entropy16: NULL dlogits");
+    if (V > 0 && ld < (size_t)V)
+        return snn_error(SNN_E_SHAPE, "lm_cross_entropy16: rows of %zu values cannot hold a vocabulary of %d", ld, V);
+    size_t NS = 0;
+    SNN_TRY(ce_begin(be, logits, labels, token_loss, loss_sum, count, T, N, S, V, &NS));
+    const float inv = reduce_sum ? 1.0f : 1.0f / (float)T, gt = reduce_sum ? 1.0f : 1.0f / (float)T;
+    SNN_TRY(t == SNN_BF16 ? ce16_launch<__nv_bfloat16>(be, logits, labels, mask, T, NS, V, inv, gt, token_loss,
+                                                       dlogits, ld, grad_scale)
+                          : ce16_launch<__half>(be, logits, labels, mask, T, NS, V, inv, gt, token_loss, dlogits, ld,
+                                                grad_scale));
+    return ce_end(be, token_loss, mask, NS, loss_sum, count);
 }
 
 } // namespace
@@ -705,4 +822,5 @@ void snn_cuda_install_lm(snn_backend *be) {
     be->bispike_forward = t_bispike_forward;
     be->bispike_backward = t_bispike_backward;
     be->lm_cross_entropy = t_lm_cross_entropy;
+    be->lm_cross_entropy16 = t_lm_cross_entropy16;
 }
