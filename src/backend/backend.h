@@ -48,7 +48,10 @@ typedef enum snn_device_type { SNN_DEVICE_CPU = 0, SNN_DEVICE_CUDA = 1 } snn_dev
  *            snn_backend). A 16-bit C is written once, rounded (RNE) from the FP32 result, so
  *            it needs beta = 0 and holds what c_round = ab_type gives. A precision wrapper
  *            keeps such a copy of a weight so that the forward's conversion also serves the
- *            backward, and activations between two 16-bit modules stay 16-bit. */
+ *            backward, and activations between two 16-bit modules stay 16-bit.
+ *   a_zero_pad  a 16-bit A whose rows (lda apart, a multiple of 8) hold zeros from the end of
+ *            its contiguous extent up to the next multiple of 8 (the LM loss's gradient rows):
+ *            a device that pads unaligned operands with zeros may read it in place. */
 typedef struct snn_gemm {
     int trans_a, trans_b;
     int M, N, K;
@@ -61,6 +64,7 @@ typedef struct snn_gemm {
     const float *bias;
     snn_dtype c_round;
     snn_dtype a_store, b_store, c_store;
+    int a_zero_pad;
 } snn_gemm;
 
 /* One SGD / Adam / AdamW update of n FP32 values with the rules of src/optim/optimizer.c

@@ -59,8 +59,8 @@ static snn_status head_forward(snn_module *m, const snn_run *r, const float *x, 
     return m->be->gemm(m->be, &g);
 }
 
-/* dy: FP32 rows of vocab values, or the loss's 16-bit rows of dy16_ld (SNN_MODULE_DY16),
- * which both GEMMs read in place. */
+/* dy: FP32 rows of vocab values, or the loss's 16-bit rows of dy16_ld, zero-padded
+ * (SNN_MODULE_DY16), which both GEMMs read in place. */
 static snn_status head_backward(snn_module *m, const snn_run *r, const float *x, const float *y,
                                 const float *dy, float *dx) {
     (void)y;
@@ -72,12 +72,14 @@ static snn_status head_backward(snn_module *m, const snn_run *r, const float *x,
     const int ldy = r->dy16 && r->dy16_ld ? r->dy16_ld : h->vocab;
     snn_gemm gw = {.trans_a = 1, .trans_b = 0, .M = h->vocab, .N = h->dim, .K = rows, .alpha = 1.0f, .beta = 1.0f,
                    .A = DY, .lda = ldy, .B = x, .ldb = h->dim, .C = w->grad, .ldc = h->dim,
-                   .ab_type = ab_of(r), .bias = NULL, .c_round = SNN_F32, .a_store = ds};
+                   .ab_type = ab_of(r), .bias = NULL, .c_round = SNN_F32, .a_store = ds,
+                   .a_zero_pad = ldy != h->vocab};
     SNN_TRY(m->be->gemm(m->be, &gw));
     if (!dx) return SNN_OK;
     snn_gemm gd = {.trans_a = 0, .trans_b = 0, .M = rows, .N = h->dim, .K = h->vocab, .alpha = 1.0f, .beta = 0.0f,
                    .A = DY, .lda = ldy, .B = w->data, .ldb = h->dim, .C = dx, .ldc = h->dim,
-                   .ab_type = ab_of(r), .bias = NULL, .c_round = round_of(r), .a_store = ds};
+                   .ab_type = ab_of(r), .bias = NULL, .c_round = round_of(r), .a_store = ds,
+                   .a_zero_pad = ldy != h->vocab};
     return m->be->gemm(m->be, &gd);
 }
 

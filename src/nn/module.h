@@ -84,7 +84,9 @@ typedef struct snn_run {
     const void *x16, *dy16;           /* a wrapper's 16-bit copies (gemm_type values) of x and,
                                          in a backward, dy, for a Linear to multiply instead of
                                          x and dy (no conversion in its GEMMs); NULL: none */
-    int dy16_ld;                      /* dy16's row stride in elements; 0: the row's width */
+    int dy16_ld;                      /* dy16's row stride in elements, its rows zero-padded
+                                         past the width (a loss's 16-bit gradient,
+                                         lm_cross_entropy16); 0: the row's width */
 } snn_run;
 
 typedef struct snn_module snn_module;

@@ -392,7 +392,11 @@ snn_status t_gemm(const snn_backend *be, const snn_gemm *g) {
      * otherwise (about a tenth of the tensor-core rate on the GPT-2 head). */
     const int M = g->M, N = g->N, K = g->K;
     const int Mp = g->trans_a ? (M + 7) / 8 * 8 : M, Np = (N + 7) / 8 * 8, Kp = (K + 7) / 8 * 8;
-    const int pad = t != SNN_F32 && K > 0 && g->a_store == SNN_F32 && g->b_store == SNN_F32 &&
+    /* a 16-bit A already padded with zeros (a_zero_pad) is the copy itself when its rows need
+     * no padding (they are K of a transposed A, M otherwise: only M is never padded) */
+    const int a_ready = g->a_store != SNN_F32 && g->a_zero_pad && g->lda % 8 == 0 && snn_aligned(g->A, 16) &&
+                        (!g->trans_a || Kp == K);
+    const int pad = t != SNN_F32 && K > 0 && (g->a_store == SNN_F32 || a_ready) && g->b_store == SNN_F32 &&
                     (Mp != M || Np != N || Kp != K || g->lda % 8 || g->ldb % 8 || g->ldc % 4 ||
                      (uintptr_t)g->C % 16);
     /* bias: in cuBLASLt's epilogue (C = alpha A B + beta C + bias: the same sum in another
@@ -409,15 +413,17 @@ snn_status t_gemm(const snn_backend *be, const snn_gemm *g) {
     if (K > 0 && pad) {
         const int rap = g->trans_a ? Kp : Mp, cap = g->trans_a ? Mp : Kp; /* A's copy: rap x cap */
         const int rbp = g->trans_b ? Np : Kp, cbp = g->trans_b ? Kp : Np;
-        const size_t off_b = up256((size_t)rap * cap * 2), off_p = off_b + up256((size_t)rbp * cbp * 2);
+        const size_t off_b = a_ready ? 0 : up256((size_t)rap * cap * 2), off_p = off_b + up256((size_t)rbp * cbp * 2);
         void *ws;
         SNN_TRY(ws_get(be, off_p + (size_t)Mp * Np * 4 + 256, &ws));
-        void *a16 = ws, *b16 = (char *)ws + off_b;
+        const void *a16 = ws;
+        void *b16 = (char *)ws + off_b;
         float *P = (float *)((char *)ws + off_p);
-        SNN_TRY(snn_cuda_convert_2d(c, t, a16, (size_t)cap, rap, cap, g->A, (size_t)g->lda, ra, ca));
+        if (a_ready) a16 = g->A;
+        else SNN_TRY(snn_cuda_convert_2d(c, t, ws, (size_t)cap, rap, cap, g->A, (size_t)g->lda, ra, ca));
         SNN_TRY(snn_cuda_convert_2d(c, t, b16, (size_t)cbp, rbp, cbp, g->B, (size_t)g->ldb, rb, cb));
-        snn_cuda_gemm_desc d = snn_cuda_gd(g->trans_a ? 1 : 0, g->trans_b ? 1 : 0, Mp, Np, Kp, t, t, SNN_F32, cap,
-                                           cbp, Np, 0);
+        snn_cuda_gemm_desc d = snn_cuda_gd(g->trans_a ? 1 : 0, g->trans_b ? 1 : 0, Mp, Np, Kp, t, t, SNN_F32,
+                                           a_ready ? g->lda : cap, cbp, Np, 0);
         d.allow_tf32 = 0;
         SNN_TRY(snn_cuda_gemm_bias(c, &d, g->alpha, a16, b16, 0.0f, P, NULL, NULL, NULL, NULL, NULL));
         return launch_gemm_out(be, g->c_round, g->C, g->ldc, P, Np, M, N, beta);

@@ -85,14 +85,26 @@ __global__ void ln_wsum_kernel(const float *__restrict__ x, const float *__restr
     work[(size_t)c * 2 * F + F + j] = ab;
 }
 
+/* Stage 2: 32 features a block, each summed by 8 warps over every 8th chunk and the 8 parts
+ * added in order (a fixed order: the same result on every run). */
 __global__ void ln_wfinal_kernel(const double *__restrict__ work, int chunks, int F,
                                  float *__restrict__ dw, float *__restrict__ db) {
-    const int j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= F) return;
+    __shared__ double part[8][32][2];
+    const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5, j = blockIdx.x * 32 + lane;
     double aw = 0.0, ab = 0.0;
-    for (int c = 0; c < chunks; c++) {
-        aw += work[(size_t)c * 2 * F + j];
-        ab += work[(size_t)c * 2 * F + F + j];
+    if (j < F)
+        for (int c = wp; c < chunks; c += 8) {
+            aw += work[(size_t)c * 2 * F + j];
+            ab += work[(size_t)c * 2 * F + F + j];
+        }
+    part[wp][lane][0] = aw;
+    part[wp][lane][1] = ab;
+    __syncthreads();
+    if (wp || j >= F) return;
+    aw = ab = 0.0;
+    for (int w = 0; w < 8; w++) {
+        aw += part[w][lane][0];
+        ab += part[w][lane][1];
     }
     dw[j] += (float)aw;
     db[j] += (float)ab;
@@ -146,8 +158,7 @@ extern "C" snn_status snn_cuda_layernorm_backward(snn_cuda *c, const float *x, c
     dim3 g1((unsigned)((F + 127) / 128), (unsigned)chunks);
     ln_wsum_kernel<<<g1, 128, 0, sm>>>(x, dy, V, F, save_mean, save_rstd, (double *)work, per);
     SNN_CU_LAUNCHED("LayerNorm backward (weight sums)");
-    ln_wfinal_kernel<<<(unsigned)((F + 127) / 128), 128, 0, sm>>>((const double *)work, chunks, F,
-                                                                  dgamma, dbeta);
+    ln_wfinal_kernel<<<(unsigned)((F + 31) / 32), 256, 0, sm>>>((const double *)work, chunks, F, dgamma, dbeta);
     SNN_CU_LAUNCHED("LayerNorm backward (weight gradients)");
     return SNN_OK;
 }

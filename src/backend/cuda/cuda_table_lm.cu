@@ -659,23 +659,47 @@ __global__ void __launch_bounds__(CE_THREADS) ce_kernel(const float *logits, con
     }
 }
 
-/* The totals in token order (one thread: the CPU's sums of the per-token values). */
-__global__ void ce_total_kernel(const double *token_loss, const float *mask, size_t NS, double *out) {
-    if (blockIdx.x || threadIdx.x) return;
+/* The totals in token order (one thread adds: the CPU's sums of the per-token values), the
+ * values staged in shared memory by the whole block a chunk at a time so that the adds, not
+ * the loads, set the pace. */
+#define CE_TOTAL_CHUNK 4096
+__global__ void __launch_bounds__(1024) ce_total_kernel(const double *token_loss, const float *mask, size_t NS,
+                                                        double *out) {
+    __shared__ double sl[CE_TOTAL_CHUNK];
+    __shared__ float sm[CE_TOTAL_CHUNK];
     double ls = 0.0, cn = 0.0;
-    for (size_t i = 0; i < NS; i++) {
-        ls = __dadd_rn(ls, token_loss[i]);
-        cn = __dadd_rn(cn, mask ? (double)mask[i] : 1.0);
+    for (size_t c0 = 0; c0 < NS; c0 += CE_TOTAL_CHUNK) {
+        const int n = NS - c0 < CE_TOTAL_CHUNK ? (int)(NS - c0) : CE_TOTAL_CHUNK;
+        __syncthreads();
+        for (int k = threadIdx.x; k < n; k += blockDim.x) {
+            sl[k] = token_loss[c0 + k];
+            sm[k] = mask ? mask[c0 + k] : 1.0f;
+        }
+        __syncthreads();
+        if (threadIdx.x == 0)
+            for (int k = 0; k < n; k++) {
+                ls = __dadd_rn(ls, sl[k]);
+                cn = __dadd_rn(cn, (double)sm[k]);
+            }
     }
-    out[0] = ls;
-    out[1] = cn;
+    if (threadIdx.x == 0) {
+        out[0] = ls;
+        out[1] = cn;
+    }
 }
 
 /* One block per token with the row's z staged in shared memory (STAGED; V floats) or read
  * again from the logits: z and its max, the exps and their sum in double, the token's loss,
  * then the gradient, the same FP32 operations as ce_kernel, rounded to T into every time
- * slice's row of ld values (the padding columns zero). The logits are read once when staged. */
+ * slice's row of ld values (the padding columns zero). The logits are read once when staged,
+ * four at a time where the row allows (one block per SM holds a 50257-value row: the loads
+ * in flight must come from each thread). */
 #define CE16_THREADS 1024
+template <bool STAGED>
+__device__ __forceinline__ float ce_z(const float *zs, const float *l, int v, int TS, size_t stride, float inv) {
+    return STAGED ? zs[v] : zred(l + v, TS, stride, inv);
+}
+
 template <typename T, bool STAGED>
 __global__ void __launch_bounds__(CE16_THREADS) ce16_kernel(const float *logits, const int32_t *labels,
                                                             const float *mask, int TS, size_t NS, int V, float inv,
@@ -689,7 +713,37 @@ __global__ void __launch_bounds__(CE16_THREADS) ce16_kernel(const float *logits,
     const float mk = mask ? mask[i] : 1.0f;
     const int lab = labels[i];
     float mx = -INFINITY;
-    for (int v = threadIdx.x; v < V; v += blockDim.x) {
+    /* the scalar head up to a 16-byte boundary, float4 groups, the scalar tail; float4 needs
+     * every time slice's row on the same alignment (stride % 4 == 0) */
+    int head = (int)((4 - (uintptr_t)l / sizeof(float) % 4) % 4), n4 = 0;
+    if (STAGED && (TS == 1 || stride % 4 == 0) && (uintptr_t)l % sizeof(float) == 0) {
+        if (head > V) head = V;
+        n4 = (V - head) / 4;
+    } else {
+        head = V;
+    }
+    for (int v = threadIdx.x; v < head; v += blockDim.x) {
+        const float z = zred(l + v, TS, stride, inv);
+        if (STAGED) zs[v] = z;
+        mx = fmaxf(mx, z);
+    }
+#pragma unroll 4
+    for (int k = threadIdx.x; k < n4; k += blockDim.x) {
+        const int v = head + 4 * k;
+        float4 s4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        for (int t = 0; t < TS; t++) {
+            const float4 x = *reinterpret_cast<const float4 *>(l + (size_t)t * stride + v);
+            s4.x = __fadd_rn(s4.x, x.x);
+            s4.y = __fadd_rn(s4.y, x.y);
+            s4.z = __fadd_rn(s4.z, x.z);
+            s4.w = __fadd_rn(s4.w, x.w);
+        }
+        const float z0 = __fmul_rn(s4.x, inv), z1 = __fmul_rn(s4.y, inv), z2 = __fmul_rn(s4.z, inv),
+                    z3 = __fmul_rn(s4.w, inv);
+        zs[v] = z0, zs[v + 1] = z1, zs[v + 2] = z2, zs[v + 3] = z3;
+        mx = fmaxf(mx, fmaxf(fmaxf(z0, z1), fmaxf(z2, z3)));
+    }
+    for (int v = head + 4 * n4 + threadIdx.x; v < V; v += blockDim.x) {
         const float z = zred(l + v, TS, stride, inv);
         if (STAGED) zs[v] = z;
         mx = fmaxf(mx, z);
@@ -698,18 +752,34 @@ __global__ void __launch_bounds__(CE16_THREADS) ce16_kernel(const float *logits,
     const float zl = zred(l + lab, TS, stride, inv);
     double se = 0.0;
     for (int v = threadIdx.x; v < V; v += blockDim.x)
-        se += (double)expf(__fsub_rn(STAGED ? zs[v] : zred(l + v, TS, stride, inv), mx));
+        se += (double)expf(__fsub_rn(ce_z<STAGED>(zs, l, v, TS, stride, inv), mx));
     se = snn_block_sum_d(se, redd);
     if (threadIdx.x == 0) token_loss[i] = (double)mk * ((double)mx + log(se) - (double)zl);
     const float c = __fmul_rn(__fmul_rn(grad_scale, mk), gt), is = (float)(1.0 / se);
-    for (size_t v = threadIdx.x; v < ld; v += blockDim.x) {
+    /* eight gradients a thread per 16-byte store where the rows allow (ld % 8 == 0) */
+    auto grad = [&](size_t v) -> T {
         float g = 0.0f;
         if (v < (size_t)V) {
-            const float e = expf(__fsub_rn(STAGED ? zs[v] : zred(l + v, TS, stride, inv), mx));
+            const float e = expf(__fsub_rn(ce_z<STAGED>(zs, l, (int)v, TS, stride, inv), mx));
             g = __fmul_rn(c, __fsub_rn(__fmul_rn(e, is), (int)v == lab ? 1.0f : 0.0f));
         }
-        const T o = Io<T>::st(g);
-        for (int t = 0; t < TS; t++) dl[((size_t)t * NS + i) * ld + v] = o;
+        return Io<T>::st(g);
+    };
+    if (ld % 8 == 0 && (uintptr_t)dl % 16 == 0) {
+        for (size_t v0 = (size_t)threadIdx.x * 8; v0 < ld; v0 += (size_t)blockDim.x * 8) {
+            union {
+                T h[8];
+                uint4 u;
+            } o;
+#pragma unroll
+            for (int u = 0; u < 8; u++) o.h[u] = grad(v0 + u);
+            for (int t = 0; t < TS; t++) *reinterpret_cast<uint4 *>(dl + ((size_t)t * NS + i) * ld + v0) = o.u;
+        }
+    } else {
+        for (size_t v = threadIdx.x; v < ld; v += blockDim.x) {
+            const T o = grad(v);
+            for (int t = 0; t < TS; t++) dl[((size_t)t * NS + i) * ld + v] = o;
+        }
     }
 }
 
@@ -744,7 +814,7 @@ snn_status ce_begin(const snn_backend *be, const float *logits, const int32_t *l
 snn_status ce_end(const snn_backend *be, const double *token_loss, const float *mask, size_t NS, double *loss_sum,
                   double *count) {
     double *tot = (double *)snn_cuda_table_scratch(be) + 1;
-    ce_total_kernel<<<1, 32, 0, st_of(be)>>>(token_loss, mask, NS, tot);
+    ce_total_kernel<<<1, 1024, 0, st_of(be)>>>(token_loss, mask, NS, tot);
     SNN_CU_LAUNCHED("LM loss totals");
     double h[2];
     SNN_TRY(snn_cuda_download(snn_cuda_table_ctx(be), h, tot, sizeof h));
