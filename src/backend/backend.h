@@ -157,6 +157,14 @@ struct snn_backend {
     /* y = x Φ(x) (exact GELU, erf form); dx = dy (Φ(x) + x φ(x)). */
     snn_status (*gelu_forward)(const snn_backend *be, const float *x, float *y, size_t n);
     snn_status (*gelu_backward)(const snn_backend *be, const float *x, const float *dy, float *dx, size_t n);
+    /* The same with typed storage (a 16-bit boundary on either side, snn_module.in_store /
+     * out_store): x and dx stored as xt, y and dy as yt (F32, F16 or BF16); the arithmetic is
+     * gelu_forward / gelu_backward's on the widened values, each result rounded (RNE) to its
+     * storage. NULL on a table without 16-bit storage (the CPU). */
+    snn_status (*gelu_forward_io)(const snn_backend *be, snn_dtype xt, snn_dtype yt, const void *x, void *y,
+                                  size_t n);
+    snn_status (*gelu_backward_io)(const snn_backend *be, snn_dtype xt, snn_dtype yt, const void *x, const void *dy,
+                                   void *dx, size_t n);
 
     /* ---- reductions ---- */
     /* out[j] += Σ_i x[i][j] (FP32 adds, a bias gradient) in one order on every backend, the

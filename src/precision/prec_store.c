@@ -8,10 +8,13 @@
  *   backward: P rounds the gradient it receives to d (a 16-bit GEMM module), or Q's dx is
  *            rounded to d (a 16-bit GEMM module writes its dx rounded).
  * A neuron takes part only with both sides 16-bit (one type for x, spikes and gradients).
- * Only kinds with SNN_MODULE_TYPED_IO take part, and only the two that meet these rules:
+ * Only kinds with SNN_MODULE_TYPED_IO take part, and only those that meet these rules:
  * a 16-bit GEMM module on the direct path (prec_exec.c: its Linear reads and writes 16-bit
- * storage in its GEMMs) and a plain IF/LIF/PLIF neuron (x, spikes and gradients 16-bit,
- * h_seq FP32: neuron_forward_io). Storing such a boundary in d changes no value; it removes
+ * storage in its GEMMs), a plain IF/LIF/PLIF neuron (x, spikes and gradients 16-bit,
+ * h_seq FP32: neuron_forward_io), and GELU next to such a GEMM module: the Linear before it
+ * rounds its output and the gradient it receives, the one after it rounds its input and
+ * writes its dx rounded, so GELU may read and write 16-bit there (gelu_forward_io) while it
+ * computes in FP32 as before. Storing such a boundary in d changes no value; it removes
  * the passes that rounded FP32 copies and converted them for the GEMM. On a table with
  * neuron_forward_io_bias a Linear with a bias before such a neuron also leaves its bias and
  * its output rounding to the neuron (snn_module.defer_bias / bias_src). The CPU table has no
@@ -30,8 +33,12 @@ int snn_prec_gemm16_direct(const snn_precision *p, const snn_prec_module *pm) {
            pm->m->n_params > 0;
 }
 
-/* What kind of boundary end m is: 1 a direct 16-bit GEMM module, 2 a plain neuron, 0 neither. */
+/* What kind of boundary end m is: 1 a direct 16-bit GEMM module, 2 a plain neuron, 3 an
+ * elementwise kind that computes in FP32 from whatever its sides store (GELU, on a table with
+ * its typed entries), 0 none of these. */
 static int end_kind(const snn_precision *p, const snn_module *m) {
+    if (!m->prec && snn_module_kind_is(m, SNN_KIND_GELU) && (m->ops->flags & SNN_MODULE_TYPED_IO))
+        return p->be->gelu_forward_io && p->be->gelu_backward_io ? 3 : 0;
     if (m->ops == &snn_prec_gemm16_ops && m->prec) {
         /* direct, and its own kind reads and writes 16-bit boundaries (the convolutions are
          * direct but keep FP32 boundaries) */
@@ -64,9 +71,11 @@ static void visit(snn_module *m, void *ctx) {
     for (int i = 0; i + 1 < m->n_children; i++) {
         snn_module *P = m->children[i], *Q = m->children[i + 1];
         int kp = end_kind(c->p, P), kq = end_kind(c->p, Q);
-        /* GEMM -> neuron, neuron -> GEMM, GEMM -> GEMM (both directions hold: see above);
-         * neuron -> neuron has no rounding on either side */
-        if (kp && kq && (kp == 1 || kq == 1)) P->out_store = Q->in_store = (int)c->p->half;
+        /* GEMM -> neuron, neuron -> GEMM, GEMM -> GEMM, GEMM -> elementwise, elementwise ->
+         * GEMM (both directions hold: see above, the GEMM side rounds); neuron -> neuron has
+         * no rounding on either side, and an elementwise kind only meets a GEMM */
+        if (kp && kq && (kp == 1 || kq == 1) && (kp != 3 || kq == 1) && (kq != 3 || kp == 1))
+            P->out_store = Q->in_store = (int)c->p->half;
     }
     /* a neuron's typed io has one type for x, spikes and both gradients: a neuron with one
      * 16-bit side (its other neighbour is not a typed kind) goes back to FP32 on both */

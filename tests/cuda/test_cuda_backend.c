@@ -328,6 +328,54 @@ static void test_gelu(void) {
     }
 }
 
+/* GELU with typed storage (gelu_forward_io / _backward_io: the 16-bit boundaries next to a
+ * 16-bit Linear): x and dx stored as xt, y and dy as yt, against the CPU on the widened
+ * values with each result rounded to its storage. */
+static void *dnew_store(snn_dtype t, const float *x, size_t n) { return t == SNN_F32 ? dnewf(x, n) : dnew_typed(t, x, n); }
+static float *down_store(snn_dtype t, const void *d, size_t n) {
+    return t == SNN_F32 ? downf(d, n) : down_typed(t, d, n);
+}
+
+static float store_round(snn_dtype t, float v) { return t == SNN_F32 ? v : snn_round_to(t, v, 0); }
+
+static void test_gelu_io(void) {
+    static const snn_dtype ts[3] = {SNN_F32, SNN_BF16, SNN_F16};
+    const size_t n = 70001;
+    for (int a = 0; a < 3; a++)
+        for (int b = 0; b < 3; b++) {
+            const snn_dtype xt = ts[a], yt = ts[b];
+            float *x = hnew(n, -6.0f, 6.0f), *dy = hnew(n, -1.0f, 1.0f);
+            for (size_t i = 0; i < n; i++) {
+                x[i] = store_round(xt, x[i]);
+                dy[i] = store_round(yt, dy[i]);
+            }
+            float *y_ref = hpoisoned(n), *dx_ref = hpoisoned(n);
+            OK(cpu->gelu_forward(cpu, x, y_ref, n));
+            OK(cpu->gelu_backward(cpu, x, dy, dx_ref, n));
+            for (size_t i = 0; i < n; i++) {
+                y_ref[i] = store_round(yt, y_ref[i]);
+                dx_ref[i] = store_round(xt, dx_ref[i]);
+            }
+            void *d_x = dnew_store(xt, x, n), *d_dy = dnew_store(yt, dy, n);
+            void *d_y = dnew(NULL, n * 4), *d_dx = dnew(NULL, n * 4); /* poisoned */
+            OK(gpu->gelu_forward_io(gpu, xt, yt, d_x, d_y, n));
+            OK(gpu->gelu_backward_io(gpu, xt, yt, d_x, d_dy, d_dx, n));
+            float *y = down_store(yt, d_y, n), *dx = down_store(xt, d_dx, n);
+            /* one unit of the storage (erff's last FP32 bit may move a rounding across a
+             * boundary), relative above 0.1, absolute below */
+            const double uy = yt == SNN_F32 ? 1e-5 : yt == SNN_BF16 ? 0x1p-7 : 0x1p-10;
+            const double ux = xt == SNN_F32 ? 1e-5 : xt == SNN_BF16 ? 0x1p-7 : 0x1p-10;
+            double ef = snn_test_max_rel(y, y_ref, n, 0.1), eb = snn_test_max_rel(dx, dx_ref, n, 0.1);
+            CHECK_MSG(ef <= uy && eb <= ux, "gelu io x %s y %s: forward %.3g, backward %.3g (bounds %.3g, %.3g)",
+                      snn_dtype_name(xt), snn_dtype_name(yt), ef, eb, uy, ux);
+            free(x), free(dy), free(y_ref), free(dx_ref), free(y), free(dx);
+            dfree(d_x), dfree(d_dy), dfree(d_y), dfree(d_dx);
+        }
+    CHECK_MSG(gpu->gelu_forward_io(gpu, SNN_F8E4M3, SNN_F32, (void *)gpu, (void *)gpu, 4) == SNN_E_INVALID,
+              "gelu_forward_io took an FP8 storage");
+    CHECK(cpu->gelu_forward_io == NULL && cpu->gelu_backward_io == NULL);
+}
+
 /* ------------------------------------------------------------------ reductions */
 
 static void test_colsum(void) {
@@ -1275,6 +1323,7 @@ int main(void) {
     test_memory();
     test_round_scale();
     test_gelu();
+    test_gelu_io();
     test_colsum();
     test_sumsq_nonfinite();
     test_gemm();

@@ -589,6 +589,17 @@ snn_status t_gelu_forward(const snn_backend *be, const float *x, float *y, size_
     return snn_cuda_gelu_forward(tab(be)->c, x, y, n);
 }
 
+snn_status t_gelu_forward_io(const snn_backend *be, snn_dtype xt, snn_dtype yt, const void *x, void *y, size_t n) {
+    SNN_TRY(check_be(be, "gelu_forward"));
+    return snn_cuda_gelu_io(tab(be)->c, xt, yt, 0, x, NULL, y, n);
+}
+
+snn_status t_gelu_backward_io(const snn_backend *be, snn_dtype xt, snn_dtype yt, const void *x, const void *dy,
+                              void *dx, size_t n) {
+    SNN_TRY(check_be(be, "gelu_backward"));
+    return snn_cuda_gelu_io(tab(be)->c, xt, yt, 1, x, dy, dx, n);
+}
+
 snn_status t_gelu_backward(const snn_backend *be, const float *x, const float *dy, float *dx, size_t n) {
     SNN_TRY(check_be(be, "gelu_backward"));
     if (n == 0) return SNN_OK;
@@ -971,6 +982,8 @@ extern "C" snn_status snn_backend_cuda_create(int device, snn_backend **out) {
     be->layernorm_work_bytes = t_layernorm_work_bytes;
     be->gelu_forward = t_gelu_forward;
     be->gelu_backward = t_gelu_backward;
+    be->gelu_forward_io = t_gelu_forward_io;
+    be->gelu_backward_io = t_gelu_backward_io;
     be->colsum_add = t_colsum_add;
     be->sumsq = t_sumsq;
     be->nonfinite = t_nonfinite;

@@ -100,6 +100,9 @@ snn_status snn_cuda_ssa_backward(snn_cuda *c, const float *qkv, const float *dy,
 snn_status snn_cuda_gelu_forward(snn_cuda *c, const float *x, float *y, size_t n);
 snn_status snn_cuda_gelu_backward(snn_cuda *c, const float *x, const float *dy, float *dx,
                                   size_t n);
+/* GELU with typed storage: x and the backward's dx as xt, y and dy as yt; out is y or dx. */
+snn_status snn_cuda_gelu_io(snn_cuda *c, snn_dtype xt, snn_dtype yt, int backward, const void *x, const void *dy,
+                            void *out, size_t n);
 
 /* ---- MSE on the firing rate (src/train/loss.c's snn_loss_mse_rate is the reference):
  * out [T][B][C], labels [B] int32 on the device; r = mean_t out;

@@ -14,46 +14,75 @@ unsigned grid_cap(snn_cuda *c, size_t n, unsigned block) {
     return g < cap ? g : cap;
 }
 
-__global__ void gelu_fwd_kernel(const float *__restrict__ x, float *__restrict__ y, size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        const float v = x[i];
-        /* CPU: 0.5f * x * (1.0f + erff(x * 1/sqrt2)), left to right */
-        const float e = erff(__fmul_rn(v, 0.70710678118654752f));
-        y[i] = __fmul_rn(__fmul_rn(0.5f, v), __fadd_rn(1.0f, e));
-    }
+/* CPU: 0.5f * x * (1.0f + erff(x * 1/sqrt2)), left to right */
+__device__ __forceinline__ float gelu_f(float v) {
+    const float e = erff(__fmul_rn(v, 0.70710678118654752f));
+    return __fmul_rn(__fmul_rn(0.5f, v), __fadd_rn(1.0f, e));
 }
 
-__global__ void gelu_bwd_kernel(const float *__restrict__ x, const float *__restrict__ dy,
-                                float *__restrict__ dx, size_t n) {
+__device__ __forceinline__ float gelu_df(float v, float dy) {
     const float inv_sqrt_2pi = 0.3989422804014327f;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        const float v = x[i];
-        const float cdf = __fmul_rn(0.5f, __fadd_rn(1.0f, erff(__fmul_rn(v, 0.70710678118654752f))));
-        const float pdf = __fmul_rn(inv_sqrt_2pi, expf(__fmul_rn(__fmul_rn(-0.5f, v), v)));
-        dx[i] = __fmul_rn(dy[i], __fadd_rn(cdf, __fmul_rn(v, pdf)));
-    }
+    const float cdf = __fmul_rn(0.5f, __fadd_rn(1.0f, erff(__fmul_rn(v, 0.70710678118654752f))));
+    const float pdf = __fmul_rn(inv_sqrt_2pi, expf(__fmul_rn(__fmul_rn(-0.5f, v), v)));
+    return __fmul_rn(dy, __fadd_rn(cdf, __fmul_rn(v, pdf)));
+}
+
+/* x, dx stored as X; y, dy as Y (float or a 16-bit type). */
+template <typename X, typename Y>
+__global__ void gelu_fwd_kernel(const X *__restrict__ x, Y *__restrict__ y, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        y[i] = Io<Y>::st(gelu_f(Io<X>::ld(x[i])));
+}
+
+template <typename X, typename Y>
+__global__ void gelu_bwd_kernel(const X *__restrict__ x, const Y *__restrict__ dy, X *__restrict__ dx, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        dx[i] = Io<X>::st(gelu_df(Io<X>::ld(x[i]), Io<Y>::ld(dy[i])));
+}
+
+template <typename X, typename Y>
+void gelu_launch(snn_cuda *c, int backward, const void *x, const void *dy, void *out, size_t n) {
+    const unsigned g = grid_cap(c, n, 256);
+    if (backward)
+        gelu_bwd_kernel<X, Y><<<g, 256, 0, snn_cuda_stream_of(c)>>>((const X *)x, (const Y *)dy, (X *)out, n);
+    else
+        gelu_fwd_kernel<X, Y><<<g, 256, 0, snn_cuda_stream_of(c)>>>((const X *)x, (Y *)out, n);
+}
+
+template <typename X>
+snn_status gelu_y(snn_cuda *c, snn_dtype yt, int backward, const void *x, const void *dy, void *out, size_t n) {
+    if (yt == SNN_F32) gelu_launch<X, float>(c, backward, x, dy, out, n);
+    else if (yt == SNN_BF16) gelu_launch<X, __nv_bfloat16>(c, backward, x, dy, out, n);
+    else if (yt == SNN_F16) gelu_launch<X, __half>(c, backward, x, dy, out, n);
+    else return snn_error(SNN_E_INVALID, "gelu: storage type %d (f32, f16, bf16)", (int)yt);
+    return SNN_OK;
+}
+
+snn_status gelu_any(snn_cuda *c, snn_dtype xt, snn_dtype yt, int backward, const void *x, const void *dy, void *out,
+                    size_t n) {
+    if (!c || !x || !out || (backward && !dy)) return snn_error(SNN_E_INVALID, "gelu: NULL context or buffer");
+    if (n == 0) return SNN_OK;
+    if (xt == SNN_F32) SNN_TRY(gelu_y<float>(c, yt, backward, x, dy, out, n));
+    else if (xt == SNN_BF16) SNN_TRY(gelu_y<__nv_bfloat16>(c, yt, backward, x, dy, out, n));
+    else if (xt == SNN_F16) SNN_TRY(gelu_y<__half>(c, yt, backward, x, dy, out, n));
+    else return snn_error(SNN_E_INVALID, "gelu: storage type %d (f32, f16, bf16)", (int)xt);
+    SNN_CU_LAUNCHED(backward ? "gelu_backward" : "gelu_forward");
+    return SNN_OK;
 }
 
 } // namespace
 
 extern "C" snn_status snn_cuda_gelu_forward(snn_cuda *c, const float *x, float *y, size_t n) {
-    if (!c || !x || !y) return snn_error(SNN_E_INVALID, "gelu_forward: NULL context or buffer");
-    if (n == 0) return SNN_OK;
-    gelu_fwd_kernel<<<grid_cap(c, n, 256), 256, 0, snn_cuda_stream_of(c)>>>(x, y, n);
-    SNN_CU_LAUNCHED("gelu_forward");
-    return SNN_OK;
+    return gelu_any(c, SNN_F32, SNN_F32, 0, x, NULL, y, n);
 }
 
-extern "C" snn_status snn_cuda_gelu_backward(snn_cuda *c, const float *x, const float *dy,
-                                             float *dx, size_t n) {
-    if (!c || !x || !dy || !dx)
-        return snn_error(SNN_E_INVALID, "gelu_backward: NULL context or buffer");
-    if (n == 0) return SNN_OK;
-    gelu_bwd_kernel<<<grid_cap(c, n, 256), 256, 0, snn_cuda_stream_of(c)>>>(x, dy, dx, n);
-    SNN_CU_LAUNCHED("gelu_backward");
-    return SNN_OK;
+extern "C" snn_status snn_cuda_gelu_backward(snn_cuda *c, const float *x, const float *dy, float *dx, size_t n) {
+    return gelu_any(c, SNN_F32, SNN_F32, 1, x, dy, dx, n);
+}
+
+extern "C" snn_status snn_cuda_gelu_io(snn_cuda *c, snn_dtype xt, snn_dtype yt, int backward, const void *x,
+                                       const void *dy, void *out, size_t n) {
+    return gelu_any(c, xt, yt, backward, x, dy, out, n);
 }
 
 /* ---- MSE on the rate ----
