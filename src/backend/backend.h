@@ -429,6 +429,17 @@ struct snn_backend {
      * cuda_attn_flash.cu). Either way P must hold R H S S floats and only attention_backward
      * reads it. */
     int (*attention_saves_probs)(const snn_backend *be, snn_dtype t, int R, int S, int H, int hd);
+    /* 16-bit activations around the attention (snn_module.in_store / out_store, between two
+     * 16-bit Linears): attention_io16 says whether attention_forward_io / _backward_io take
+     * these arguments (any R); they are attention_forward / _backward with x, y, dy and dx
+     * stored as t, each output rounded (RNE) to t where the FP32 entries write it unrounded.
+     * NULL on a table without 16-bit storage (the CPU). */
+    int (*attention_io16)(const snn_backend *be, snn_dtype t, int S, int H, int hd);
+    snn_status (*attention_forward_io)(const snn_backend *be, snn_dtype t, int R, int S, int H, int G, int hd,
+                                       float scale, const void *x, void *y, float *P, void *work);
+    snn_status (*attention_backward_io)(const snn_backend *be, snn_dtype t, int R, int S, int H, int G, int hd,
+                                        float scale, const void *x, const float *P, const void *dy, void *dx,
+                                        void *work);
     /* Decoding against a KV cache kc, vc [R][G][cap][hd]: the keys and values of this call's
      * positions off..off+S-1 are copied from x [R][S][(H + 2G) hd] into the cache (bit for
      * bit), then query s of head h attends to cached positions 0..off+s of its group:
@@ -438,6 +449,12 @@ struct snn_backend {
      * another order: the two agree to rounding, the caches bit for bit. */
     snn_status (*attention_cached)(const snn_backend *be, int R, int S, int H, int G, int hd, int cap, int off,
                                    float scale, const float *x, float *kc, float *vc, float *y);
+    /* attention_cached with x and y stored as t (F16 / BF16: 16-bit activations around the
+     * attention, attention_io16); the cache stays FP32 (x's values widened, exact). NULL on a
+     * table without 16-bit storage. */
+    snn_status (*attention_cached_io)(const snn_backend *be, snn_dtype t, int R, int S, int H, int G, int hd,
+                                      int cap, int off, float scale, const void *x, float *kcache, float *vcache,
+                                      void *y);
     /* SwiGLU over V vectors: x [V][2F] = gate a | up u -> y [V][F] = a / (1 + exp(-a)) u;
      * backward da = dy u σ (1 + a (1 - σ)), du = dy a σ with σ = 1 / (1 + exp(-a)). */
     snn_status (*swiglu_forward)(const snn_backend *be, size_t V, int F, const float *x, float *y);

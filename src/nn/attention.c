@@ -16,7 +16,12 @@
  * Decoding with a KV cache (snn_attention_attach_cache): the new keys/values of positions
  * offset..offset+S-1 are stored into the cache and the queries attend to all cached
  * positions up to their own; only the cache persists between calls. The cache lives in the
- * memory of the model's device (the op table's attention_cached). */
+ * memory of the model's device (the op table's attention_cached).
+ *
+ * Between two 16-bit Linears on a table with attention_io16 (prec_store.c), x, y and their
+ * gradients are stored in the products' 16-bit type (snn_module.in_store / out_store): the
+ * _io entries read and write that storage, the values being those the FP32 entries and the
+ * Linears' roundings give. */
 #include <math.h>
 #include "backend/backend.h"
 #include "backend/cpu/cpu_lm.h"
@@ -82,16 +87,34 @@ static snn_status attn_forward_cached(snn_module *m, const snn_run *r, const flo
         return snn_error(SNN_E_INVALID, "%s: positions %d..%d exceed the KV cache of %d", m->name, a->offset,
                          a->offset + a->seq - 1, a->cap);
     a->have_forward = 0;
+    if (m->in_store)
+        return m->be->attention_cached_io(m->be, (snn_dtype)m->in_store, (int)R, a->seq, a->heads, a->groups, a->hd,
+                                          a->cap, a->offset, 1.0f / sqrtf((float)a->hd), x, a->kc, a->vc, y);
     return m->be->attention_cached(m->be, (int)R, a->seq, a->heads, a->groups, a->hd, a->cap, a->offset,
                                    1.0f / sqrtf((float)a->hd), x, a->kc, a->vc, y);
+}
+
+/* 16-bit activations on both sides (prec_store.c sets them together, in the products' type)
+ * or on neither. */
+static snn_status io_check(const snn_module *m, const snn_run *r) {
+    if (m->in_store != m->out_store || (m->in_store && m->in_store != (int)op_type(r)))
+        return snn_error(SNN_E_STATE, "%s: its input and output are stored as %s and %s with %s products", m->name,
+                         snn_dtype_name((snn_dtype)m->in_store), snn_dtype_name((snn_dtype)m->out_store),
+                         snn_dtype_name(op_type(r)));
+    return SNN_OK;
 }
 
 static snn_status attn_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
     attn_impl *a = m->impl;
     if (a->kc) return attn_forward_cached(m, r, x, y);
     if (!a->P) return snn_error(SNN_E_STATE, "%s: reserve must run before forward", m->name);
-    SNN_TRY(m->be->attention_forward(m->be, op_type(r), (int)snn_rows(r), a->seq, a->heads, a->groups, a->hd,
-                                     1.0f / sqrtf((float)a->hd), x, y, a->P, a->scratch));
+    SNN_TRY(io_check(m, r));
+    if (m->in_store)
+        SNN_TRY(m->be->attention_forward_io(m->be, op_type(r), (int)snn_rows(r), a->seq, a->heads, a->groups, a->hd,
+                                            1.0f / sqrtf((float)a->hd), x, y, a->P, a->scratch));
+    else
+        SNN_TRY(m->be->attention_forward(m->be, op_type(r), (int)snn_rows(r), a->seq, a->heads, a->groups, a->hd,
+                                         1.0f / sqrtf((float)a->hd), x, y, a->P, a->scratch));
     a->have_forward = 1;
     return SNN_OK;
 }
@@ -103,6 +126,10 @@ static snn_status attn_backward(snn_module *m, const snn_run *r, const float *x,
     if (a->kc) return snn_error(SNN_E_STATE, "%s: no backward while a KV cache is attached", m->name);
     if (!a->have_forward) return snn_error(SNN_E_STATE, "%s: backward called before forward", m->name);
     if (!dx) return SNN_OK;
+    SNN_TRY(io_check(m, r));
+    if (m->in_store)
+        return m->be->attention_backward_io(m->be, op_type(r), (int)snn_rows(r), a->seq, a->heads, a->groups, a->hd,
+                                            1.0f / sqrtf((float)a->hd), x, a->P, dy, dx, a->scratch);
     return m->be->attention_backward(m->be, op_type(r), (int)snn_rows(r), a->seq, a->heads, a->groups, a->hd,
                                      1.0f / sqrtf((float)a->hd), x, a->P, dy, dx, a->scratch);
 }
@@ -118,6 +145,7 @@ static void attn_describe(const snn_module *m, snn_module_desc *d) {
 static const snn_module_ops attn_ops = {
     .id = SNN_KIND_CAUSAL_SELF_ATTENTION, .kind = "CausalSelfAttention",
     .devices = SNN_DEVMASK_ALL,
+    .flags = SNN_MODULE_TYPED_IO, /* both sides 16-bit, where the table has attention_io16 */
     .setup = attn_setup,
     .reserve = attn_reserve,
     .forward = attn_forward,

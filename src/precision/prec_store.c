@@ -14,7 +14,9 @@
  * h_seq FP32: neuron_forward_io), and GELU next to such a GEMM module: the Linear before it
  * rounds its output and the gradient it receives, the one after it rounds its input and
  * writes its dx rounded, so GELU may read and write 16-bit there (gelu_forward_io) while it
- * computes in FP32 as before. Storing such a boundary in d changes no value; it removes
+ * computes in FP32 as before; and the causal attention between two such GEMM modules (q, k, v
+ * are the first one's rounded output, y is rounded by the second as its input, and the
+ * gradients likewise), on a table whose attention takes 16-bit storage (attention_io16). Storing such a boundary in d changes no value; it removes
  * the passes that rounded FP32 copies and converted them for the GEMM. On a table with
  * neuron_forward_io_bias a Linear with a bias before such a neuron also leaves its bias and
  * its output rounding to the neuron (snn_module.defer_bias / bias_src). The CPU table has no
@@ -39,6 +41,17 @@ int snn_prec_gemm16_direct(const snn_precision *p, const snn_prec_module *pm) {
 static int end_kind(const snn_precision *p, const snn_module *m) {
     if (!m->prec && snn_module_kind_is(m, SNN_KIND_GELU) && (m->ops->flags & SNN_MODULE_TYPED_IO))
         return p->be->gelu_forward_io && p->be->gelu_backward_io ? 3 : 0;
+    if (snn_module_kind_is(m, SNN_KIND_CAUSAL_SELF_ATTENTION)) {
+        /* inside its 16-bit wrapper (the products' type), on a table whose attention takes that
+         * storage for this shape */
+        const snn_prec_module *pm = (const snn_prec_module *)m->prec;
+        const snn_module_desc d = snn_module_describe(m);
+        if (!pm || m->ops != &snn_prec_gemm16_ops || !(snn_module_own_ops(m)->flags & SNN_MODULE_TYPED_IO) ||
+            !p->be->attention_io16 || !p->be->attention_forward_io || !p->be->attention_backward_io ||
+            !p->be->attention_cached_io || d.heads <= 0 || m->in.rank != 2)
+            return 0;
+        return p->be->attention_io16(p->be, p->half, m->in.d[0], d.heads, d.out_features / d.heads) ? 4 : 0;
+    }
     if (m->ops == &snn_prec_gemm16_ops && m->prec) {
         /* direct, and its own kind reads and writes 16-bit boundaries (the convolutions are
          * direct but keep FP32 boundaries) */
@@ -74,14 +87,16 @@ static void visit(snn_module *m, void *ctx) {
         /* GEMM -> neuron, neuron -> GEMM, GEMM -> GEMM, GEMM -> elementwise, elementwise ->
          * GEMM (both directions hold: see above, the GEMM side rounds); neuron -> neuron has
          * no rounding on either side, and an elementwise kind only meets a GEMM */
-        if (kp && kq && (kp == 1 || kq == 1) && (kp != 3 || kq == 1) && (kq != 3 || kp == 1))
+        if (kp && kq && (kp == 1 || kq == 1) && (kp < 3 || kq == 1) && (kq < 3 || kp == 1))
             P->out_store = Q->in_store = (int)c->p->half;
     }
-    /* a neuron's typed io has one type for x, spikes and both gradients: a neuron with one
-     * 16-bit side (its other neighbour is not a typed kind) goes back to FP32 on both */
+    /* a neuron's typed io has one type for x, spikes and both gradients, and the attention's
+     * one type for x, y and theirs: one with a single 16-bit side (its other neighbour is not
+     * a typed kind) goes back to FP32 on both */
     for (int i = 0; i < m->n_children; i++) {
         snn_module *n = m->children[i];
-        if (end_kind(c->p, n) != 2 || n->in_store == n->out_store) continue;
+        const int k = end_kind(c->p, n);
+        if ((k != 2 && k != 4) || n->in_store == n->out_store) continue;
         if (n->in_store) n->in_store = m->children[i - 1]->out_store = SNN_F32;
         if (n->out_store) n->out_store = m->children[i + 1]->in_store = SNN_F32;
     }

@@ -277,6 +277,8 @@ static void test_rope(void) {
 
 /* ------------------------------------------------------------------ attention */
 
+static uint16_t to16(snn_dtype t, float v) { return t == SNN_BF16 ? snn_f32_to_bf16(v) : snn_f32_to_f16(v); }
+
 static void attn_case_t(snn_dtype t, int R, int S, int H, int G, int hd) {
     const int W = (H + 2 * G) * hd, OW = H * hd;
     const size_t nx = (size_t)R * S * W, ny = (size_t)R * S * OW, nP = (size_t)R * H * S * S;
@@ -309,6 +311,28 @@ static void attn_case_t(snn_dtype t, int R, int S, int H, int G, int hd) {
         for (int i = 0; i < S; i++)
             for (int j = i + 1; j < S; j++) nz += gP[(r * S + i) * S + j] != 0.0f;
     CHECK_MSG(nz == 0, "attention: %zu probabilities above the diagonal are not 0", nz);
+    if (!probs && gpu->attention_io16 && gpu->attention_io16(gpu, t, S, H, hd)) {
+        /* 16-bit storage of x, y, dy, dx (between two 16-bit Linears): the same kernels, each
+         * output the FP32 entry's value rounded to t, bit for bit */
+        uint16_t *x16 = xmalloc(nx * 2), *dy16 = xmalloc(ny * 2);
+        for (size_t i = 0; i < nx; i++) x16[i] = to16(t, x[i]);
+        for (size_t i = 0; i < ny; i++) dy16[i] = to16(t, dy[i]);
+        void *d_x16 = dnew(x16, nx * 2), *d_dy16 = dnew(dy16, ny * 2), *d_y16 = dnew(NULL, ny * 2),
+             *d_dx16 = dnew(NULL, nx * 2);
+        OK(gpu->attention_forward_io(gpu, t, R, S, H, G, hd, scale, d_x16, d_y16, d_P, d_work));
+        OK(gpu->attention_backward_io(gpu, t, R, S, H, G, hd, scale, d_x16, d_P, d_dy16, d_dx16, d_work));
+        uint16_t *y16 = xmalloc(ny * 2), *dx16 = xmalloc(nx * 2);
+        down(y16, d_y16, ny * 2);
+        down(dx16, d_dx16, nx * 2);
+        size_t by16 = 0, bx16 = 0;
+        for (size_t i = 0; i < ny; i++) by16 += y16[i] != to16(t, gy[i]);
+        for (size_t i = 0; i < nx; i++) bx16 += dx16[i] != to16(t, gdx[i]);
+        CHECK_MSG(by16 == 0 && bx16 == 0,
+                  "attention %s 16-bit storage R %d S %d H %d G %d hd %d: %zu y and %zu dx values differ from the "
+                  "FP32 entries' rounded", snn_dtype_name(t), R, S, H, G, hd, by16, bx16);
+        free(x16), free(dy16), free(y16), free(dx16);
+        dfree(d_x16), dfree(d_dy16), dfree(d_y16), dfree(d_dx16);
+    }
     free(x), free(dy), free(y), free(P), free(dx), free(work), free(gy), free(gP), free(gdx);
     dfree(d_x), dfree(d_dy), dfree(d_y), dfree(d_P), dfree(d_dx), dfree(d_work);
 }
@@ -326,6 +350,7 @@ static void test_attention(void) {
         attn_case_t(SNN_BF16, 3, 129, 3, 3, 32);
         attn_case_t(SNN_F16, 2, 100, 4, 1, 64);
         attn_case_t(SNN_BF16, 1, 300, 2, 2, 64); /* five tiles of keys */
+        attn_case_t(SNN_BF16, 65537, 2, 1, 1, 32); /* more folded rows than one grid holds */
         attn_case_t(SNN_BF16, 3, 7, 4, 2, 8);
         attn_case_t(SNN_F16, 1, 150, 4, 1, 16);
         attn_case_t(SNN_BF16, 2, 33, 3, 3, 5); /* head size off the 16-byte alignment */

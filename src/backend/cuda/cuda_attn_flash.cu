@@ -34,6 +34,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <type_traits>
+
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cuda_table.h"
 
@@ -73,19 +75,23 @@ template <> struct fa<__half> {
     }
 };
 
-/* Rows r0..r0+63 of an FP32 matrix (row stride ld floats, D columns from src) into a tile
- * s[64][D + 8] of t values (RNE); rows at or past S are zeros. The 8 padding columns put the
- * 8 rows a fragment load touches on distinct banks. */
-template <typename T, int D>
-__device__ __forceinline__ void load_tile(uint16_t *s, const float *src, size_t ld, int r0, int S) {
+/* Rows r0..r0+63 of a matrix stored as E (row stride ld elements, D columns from src) into a
+ * tile s[64][D + 8] of t values: FP32 rounded (RNE), t itself copied; rows at or past S are
+ * zeros. The 8 padding columns put the 8 rows a fragment load touches on distinct banks. */
+template <typename T, int D, typename E>
+__device__ __forceinline__ void load_tile(uint16_t *s, const E *src, size_t ld, int r0, int S) {
     constexpr int V4 = D / 4, LD = D + 8;
     for (int e = threadIdx.x; e < FB * V4; e += FT) {
         const int r = e / V4, c = (e % V4) * 4;
-        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (r0 + r < S) v = *reinterpret_cast<const float4 *>(src + (size_t)(r0 + r) * ld + c);
-        uint2 w;
-        w.x = fa<T>::pack(v.x, v.y);
-        w.y = fa<T>::pack(v.z, v.w);
+        uint2 w = make_uint2(0u, 0u);
+        if constexpr (std::is_same<E, float>::value) {
+            float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (r0 + r < S) v = *reinterpret_cast<const float4 *>(src + (size_t)(r0 + r) * ld + c);
+            w.x = fa<T>::pack(v.x, v.y);
+            w.y = fa<T>::pack(v.z, v.w);
+        } else {
+            if (r0 + r < S) w = *reinterpret_cast<const uint2 *>(src + (size_t)(r0 + r) * ld + c);
+        }
         *reinterpret_cast<uint2 *>(s + r * LD + c) = w;
     }
 }
@@ -185,21 +191,25 @@ __device__ __forceinline__ float quad_sum(float v) {
     return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
-/* This thread's part of a 16-row strip held as C tiles o[D/8][4] (rows i0 and i0 + 8) into an
- * FP32 matrix whose row i starts at out + i ld, each value times mul (1: unchanged); rows at
- * or past S are not written. */
-template <int D>
-__device__ __forceinline__ void store_strip(float *out, size_t ld, int i0, int S, const float o[D / 8][4], float mul) {
+/* This thread's part of a 16-row strip held as C tiles o[D/8][4] (rows i0 and i0 + 8) into a
+ * matrix stored as E (FP32, or t: rounded, RNE) whose row i starts at out + i ld, each value
+ * times mul (1: unchanged); rows at or past S are not written. */
+template <typename T, int D, typename E>
+__device__ __forceinline__ void store_strip(E *out, size_t ld, int i0, int S, const float o[D / 8][4], float mul) {
     const int q = threadIdx.x & 3;
 #pragma unroll
     for (int half = 0; half < 2; half++) {
         const int i = i0 + 8 * half;
         if (i >= S) continue;
-        float *r = out + (size_t)i * ld;
+        E *r = out + (size_t)i * ld;
 #pragma unroll
-        for (int n = 0; n < D / 8; n++)
-            *reinterpret_cast<float2 *>(r + n * 8 + 2 * q) =
-                make_float2(__fmul_rn(mul, o[n][2 * half]), __fmul_rn(mul, o[n][2 * half + 1]));
+        for (int n = 0; n < D / 8; n++) {
+            const float a = __fmul_rn(mul, o[n][2 * half]), b = __fmul_rn(mul, o[n][2 * half + 1]);
+            if constexpr (std::is_same<E, float>::value)
+                *reinterpret_cast<float2 *>(r + n * 8 + 2 * q) = make_float2(a, b);
+            else
+                *reinterpret_cast<uint32_t *>(r + n * 8 + 2 * q) = fa<T>::pack(a, b);
+        }
     }
 }
 
@@ -237,23 +247,23 @@ __device__ __forceinline__ void mask_diagonal(float s[8][4], int r0, int lim) {
         }
 }
 
-template <typename T, int D>
-__global__ void __launch_bounds__(FT) fa_fwd_kernel(int S, int H, int G, float sl2, const float *x, float *y,
-                                                    float *ml, float *oc) {
+template <typename T, int D, typename E>
+__global__ void __launch_bounds__(FT) fa_fwd_kernel(int S, int H, int G, float sl2, const E *x, E *y, float *ml,
+                                                    float *oc) {
     constexpr int LD = D + 8;
     __shared__ __align__(16) uint16_t sq[FB * LD], sk[FB * LD], sv[FB * LD];
     const int qb = (int)gridDim.x - 1 - (int)blockIdx.x; /* the longest rows first */
     const int h = blockIdx.y, g = h / (H / G), W = (H + 2 * G) * D, OW = H * D;
     const size_t b = blockIdx.z;
-    const float *xb = x + b * (size_t)S * W;
+    const E *xb = x + b * (size_t)S * W;
     const int q0 = qb * FB, r0 = (threadIdx.x >> 5) * 16, gr = (threadIdx.x & 31) >> 2;
     const int i0 = q0 + r0 + gr, i1 = i0 + 8; /* this thread's two query rows */
-    load_tile<T, D>(sq, xb + (size_t)h * D, W, q0, S);
+    load_tile<T, D, E>(sq, xb + (size_t)h * D, W, q0, S);
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f; /* m in the base-2 domain */
     float s[8][4];
     for (int kb = 0; kb <= qb; kb++) {
         __syncthreads();
-        load_tile<T, D>(sk, xb + (size_t)(H + g) * D, W, kb * FB, S);
+        load_tile<T, D, E>(sk, xb + (size_t)(H + g) * D, W, kb * FB, S);
         __syncthreads();
         strip_product<T, D>(s, sq, r0, sk);
         if (kb == qb) mask_diagonal<false>(s, r0, S - q0);
@@ -283,8 +293,8 @@ __global__ void __launch_bounds__(FT) fa_fwd_kernel(int S, int H, int G, float s
     for (int n = 0; n < D / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
     for (int kb = 0; kb <= qb; kb++) {
         __syncthreads();
-        load_tile<T, D>(sk, xb + (size_t)(H + g) * D, W, kb * FB, S);
-        load_tile<T, D>(sv, xb + (size_t)(H + G + g) * D, W, kb * FB, S);
+        load_tile<T, D, E>(sk, xb + (size_t)(H + g) * D, W, kb * FB, S);
+        load_tile<T, D, E>(sv, xb + (size_t)(H + G + g) * D, W, kb * FB, S);
         __syncthreads();
         strip_product<T, D>(s, sq, r0, sk);
         if (kb == qb) mask_diagonal<false>(s, r0, S - q0);
@@ -299,8 +309,8 @@ __global__ void __launch_bounds__(FT) fa_fwd_kernel(int S, int H, int G, float s
     }
     /* y, and the same values into O for the backward's rowsum (the caller may round y) */
     const size_t yoff = b * (size_t)S * OW + (size_t)h * D;
-    store_strip<D>(y + yoff, OW, i0, S, o, 1.0f);
-    store_strip<D>(oc + yoff, OW, i0, S, o, 1.0f);
+    store_strip<T, D, E>(y + yoff, OW, i0, S, o, 1.0f);
+    store_strip<T, D, float>(oc + yoff, OW, i0, S, o, 1.0f);
     if ((threadIdx.x & 3) == 0) {
         if (i0 < S) *reinterpret_cast<float2 *>(ml + ((b * H + h) * (size_t)S + i0) * 2) = make_float2(m0, v0);
         if (i1 < S) *reinterpret_cast<float2 *>(ml + ((b * H + h) * (size_t)S + i1) * 2) = make_float2(m1, v1);
@@ -313,20 +323,20 @@ __device__ __forceinline__ float2 row_state(const float *ml, size_t row0, int i,
     return i < S ? *reinterpret_cast<const float2 *>(ml + (row0 + i) * 2) : make_float2(0.0f, 0.0f);
 }
 
-template <typename T, int D>
-__global__ void __launch_bounds__(FT) fa_bwd_q_kernel(int S, int H, int G, float scale, float sl2, const float *x,
-                                                      const float *ml, const float *oc, const float *dy, float *dx,
+template <typename T, int D, typename E>
+__global__ void __launch_bounds__(FT) fa_bwd_q_kernel(int S, int H, int G, float scale, float sl2, const E *x,
+                                                      const float *ml, const float *oc, const E *dy, E *dx,
                                                       float *crow) {
     constexpr int LD = D + 8;
     __shared__ __align__(16) uint16_t sq[FB * LD], sdo[FB * LD], sk[FB * LD], sv[FB * LD];
     const int qb = (int)gridDim.x - 1 - (int)blockIdx.x;
     const int h = blockIdx.y, g = h / (H / G), W = (H + 2 * G) * D, OW = H * D;
     const size_t b = blockIdx.z, row0 = (b * H + h) * (size_t)S;
-    const float *xb = x + b * (size_t)S * W;
+    const E *xb = x + b * (size_t)S * W;
     const int q0 = qb * FB, r0 = (threadIdx.x >> 5) * 16, gr = (threadIdx.x & 31) >> 2, q = threadIdx.x & 3;
     const int i0 = q0 + r0 + gr, i1 = i0 + 8;
-    load_tile<T, D>(sq, xb + (size_t)h * D, W, q0, S);
-    load_tile<T, D>(sdo, dy + b * (size_t)S * OW + (size_t)h * D, OW, q0, S);
+    load_tile<T, D, E>(sq, xb + (size_t)h * D, W, q0, S);
+    load_tile<T, D, E>(sdo, dy + b * (size_t)S * OW + (size_t)h * D, OW, q0, S);
     const float2 st0 = row_state(ml, row0, i0, S), st1 = row_state(ml, row0, i1, S);
     __syncthreads();
     /* c = dy . O per row (the 16-bit dy the products use, the forward's FP32 O): the quad's
@@ -348,8 +358,8 @@ __global__ void __launch_bounds__(FT) fa_bwd_q_kernel(int S, int H, int G, float
     for (int n = 0; n < D / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
     for (int kb = 0; kb <= qb; kb++) {
         __syncthreads();
-        load_tile<T, D>(sk, xb + (size_t)(H + g) * D, W, kb * FB, S);
-        load_tile<T, D>(sv, xb + (size_t)(H + G + g) * D, W, kb * FB, S);
+        load_tile<T, D, E>(sk, xb + (size_t)(H + g) * D, W, kb * FB, S);
+        load_tile<T, D, E>(sv, xb + (size_t)(H + G + g) * D, W, kb * FB, S);
         __syncthreads();
         strip_product<T, D>(s, sq, r0, sk);
         strip_product<T, D>(dp, sdo, r0, sv);
@@ -363,25 +373,24 @@ __global__ void __launch_bounds__(FT) fa_bwd_q_kernel(int S, int H, int G, float
         }
         strip_times_tile<T, D>(o, s, sk);
     }
-    store_strip<D>(dx + b * (size_t)S * W + (size_t)h * D, W, i0, S, o, scale);
+    store_strip<T, D, E>(dx + b * (size_t)S * W + (size_t)h * D, W, i0, S, o, scale);
 }
 
-template <typename T, int D>
-__global__ void __launch_bounds__(FT) fa_bwd_kv_kernel(int S, int H, int G, float scale, float sl2, const float *x,
-                                                       const float *ml, const float *dy, const float *crow,
-                                                       float *dx) {
+template <typename T, int D, typename E>
+__global__ void __launch_bounds__(FT) fa_bwd_kv_kernel(int S, int H, int G, float scale, float sl2, const E *x,
+                                                       const float *ml, const E *dy, const float *crow, E *dx) {
     constexpr int LD = D + 8;
     __shared__ __align__(16) uint16_t sk[FB * LD], sv[FB * LD], sq[FB * LD], sdo[FB * LD];
     __shared__ float sm[FB], sinv[FB], sc[FB];
     const int kb = blockIdx.x; /* the first key tiles have the most queries: they start first */
     const int g = blockIdx.y, rep = H / G, W = (H + 2 * G) * D, OW = H * D;
     const size_t b = blockIdx.z;
-    const float *xb = x + b * (size_t)S * W;
+    const E *xb = x + b * (size_t)S * W;
     const int k0 = kb * FB, r0 = (threadIdx.x >> 5) * 16, gr = (threadIdx.x & 31) >> 2;
     const int j0 = k0 + r0 + gr; /* this thread's two key rows: j0, j0 + 8 */
     const int nqb = (S + FB - 1) / FB, q = threadIdx.x & 3;
-    load_tile<T, D>(sk, xb + (size_t)(H + g) * D, W, k0, S);
-    load_tile<T, D>(sv, xb + (size_t)(H + G + g) * D, W, k0, S);
+    load_tile<T, D, E>(sk, xb + (size_t)(H + g) * D, W, k0, S);
+    load_tile<T, D, E>(sv, xb + (size_t)(H + G + g) * D, W, k0, S);
     float dk[D / 8][4], dv[D / 8][4], s[8][4], dp[8][4];
 #pragma unroll
     for (int n = 0; n < D / 8; n++)
@@ -392,8 +401,8 @@ __global__ void __launch_bounds__(FT) fa_bwd_kv_kernel(int S, int H, int G, floa
         for (int qb = kb; qb < nqb; qb++) {
             const int q0 = qb * FB;
             __syncthreads();
-            load_tile<T, D>(sq, xb + (size_t)h * D, W, q0, S);
-            load_tile<T, D>(sdo, dy + b * (size_t)S * OW + (size_t)h * D, OW, q0, S);
+            load_tile<T, D, E>(sq, xb + (size_t)h * D, W, q0, S);
+            load_tile<T, D, E>(sdo, dy + b * (size_t)S * OW + (size_t)h * D, OW, q0, S);
             if (threadIdx.x < FB) {
                 const int i = q0 + threadIdx.x;
                 const float2 st = row_state(ml, row0, i, S);
@@ -418,9 +427,9 @@ __global__ void __launch_bounds__(FT) fa_bwd_kv_kernel(int S, int H, int G, floa
             strip_times_tile<T, D>(dk, dp, sq);
         }
     }
-    float *dko = dx + b * (size_t)S * W + (size_t)(H + g) * D;
-    store_strip<D>(dko, W, j0, S, dk, scale);
-    store_strip<D>(dko + (size_t)G * D, W, j0, S, dv, 1.0f);
+    E *dko = dx + b * (size_t)S * W + (size_t)(H + g) * D;
+    store_strip<T, D, E>(dko, W, j0, S, dk, scale);
+    store_strip<T, D, E>(dko + (size_t)G * D, W, j0, S, dv, 1.0f);
 }
 
 bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
@@ -428,57 +437,87 @@ bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 /* work: c [R][H][S] floats, then (from a 16-byte boundary) O [R][S][H hd] */
 inline size_t o_offset(int R, int H, int S) { return ((size_t)R * H * S + 3) / 4 * 4; }
 
-template <typename T, int D>
-void launch_fwd(cudaStream_t st, int R, int S, int H, int G, float scale, const float *x, float *y, float *ml,
+/* Grids of at most 65535 folded rows (gridDim.z): longer batches run in slices of rows, each
+ * with its own offsets into x, y, the saved state and work. */
+constexpr int ZMAX = 65535;
+
+template <typename T, int D, typename E>
+void launch_fwd(cudaStream_t st, int R, int S, int H, int G, float scale, const void *x, void *y, float *ml,
                 float *work) {
-    const dim3 grid((unsigned)((S + FB - 1) / FB), (unsigned)H, (unsigned)R);
-    fa_fwd_kernel<T, D><<<grid, FT, 0, st>>>(S, H, G, scale * LOG2E, x, y, ml, work + o_offset(R, H, S));
+    const int W = (H + 2 * G) * D, OW = H * D;
+    float *oc = work + o_offset(R, H, S);
+    for (int r0 = 0; r0 < R; r0 += ZMAX) {
+        const int n = R - r0 < ZMAX ? R - r0 : ZMAX;
+        const size_t rs = (size_t)r0 * S;
+        const dim3 grid((unsigned)((S + FB - 1) / FB), (unsigned)H, (unsigned)n);
+        fa_fwd_kernel<T, D, E><<<grid, FT, 0, st>>>(S, H, G, scale * LOG2E, (const E *)x + rs * W, (E *)y + rs * OW,
+                                                    ml + rs * H * 2, oc + rs * OW);
+    }
 }
 
-template <typename T, int D>
-void launch_bwd(cudaStream_t st, int R, int S, int H, int G, float scale, const float *x, const float *ml,
-                const float *dy, float *dx, float *work) {
+template <typename T, int D, typename E>
+void launch_bwd(cudaStream_t st, int R, int S, int H, int G, float scale, const void *x, const float *ml,
+                const void *dy, void *dx, float *work) {
+    const int W = (H + 2 * G) * D, OW = H * D;
     const unsigned nb = (unsigned)((S + FB - 1) / FB);
     const float sl2 = scale * LOG2E;
-    fa_bwd_q_kernel<T, D><<<dim3(nb, (unsigned)H, (unsigned)R), FT, 0, st>>>(S, H, G, scale, sl2, x, ml,
-                                                                              work + o_offset(R, H, S), dy, dx, work);
-    fa_bwd_kv_kernel<T, D><<<dim3(nb, (unsigned)G, (unsigned)R), FT, 0, st>>>(S, H, G, scale, sl2, x, ml, dy, work,
-                                                                               dx);
+    const float *oc = work + o_offset(R, H, S);
+    for (int r0 = 0; r0 < R; r0 += ZMAX) {
+        const unsigned n = (unsigned)(R - r0 < ZMAX ? R - r0 : ZMAX);
+        const size_t rs = (size_t)r0 * S;
+        const E *xs = (const E *)x + rs * W, *dys = (const E *)dy + rs * OW;
+        E *dxs = (E *)dx + rs * W;
+        fa_bwd_q_kernel<T, D, E><<<dim3(nb, (unsigned)H, n), FT, 0, st>>>(S, H, G, scale, sl2, xs, ml + rs * H * 2,
+                                                                          oc + rs * OW, dys, dxs, work + rs * H);
+        fa_bwd_kv_kernel<T, D, E><<<dim3(nb, (unsigned)G, n), FT, 0, st>>>(S, H, G, scale, sl2, xs, ml + rs * H * 2,
+                                                                           dys, work + rs * H, dxs);
+    }
 }
+
+/* The instantiation for (t, head size, storage): t's type T, E = T for 16-bit storage. */
+template <template <typename, int, typename> class F, typename... A>
+void dispatch(snn_dtype t, int hd, int io16, A... args) {
+    if (t == SNN_BF16) {
+        if (hd == 64) io16 ? F<__nv_bfloat16, 64, __nv_bfloat16>::run(args...) : F<__nv_bfloat16, 64, float>::run(args...);
+        else io16 ? F<__nv_bfloat16, 32, __nv_bfloat16>::run(args...) : F<__nv_bfloat16, 32, float>::run(args...);
+    } else {
+        if (hd == 64) io16 ? F<__half, 64, __half>::run(args...) : F<__half, 64, float>::run(args...);
+        else io16 ? F<__half, 32, __half>::run(args...) : F<__half, 32, float>::run(args...);
+    }
+}
+template <typename T, int D, typename E> struct fwd_op {
+    template <typename... A> static void run(A... a) { launch_fwd<T, D, E>(a...); }
+};
+template <typename T, int D, typename E> struct bwd_op {
+    template <typename... A> static void run(A... a) { launch_bwd<T, D, E>(a...); }
+};
 
 } // namespace
 
 int snn_cuda_attn_flash_ok(snn_dtype t, int R, int S, int H, int hd) {
+    (void)R; /* any number of folded rows: the launches slice them */
     const char *a = getenv("SNN_CUDA_ATTENTION");
     if (a && *a) return 0; /* gemm / naive: the materialised paths */
-    return (t == SNN_BF16 || t == SNN_F16) && (hd == 32 || hd == 64) && S >= 2 && R <= 65535 && H <= 65535;
+    return (t == SNN_BF16 || t == SNN_F16) && (hd == 32 || hd == 64) && S >= 2 && H <= 65535;
 }
 
 size_t snn_cuda_attn_flash_work_floats(int R, int H, int S) { return o_offset(R, H, S) + (size_t)R * H * S * 64; }
 
-snn_status snn_cuda_attn_flash_forward(const snn_backend *be, snn_dtype t, int R, int S, int H, int G, int hd,
-                                       float scale, const float *x, float *y, float *P, float *work) {
+snn_status snn_cuda_attn_flash_forward(const snn_backend *be, snn_dtype t, int io16, int R, int S, int H, int G,
+                                       int hd, float scale, const void *x, void *y, float *P, float *work) {
     if (!aligned16(x) || !aligned16(y) || !aligned16(P) || !aligned16(work))
         return snn_error(SNN_E_INVALID, "attention_forward: device buffers must be 16-byte aligned");
-    cudaStream_t st = st_of(be);
-    if (t == SNN_BF16 && hd == 64) launch_fwd<__nv_bfloat16, 64>(st, R, S, H, G, scale, x, y, P, work);
-    else if (t == SNN_BF16) launch_fwd<__nv_bfloat16, 32>(st, R, S, H, G, scale, x, y, P, work);
-    else if (hd == 64) launch_fwd<__half, 64>(st, R, S, H, G, scale, x, y, P, work);
-    else launch_fwd<__half, 32>(st, R, S, H, G, scale, x, y, P, work);
+    dispatch<fwd_op>(t, hd, io16, st_of(be), R, S, H, G, scale, x, y, P, work);
     SNN_CU_LAUNCHED("attention_forward (flash)");
     return SNN_OK;
 }
 
-snn_status snn_cuda_attn_flash_backward(const snn_backend *be, snn_dtype t, int R, int S, int H, int G, int hd,
-                                        float scale, const float *x, const float *P, const float *dy, float *dx,
-                                        float *work) {
+snn_status snn_cuda_attn_flash_backward(const snn_backend *be, snn_dtype t, int io16, int R, int S, int H, int G,
+                                        int hd, float scale, const void *x, const float *P, const void *dy,
+                                        void *dx, float *work) {
     if (!aligned16(x) || !aligned16(P) || !aligned16(dy) || !aligned16(dx) || !aligned16(work))
         return snn_error(SNN_E_INVALID, "attention_backward: device buffers must be 16-byte aligned");
-    cudaStream_t st = st_of(be);
-    if (t == SNN_BF16 && hd == 64) launch_bwd<__nv_bfloat16, 64>(st, R, S, H, G, scale, x, P, dy, dx, work);
-    else if (t == SNN_BF16) launch_bwd<__nv_bfloat16, 32>(st, R, S, H, G, scale, x, P, dy, dx, work);
-    else if (hd == 64) launch_bwd<__half, 64>(st, R, S, H, G, scale, x, P, dy, dx, work);
-    else launch_bwd<__half, 32>(st, R, S, H, G, scale, x, P, dy, dx, work);
+    dispatch<bwd_op>(t, hd, io16, st_of(be), R, S, H, G, scale, x, P, dy, dx, work);
     SNN_CU_LAUNCHED("attention_backward (flash)");
     return SNN_OK;
 }

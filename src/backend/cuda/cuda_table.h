@@ -52,11 +52,13 @@ snn_status snn_cuda_attn_gemm_backward(const snn_backend *be, snn_dtype t, int R
  * snn_cuda_attn_flash_work_floats(R, H, S) floats (head sizes up to 64). */
 int snn_cuda_attn_flash_ok(snn_dtype t, int R, int S, int H, int hd);
 size_t snn_cuda_attn_flash_work_floats(int R, int H, int S);
-snn_status snn_cuda_attn_flash_forward(const snn_backend *be, snn_dtype t, int R, int S, int H, int G, int hd,
-                                       float scale, const float *x, float *y, float *P, float *work);
-snn_status snn_cuda_attn_flash_backward(const snn_backend *be, snn_dtype t, int R, int S, int H, int G, int hd,
-                                        float scale, const float *x, const float *P, const float *dy, float *dx,
-                                        float *work);
+/* io16: x, y, dy and dx are stored as t (16-bit activations, attention_forward_io) instead
+ * of FP32. */
+snn_status snn_cuda_attn_flash_forward(const snn_backend *be, snn_dtype t, int io16, int R, int S, int H, int G,
+                                       int hd, float scale, const void *x, void *y, float *P, float *work);
+snn_status snn_cuda_attn_flash_backward(const snn_backend *be, snn_dtype t, int io16, int R, int S, int H, int G,
+                                        int hd, float scale, const void *x, const float *P, const void *dy,
+                                        void *dx, float *work);
 
 /* The families' install functions (each in its own file). */
 void snn_cuda_install_conv(snn_backend *be);  /* cuda_table_conv.cu: im2col, pooling */

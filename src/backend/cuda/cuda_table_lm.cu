@@ -297,7 +297,7 @@ snn_status t_attention_forward(const snn_backend *be, snn_dtype t, int R, int S,
     if (blocks > 0x7fffffffu) return snn_error(SNN_E_UNSUPPORTED, "attention_forward: %zu query rows", blocks);
     if (snn_cuda_attn_flash_ok(t, R, S, H, hd)) {
         if (!work) return snn_error(SNN_E_INVALID, "attention_forward: NULL work (the flash path saves its output there)");
-        return snn_cuda_attn_flash_forward(be, t, R, S, H, G, hd, scale, x, y, P, (float *)work);
+        return snn_cuda_attn_flash_forward(be, t, 0, R, S, H, G, hd, scale, x, y, P, (float *)work);
     }
     if (!attn_naive()) return snn_cuda_attn_gemm_forward(be, t, R, S, H, G, hd, scale, x, y, P);
     SNN_TRY(smem_for(attn_fwd_kernel, smem, "attention_forward"));
@@ -372,6 +372,38 @@ int t_attention_saves_probs(const snn_backend *be, snn_dtype t, int R, int S, in
     return !snn_cuda_attn_flash_ok(t, R, S, H, hd);
 }
 
+/* 16-bit storage of x, y, dy and dx: the flash path only. */
+int t_attention_io16(const snn_backend *be, snn_dtype t, int S, int H, int hd) {
+    (void)be;
+    return snn_cuda_attn_flash_ok(t, 1, S, H, hd);
+}
+
+snn_status io16_check(const char *what, snn_dtype t, int R, int S, int H, int G, int hd, const void *a,
+                      const void *b, const void *c, const void *d, const void *w) {
+    SNN_TRY(attn_check(what, R, S, H, G, hd));
+    if (!snn_cuda_attn_flash_ok(t, R, S, H, hd))
+        return snn_error(SNN_E_UNSUPPORTED, "%s: 16-bit attention storage needs the flash path (f16 / bf16, head "
+                         "size 32 or 64, S >= 2, SNN_CUDA_ATTENTION unset)", what);
+    if (R && S && (!a || !b || !c || !d || !w)) return snn_error(SNN_E_INVALID, "%s: NULL pointer", what);
+    return SNN_OK;
+}
+
+snn_status t_attention_forward_io(const snn_backend *be, snn_dtype t, int R, int S, int H, int G, int hd, float scale,
+                                  const void *x, void *y, float *P, void *work) {
+    SNN_TRY(snn_cuda_table_check(be, "attention_forward_io"));
+    SNN_TRY(io16_check("attention_forward_io", t, R, S, H, G, hd, x, y, P, P, work));
+    if (!R || !S) return SNN_OK;
+    return snn_cuda_attn_flash_forward(be, t, 1, R, S, H, G, hd, scale, x, y, P, (float *)work);
+}
+
+snn_status t_attention_backward_io(const snn_backend *be, snn_dtype t, int R, int S, int H, int G, int hd,
+                                   float scale, const void *x, const float *P, const void *dy, void *dx, void *work) {
+    SNN_TRY(snn_cuda_table_check(be, "attention_backward_io"));
+    SNN_TRY(io16_check("attention_backward_io", t, R, S, H, G, hd, x, P, dy, dx, work));
+    if (!R || !S) return SNN_OK;
+    return snn_cuda_attn_flash_backward(be, t, 1, R, S, H, G, hd, scale, x, P, dy, dx, (float *)work);
+}
+
 size_t t_attention_work_bytes(const snn_backend *be, int R, int H, int S) {
     (void)be;
     if (R <= 0 || H <= 0 || S <= 0) return 0;
@@ -391,7 +423,7 @@ snn_status t_attention_backward(const snn_backend *be, snn_dtype t, int R, int S
     const size_t qb = (size_t)R * H * S, kb = (size_t)R * G * S, smem = (size_t)S * sizeof(float);
     if (qb > 0x7fffffffu) return snn_error(SNN_E_UNSUPPORTED, "attention_backward: %zu query rows", qb);
     if (snn_cuda_attn_flash_ok(t, R, S, H, hd))
-        return snn_cuda_attn_flash_backward(be, t, R, S, H, G, hd, scale, x, P, dy, dx, (float *)work);
+        return snn_cuda_attn_flash_backward(be, t, 0, R, S, H, G, hd, scale, x, P, dy, dx, (float *)work);
     if (!attn_naive()) return snn_cuda_attn_gemm_backward(be, t, R, S, H, G, hd, scale, x, P, dy, dx, (float *)work);
     SNN_TRY(smem_for(attn_bwd_q_kernel, smem, "attention_backward"));
     attn_bwd_q_kernel<<<(unsigned)qb, ATT_THREADS, smem, st_of(be)>>>(S, H, G, hd, scale, x, P, dy, dx,
@@ -405,26 +437,29 @@ snn_status t_attention_backward(const snn_backend *be, snn_dtype t, int R, int S
 
 /* ---------------------------------------------------------------- attention on a KV cache */
 
-/* x's keys and values of positions off..off+S-1 into the cache: plain copies. */
-__global__ void kv_store_kernel(size_t n, int S, int H, int G, int hd, int cap, int off, const float *x, float *kc,
+/* x's keys and values of positions off..off+S-1 into the cache: plain copies (widened from a
+ * 16-bit x: attention_cached_io). */
+template <typename E>
+__global__ void kv_store_kernel(size_t n, int S, int H, int G, int hd, int cap, int off, const E *x, float *kc,
                                 float *vc) {
     const int W = (H + 2 * G) * hd;
     GRID_STRIDE(i, n) {
         const int e = (int)(i % (size_t)hd), g = (int)((i / hd) % (size_t)G), s = (int)((i / ((size_t)hd * G)) % S);
         const size_t b = i / ((size_t)hd * G * S);
-        const float *xr = x + (b * (size_t)S + s) * W;
+        const E *xr = x + (b * (size_t)S + s) * W;
         const size_t c = ((b * G + g) * (size_t)cap + (size_t)(off + s)) * hd + e;
-        kc[c] = xr[(size_t)(H + g) * hd + e];
-        vc[c] = xr[(size_t)(H + G + g) * hd + e];
+        kc[c] = Io<E>::ld(xr[(size_t)(H + g) * hd + e]);
+        vc[c] = Io<E>::ld(xr[(size_t)(H + G + g) * hd + e]);
     }
 }
 
 /* One block per (row b, head h, query s) against the n = off+s+1 cached keys: the scores in
  * shared memory, their max, the exps and their sum (double, a fixed tree), then y = P v with
  * the keys split over blockDim / hd thread groups whose partial rows add in group order. */
+template <typename E>
 __global__ void __launch_bounds__(ATT_THREADS) attn_cached_kernel(int S, int H, int G, int hd, int cap, int off,
-                                                                 float scale, const float *x, const float *kc,
-                                                                 const float *vc, float *y) {
+                                                                 float scale, const E *x, const float *kc,
+                                                                 const float *vc, E *y) {
     extern __shared__ float sm[];
     float *z = sm, *part = sm + cap; /* part: [ATT_THREADS] partial outputs */
     __shared__ float redf[ATT_THREADS];
@@ -432,13 +467,13 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_cached_kernel(int S, int H, 
     const int s = blockIdx.x % S, h = (blockIdx.x / S) % H;
     const size_t b = blockIdx.x / ((size_t)S * H);
     const int rep = H / G, g = h / rep, W = (H + 2 * G) * hd, OW = H * hd, n = off + s + 1;
-    const float *q = x + (b * (size_t)S + s) * W + (size_t)h * hd;
+    const E *q = x + (b * (size_t)S + s) * W + (size_t)h * hd;
     const float *K = kc + (b * G + g) * (size_t)cap * hd, *V = vc + (b * G + g) * (size_t)cap * hd;
     float mx = -INFINITY;
     for (int j = threadIdx.x; j < n; j += blockDim.x) {
         const float *k = K + (size_t)j * hd;
         float d = 0.0f;
-        for (int e = 0; e < hd; e++) d = fmaf(q[e], k[e], d);
+        for (int e = 0; e < hd; e++) d = fmaf(Io<E>::ld(q[e]), k[e], d);
         d = __fmul_rn(scale, d);
         z[j] = d;
         mx = fmaxf(mx, d);
@@ -452,7 +487,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_cached_kernel(int S, int H, 
     }
     sum = snn_block_sum_d(sum, redd);
     const float inv = (float)(1.0 / sum);
-    float *o = y + (b * (size_t)S + s) * OW + (size_t)h * hd;
+    E *o = y + (b * (size_t)S + s) * OW + (size_t)h * hd;
     const int groups = hd <= (int)blockDim.x ? (int)blockDim.x / hd : 1;
     for (int e0 = 0; e0 < hd; e0 += (int)blockDim.x) {
         const int t = threadIdx.x, e = groups > 1 ? t % hd : e0 + t, grp = groups > 1 ? t / hd : 0;
@@ -464,32 +499,48 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_cached_kernel(int S, int H, 
         if (grp == 0 && e < hd) {
             float r = part[t];
             for (int k = 1; k < groups; k++) r = __fadd_rn(r, part[k * hd + t]);
-            o[e] = __fmul_rn(r, inv);
+            o[e] = Io<E>::st(__fmul_rn(r, inv));
         }
         __syncthreads();
         if (groups > 1) break;
     }
 }
 
-snn_status t_attention_cached(const snn_backend *be, int R, int S, int H, int G, int hd, int cap, int off, float scale,
-                              const float *x, float *kc, float *vc, float *y) {
-    SNN_TRY(snn_cuda_table_check(be, "attention_cached"));
-    SNN_TRY(attn_check("attention_cached", R, S, H, G, hd));
+template <typename E>
+snn_status cached_run(const snn_backend *be, const char *what, int R, int S, int H, int G, int hd, int cap, int off,
+                      float scale, const void *x, float *kc, float *vc, void *y) {
+    SNN_TRY(snn_cuda_table_check(be, what));
+    SNN_TRY(attn_check(what, R, S, H, G, hd));
     if (cap <= 0 || off < 0 || (long)off + S > cap)
-        return snn_error(SNN_E_INVALID, "attention_cached: positions %d..%d do not fit the cache of %d", off,
-                         off + S - 1, cap);
+        return snn_error(SNN_E_INVALID, "%s: positions %d..%d do not fit the cache of %d", what, off, off + S - 1,
+                         cap);
     if (!R || !S) return SNN_OK;
-    if (!x || !kc || !vc || !y) return snn_error(SNN_E_INVALID, "attention_cached: NULL pointer");
+    if (!x || !kc || !vc || !y) return snn_error(SNN_E_INVALID, "%s: NULL pointer", what);
     const size_t n = (size_t)R * S * G * hd, blocks = (size_t)R * H * S;
     const size_t smem = ((size_t)cap + ATT_THREADS) * sizeof(float);
-    if (blocks > 0x7fffffffu) return snn_error(SNN_E_UNSUPPORTED, "attention_cached: %zu query rows", blocks);
-    SNN_TRY(smem_for(attn_cached_kernel, smem, "attention_cached"));
-    kv_store_kernel<<<snn_cuda_table_grid(be, n, 256), 256, 0, st_of(be)>>>(n, S, H, G, hd, cap, off, x, kc, vc);
+    if (blocks > 0x7fffffffu) return snn_error(SNN_E_UNSUPPORTED, "%s: %zu query rows", what, blocks);
+    SNN_TRY(smem_for(attn_cached_kernel<E>, smem, what));
+    kv_store_kernel<E><<<snn_cuda_table_grid(be, n, 256), 256, 0, st_of(be)>>>(n, S, H, G, hd, cap, off,
+                                                                               (const E *)x, kc, vc);
     SNN_CU_LAUNCHED("attention_cached (store)");
-    attn_cached_kernel<<<(unsigned)blocks, ATT_THREADS, smem, st_of(be)>>>(S, H, G, hd, cap, off, scale, x, kc, vc,
-                                                                          y);
+    attn_cached_kernel<E><<<(unsigned)blocks, ATT_THREADS, smem, st_of(be)>>>(S, H, G, hd, cap, off, scale,
+                                                                             (const E *)x, kc, vc, (E *)y);
     SNN_CU_LAUNCHED("attention_cached");
     return SNN_OK;
+}
+
+snn_status t_attention_cached(const snn_backend *be, int R, int S, int H, int G, int hd, int cap, int off, float scale,
+                              const float *x, float *kc, float *vc, float *y) {
+    return cached_run<float>(be, "attention_cached", R, S, H, G, hd, cap, off, scale, x, kc, vc, y);
+}
+
+snn_status t_attention_cached_io(const snn_backend *be, snn_dtype t, int R, int S, int H, int G, int hd, int cap,
+                                 int off, float scale, const void *x, float *kc, float *vc, void *y) {
+    if (t == SNN_BF16)
+        return cached_run<__nv_bfloat16>(be, "attention_cached_io", R, S, H, G, hd, cap, off, scale, x, kc, vc, y);
+    if (t == SNN_F16)
+        return cached_run<__half>(be, "attention_cached_io", R, S, H, G, hd, cap, off, scale, x, kc, vc, y);
+    return snn_error(SNN_E_INVALID, "attention_cached_io: storage must be f16 or bf16");
 }
 
 /* ---------------------------------------------------------------- SwiGLU */
@@ -691,9 +742,9 @@ __global__ void __launch_bounds__(1024) ce_total_kernel(const double *token_loss
 /* One block per token with the row's z staged in shared memory (STAGED; V floats) or read
  * again from the logits: z and its max, the exps and their sum in double, the token's loss,
  * then the gradient, the same FP32 operations as ce_kernel, rounded to T into every time
- * slice's row of ld values (the padding columns zero). The logits are read once when staged,
- * four at a time where the row allows (one block per SM holds a 50257-value row: the loads
- * in flight must come from each thread). */
+ * slice's row of ld values (the padding columns zero). Staged, the logits are read once, four
+ * at a time where the row allows (one block per SM holds a 50257-value row: the loads in
+ * flight must come from each thread), and the exps replace z for the gradient. */
 #define CE16_THREADS 1024
 template <bool STAGED>
 __device__ __forceinline__ float ce_z(const float *zs, const float *l, int v, int TS, size_t stride, float inv) {
@@ -751,16 +802,19 @@ __global__ void __launch_bounds__(CE16_THREADS) ce16_kernel(const float *logits,
     mx = snn_block_max_f(mx, redf); /* its barriers also publish zs */
     const float zl = zred(l + lab, TS, stride, inv);
     double se = 0.0;
-    for (int v = threadIdx.x; v < V; v += blockDim.x)
-        se += (double)expf(__fsub_rn(ce_z<STAGED>(zs, l, v, TS, stride, inv), mx));
-    se = snn_block_sum_d(se, redd);
+    for (int v = threadIdx.x; v < V; v += blockDim.x) {
+        const float e = expf(__fsub_rn(ce_z<STAGED>(zs, l, v, TS, stride, inv), mx));
+        if (STAGED) zs[v] = e; /* the gradient's exps: one expf per value */
+        se += (double)e;
+    }
+    se = snn_block_sum_d(se, redd); /* its barriers publish the exps */
     if (threadIdx.x == 0) token_loss[i] = (double)mk * ((double)mx + log(se) - (double)zl);
     const float c = __fmul_rn(__fmul_rn(grad_scale, mk), gt), is = (float)(1.0 / se);
     /* eight gradients a thread per 16-byte store where the rows allow (ld % 8 == 0) */
     auto grad = [&](size_t v) -> T {
         float g = 0.0f;
         if (v < (size_t)V) {
-            const float e = expf(__fsub_rn(ce_z<STAGED>(zs, l, (int)v, TS, stride, inv), mx));
+            const float e = STAGED ? zs[v] : expf(__fsub_rn(zred(l + v, TS, stride, inv), mx));
             g = __fmul_rn(c, __fsub_rn(__fmul_rn(e, is), (int)v == lab ? 1.0f : 0.0f));
         }
         return Io<T>::st(g);
@@ -886,7 +940,11 @@ void snn_cuda_install_lm(snn_backend *be) {
     be->attention_backward = t_attention_backward;
     be->attention_work_bytes = t_attention_work_bytes;
     be->attention_saves_probs = t_attention_saves_probs;
+    be->attention_io16 = t_attention_io16;
+    be->attention_forward_io = t_attention_forward_io;
+    be->attention_backward_io = t_attention_backward_io;
     be->attention_cached = t_attention_cached;
+    be->attention_cached_io = t_attention_cached_io;
     be->swiglu_forward = t_swiglu_forward;
     be->swiglu_backward = t_swiglu_backward;
     be->bispike_forward = t_bispike_forward;
