@@ -15,7 +15,7 @@
  * FP8, whose gradients may differ by a few ulps) except where a gradient is near zero (where
  * the sign of m can differ): at most 0.1 % of the parameters in FP32, 0.5 % otherwise (H200:
  * up to 0.18 % in FP16). From the second step on the weights differ too, so 16-bit outputs
- * may differ by 3 ulps instead of 1.5. In the spiking model a
+ * may differ by 6 ulps instead of 1.5. In the spiking model a
  * spike can flip at a threshold tie and change everything after it, so its outputs and
  * gradients are held to a relative L2 error (2e-3 in FP32, 5e-2 in 16-bit) and 1 % of its
  * parameters may differ after a step. FP8 current scaling is held the same way (its scale
@@ -210,8 +210,11 @@ static void compare_steps(const char *name, const net *n, const char *prec, int 
             double e = rel_l2(y2, yc, ny), b = ulp ? 0.05 : 2e-3;
             CHECK_MSG(e <= b, "%s %s step %d: outputs differ, relative L2 %.3g > %.3g", name, prec, s + 1, e, b);
         } else {
-            /* from the second step on the weights differ too (by up to ptol): 3 ulps */
-            double yb = s == 0 || !ulp ? ybound : 3 * ulp;
+            /* from the second step on the weights differ too (by up to ptol): 6 ulps (H200,
+             * seed 87744933064 at 3ee481e: block fp16 step 2 at 4.1, where the 16-bit output of
+             * a Linear with a bias comes from cuBLASLt's epilogue instead of an FP32 output
+             * rounded after it, both within a rounding of the CPU's) */
+            double yb = s == 0 || !ulp ? ybound : 6 * ulp;
             CHECK_MSG(yd <= yb * ym, "%s %s step %d: outputs differ by %.3g (max|y| %.3g, bound %.3g)", name, prec,
                       s + 1, yd, ym, yb * ym);
         }
@@ -255,7 +258,7 @@ static void compare_steps(const char *name, const net *n, const char *prec, int 
         CHECK_MSG(st == SNN_OK, "%s: evaluation on cuda: %s", name, snn_last_error());
         if (st == SNN_OK) {
             memcpy(ye, y2, ny * sizeof *ye);
-            double ym = max_abs(yc, ny), yd = max_diff(ye, yc, ny), yb = ulp ? 3 * ulp : ybound;
+            double ym = max_abs(yc, ny), yd = max_diff(ye, yc, ny), yb = ulp ? 6 * ulp : ybound;
             CHECK_MSG(yd <= yb * ym, "%s %s: evaluation after the last step differs by %.3g (bound %.3g)", name, prec,
                       yd, yb * ym);
             CHECK(snn_model_forward(g.m, x, 0, &y2) == SNN_OK);
