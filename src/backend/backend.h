@@ -232,6 +232,15 @@ struct snn_backend {
     snn_status (*layernorm_backward)(const snn_backend *be, size_t V, int F, const float *x, const float *w,
                                      const double *mean, const double *rstd, const float *dy, float *dx, float *dw,
                                      float *db, void *work);
+    /* The same with y and dy stored as yt (F32, F16 or BF16; y rounded to it, RNE): a 16-bit
+     * boundary after the norm (snn_module.out_store). x and dx stay FP32. NULL on a table
+     * without 16-bit storage (the CPU). */
+    snn_status (*layernorm_forward_io)(const snn_backend *be, snn_dtype yt, size_t V, int F, float eps,
+                                       const float *x, const float *w, const float *b, void *y, double *mean,
+                                       double *rstd);
+    snn_status (*layernorm_backward_io)(const snn_backend *be, snn_dtype yt, size_t V, int F, const float *x,
+                                        const float *w, const double *mean, const double *rstd, const void *dy,
+                                        float *dx, float *dw, float *db, void *work);
     size_t (*layernorm_work_bytes)(const snn_backend *be, size_t V, int F);
 
     /* ---- optimizers ---- */

@@ -63,8 +63,14 @@ static void ln_reserve(snn_module *m, snn_arena *a, int T, int N) {
 static snn_status ln_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
     ln_impl *l = m->impl;
     if (!l->mean) return snn_error(SNN_E_STATE, "LayerNorm %s: reserve must run before forward", m->name);
-    SNN_TRY(m->be->layernorm_forward(m->be, snn_rows(r) * l->per_sample, l->features, l->eps, x,
-                                     m->params[P_WEIGHT].data, m->params[P_BIAS].data, y, l->mean, l->rstd));
+    if (m->in_store) return snn_error(SNN_E_STATE, "LayerNorm %s: its input cannot be stored 16-bit", m->name);
+    if (m->out_store) /* y (and dy) 16-bit: the GEMM after it multiplies them in that type (prec_store.c) */
+        SNN_TRY(m->be->layernorm_forward_io(m->be, (snn_dtype)m->out_store, snn_rows(r) * l->per_sample, l->features,
+                                            l->eps, x, m->params[P_WEIGHT].data, m->params[P_BIAS].data, y, l->mean,
+                                            l->rstd));
+    else
+        SNN_TRY(m->be->layernorm_forward(m->be, snn_rows(r) * l->per_sample, l->features, l->eps, x,
+                                         m->params[P_WEIGHT].data, m->params[P_BIAS].data, y, l->mean, l->rstd));
     l->have_forward = 1;
     return SNN_OK;
 }
@@ -75,6 +81,10 @@ static snn_status ln_backward(snn_module *m, const snn_run *r, const float *x, c
     ln_impl *l = m->impl;
     if (!l->have_forward)
         return snn_error(SNN_E_STATE, "LayerNorm %s: backward called before forward", m->name);
+    if (m->out_store)
+        return m->be->layernorm_backward_io(m->be, (snn_dtype)m->out_store, snn_rows(r) * l->per_sample, l->features,
+                                            x, m->params[P_WEIGHT].data, l->mean, l->rstd, dy, dx,
+                                            m->params[P_WEIGHT].grad, m->params[P_BIAS].grad, l->acc);
     return m->be->layernorm_backward(m->be, snn_rows(r) * l->per_sample, l->features, x, m->params[P_WEIGHT].data,
                                      l->mean, l->rstd, dy, dx, m->params[P_WEIGHT].grad, m->params[P_BIAS].grad,
                                      l->acc);
@@ -91,6 +101,7 @@ static const snn_module_ops ln_ops = {
     .id = SNN_KIND_LAYERNORM,
     .kind = "LayerNorm",
     .devices = SNN_DEVMASK_ALL,
+    .flags = SNN_MODULE_TYPED_IO, /* its output side only (y, dy) */
     .setup = ln_setup,
     .init = ln_init,
     .reserve = ln_reserve,

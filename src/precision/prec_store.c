@@ -16,7 +16,9 @@
  * writes its dx rounded, so GELU may read and write 16-bit there (gelu_forward_io) while it
  * computes in FP32 as before; and the causal attention between two such GEMM modules (q, k, v
  * are the first one's rounded output, y is rounded by the second as its input, and the
- * gradients likewise), on a table whose attention takes 16-bit storage (attention_io16). Storing such a boundary in d changes no value; it removes
+ * gradients likewise), on a table whose attention takes 16-bit storage (attention_io16);
+ * and a LayerNorm's output before such a GEMM module (it rounds its input and writes its dx
+ * rounded; the norm's x and dx stay FP32: layernorm_forward_io). Storing such a boundary in d changes no value; it removes
  * the passes that rounded FP32 copies and converted them for the GEMM. On a table with
  * neuron_forward_io_bias a Linear with a bias before such a neuron also leaves its bias and
  * its output rounding to the neuron (snn_module.defer_bias / bias_src). The CPU table has no
@@ -37,10 +39,13 @@ int snn_prec_gemm16_direct(const snn_precision *p, const snn_prec_module *pm) {
 
 /* What kind of boundary end m is: 1 a direct 16-bit GEMM module, 2 a plain neuron, 3 an
  * elementwise kind that computes in FP32 from whatever its sides store (GELU, on a table with
- * its typed entries), 0 none of these. */
+ * its typed entries), 4 the causal attention (both sides or neither), 5 a LayerNorm (its
+ * output side only), 0 none of these. */
 static int end_kind(const snn_precision *p, const snn_module *m) {
     if (!m->prec && snn_module_kind_is(m, SNN_KIND_GELU) && (m->ops->flags & SNN_MODULE_TYPED_IO))
         return p->be->gelu_forward_io && p->be->gelu_backward_io ? 3 : 0;
+    if (!m->prec && snn_module_kind_is(m, SNN_KIND_LAYERNORM) && (m->ops->flags & SNN_MODULE_TYPED_IO))
+        return p->be->layernorm_forward_io && p->be->layernorm_backward_io ? 5 : 0;
     if (snn_module_kind_is(m, SNN_KIND_CAUSAL_SELF_ATTENTION)) {
         /* inside its 16-bit wrapper (the products' type), on a table whose attention takes that
          * storage for this shape */
@@ -60,6 +65,15 @@ static int end_kind(const snn_precision *p, const snn_module *m) {
     }
     if (!m->prec && snn_module_is_neuron(m) && (m->ops->flags & SNN_MODULE_TYPED_IO)) return 2;
     return 0;
+}
+
+static snn_module *first_leaf(snn_module *m) {
+    while (snn_module_is_sequential(m) && m->n_children > 0) m = m->children[0];
+    return m;
+}
+static snn_module *last_leaf(snn_module *m) {
+    while (snn_module_is_sequential(m) && m->n_children > 0) m = m->children[m->n_children - 1];
+    return m;
 }
 
 typedef struct {
@@ -83,11 +97,18 @@ static void visit(snn_module *m, void *ctx) {
     if (!snn_module_is_sequential(m)) return;
     for (int i = 0; i + 1 < m->n_children; i++) {
         snn_module *P = m->children[i], *Q = m->children[i + 1];
+        /* a Sequential's boundary is its last (first) child's: a pre-norm branch
+         * (LayerNorm, Sequential(Linear, ...)) meets the Linear. Across such levels only the
+         * kinds without a both-sides rule take part (the loop below sees one level) */
+        const int nested = snn_module_is_sequential(P) || snn_module_is_sequential(Q);
+        P = last_leaf(P);
+        Q = first_leaf(Q);
         int kp = end_kind(c->p, P), kq = end_kind(c->p, Q);
+        if (nested && (kp == 2 || kp == 4 || kq == 2 || kq == 4)) continue;
         /* GEMM -> neuron, neuron -> GEMM, GEMM -> GEMM, GEMM -> elementwise, elementwise ->
          * GEMM (both directions hold: see above, the GEMM side rounds); neuron -> neuron has
          * no rounding on either side, and an elementwise kind only meets a GEMM */
-        if (kp && kq && (kp == 1 || kq == 1) && (kp < 3 || kq == 1) && (kq < 3 || kp == 1))
+        if (kp && kq && (kp == 1 || kq == 1) && (kp < 3 || kq == 1) && (kq < 3 || kp == 1) && kq != 5)
             P->out_store = Q->in_store = (int)c->p->half;
     }
     /* a neuron's typed io has one type for x, spikes and both gradients, and the attention's

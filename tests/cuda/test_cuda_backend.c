@@ -376,6 +376,57 @@ static void test_gelu_io(void) {
     CHECK(cpu->gelu_forward_io == NULL && cpu->gelu_backward_io == NULL);
 }
 
+/* LayerNorm with its output side stored 16-bit (layernorm_forward_io / _backward_io, before a
+ * 16-bit Linear): y is the FP32 entry's y rounded, bit for bit; fed the widened 16-bit dy, the
+ * FP32 entry gives the same dx, dw and db bit for bit. */
+static void test_layernorm_io(void) {
+    static const snn_dtype ts[2] = {SNN_BF16, SNN_F16};
+    const size_t V = 301;
+    const int F = 768;
+    const size_t n = V * (size_t)F;
+    for (int k = 0; k < 2; k++) {
+        const snn_dtype yt = ts[k];
+        float *x = hnew(n, -3.0f, 3.0f), *w = hnew((size_t)F, 0.5f, 1.5f), *b = hnew((size_t)F, -0.5f, 0.5f);
+        float *dy = hnew(n, -1.0f, 1.0f);
+        for (size_t i = 0; i < n; i++) dy[i] = store_round(yt, dy[i]);
+        float *d_x = dnewf(x, n), *d_w = dnewf(w, (size_t)F), *d_b = dnewf(b, (size_t)F), *d_y = dnewf(NULL, n);
+        double *d_mu = dnew(NULL, V * 8), *d_rs = dnew(NULL, V * 8);
+        void *d_y16 = dnew(NULL, n * 2);
+        OK(gpu->layernorm_forward(gpu, V, F, 1e-5f, d_x, d_w, d_b, d_y, d_mu, d_rs));
+        OK(gpu->layernorm_forward_io(gpu, yt, V, F, 1e-5f, d_x, d_w, d_b, d_y16, d_mu, d_rs));
+        float *y = downf(d_y, n), *y16 = down_typed(yt, d_y16, n);
+        size_t bad = 0;
+        for (size_t i = 0; i < n; i++) bad += fbits(y16[i]) != fbits(store_round(yt, y[i]));
+        CHECK_MSG(bad == 0, "layernorm_forward_io %s: %zu of %zu outputs are not the FP32 entry's rounded",
+                  snn_dtype_name(yt), bad, n);
+        void *d_dy16 = dnew_typed(yt, dy, n), *work = NULL;
+        float *d_dy = dnewf(dy, n);
+        OK(gpu->alloc(gpu, gpu->layernorm_work_bytes(gpu, V, F), &work));
+        float *g[2][3];
+        for (int typed = 0; typed < 2; typed++) {
+            float *d_dx = dnewf(NULL, n), *d_dw = dnewf(NULL, (size_t)F), *d_db = dnewf(NULL, (size_t)F);
+            OK(gpu->fill(gpu, d_dw, 0.25f, (size_t)F));
+            OK(gpu->fill(gpu, d_db, -0.25f, (size_t)F));
+            if (typed)
+                OK(gpu->layernorm_backward_io(gpu, yt, V, F, d_x, d_w, d_mu, d_rs, d_dy16, d_dx, d_dw, d_db, work));
+            else
+                OK(gpu->layernorm_backward(gpu, V, F, d_x, d_w, d_mu, d_rs, d_dy, d_dx, d_dw, d_db, work));
+            g[typed][0] = downf(d_dx, n), g[typed][1] = downf(d_dw, (size_t)F), g[typed][2] = downf(d_db, (size_t)F);
+            dfree(d_dx), dfree(d_dw), dfree(d_db);
+        }
+        size_t first = 0;
+        CHECK_MSG(mismatches(g[1][0], g[0][0], n, &first) == 0 && mismatches(g[1][1], g[0][1], (size_t)F, &first) == 0 &&
+                      mismatches(g[1][2], g[0][2], (size_t)F, &first) == 0,
+                  "layernorm_backward_io %s differs from the FP32 entry on the widened dy", snn_dtype_name(yt));
+        for (int t = 0; t < 2; t++)
+            for (int j = 0; j < 3; j++) free(g[t][j]);
+        free(x), free(w), free(b), free(dy), free(y), free(y16);
+        dfree(d_x), dfree(d_w), dfree(d_b), dfree(d_y), dfree(d_mu), dfree(d_rs), dfree(d_y16), dfree(d_dy16),
+            dfree(d_dy), dfree(work);
+    }
+    CHECK(cpu->layernorm_forward_io == NULL && cpu->layernorm_backward_io == NULL);
+}
+
 /* ------------------------------------------------------------------ reductions */
 
 static void test_colsum(void) {
@@ -1324,6 +1375,7 @@ int main(void) {
     test_round_scale();
     test_gelu();
     test_gelu_io();
+    test_layernorm_io();
     test_colsum();
     test_sumsq_nonfinite();
     test_gemm();

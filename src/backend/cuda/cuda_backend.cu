@@ -578,25 +578,37 @@ snn_status t_add(const snn_backend *be, float *dst, const float *a, const float 
     return SNN_OK;
 }
 
-/* LayerNorm: the kernels of the whole-model runner (cuda_layernorm.cu), sums in double. */
-snn_status t_layernorm_forward(const snn_backend *be, size_t V, int F, float eps, const float *x, const float *w,
-                               const float *b, float *y, double *mean, double *rstd) {
+/* LayerNorm: the kernels of the whole-model runner (cuda_layernorm.cu), sums in double; y and
+ * dy stored as yt (the _io entries: a 16-bit boundary after the norm). */
+snn_status t_layernorm_forward_io(const snn_backend *be, snn_dtype yt, size_t V, int F, float eps, const float *x,
+                                  const float *w, const float *b, void *y, double *mean, double *rstd) {
     SNN_TRY(check_be(be, "layernorm_forward"));
     if (F <= 0) return snn_error(SNN_E_INVALID, "layernorm: F must be positive (got %d)", F);
     if (V == 0) return SNN_OK;
     if (!x || !w || !b || !y || !mean || !rstd) return snn_error(SNN_E_INVALID, "layernorm: NULL pointer");
-    return snn_cuda_layernorm_forward(tab(be)->c, x, y, V, F, w, b, eps, mean, rstd);
+    return snn_cuda_layernorm_forward_t(tab(be)->c, yt, x, y, V, F, w, b, eps, mean, rstd);
 }
 
-snn_status t_layernorm_backward(const snn_backend *be, size_t V, int F, const float *x, const float *w,
-                                const double *mean, const double *rstd, const float *dy, float *dx, float *dw,
-                                float *db, void *work) {
+snn_status t_layernorm_forward(const snn_backend *be, size_t V, int F, float eps, const float *x, const float *w,
+                               const float *b, float *y, double *mean, double *rstd) {
+    return t_layernorm_forward_io(be, SNN_F32, V, F, eps, x, w, b, y, mean, rstd);
+}
+
+snn_status t_layernorm_backward_io(const snn_backend *be, snn_dtype yt, size_t V, int F, const float *x,
+                                   const float *w, const double *mean, const double *rstd, const void *dy, float *dx,
+                                   float *dw, float *db, void *work) {
     SNN_TRY(check_be(be, "layernorm_backward"));
     if (F <= 0) return snn_error(SNN_E_INVALID, "layernorm backward: F must be positive (got %d)", F);
     if (V == 0) return SNN_OK;
     if (!x || !w || !mean || !rstd || !dy || !dw || !db || !work)
         return snn_error(SNN_E_INVALID, "layernorm backward: NULL pointer");
-    return snn_cuda_layernorm_backward(tab(be)->c, x, dy, dx, V, F, w, mean, rstd, dw, db, work);
+    return snn_cuda_layernorm_backward_t(tab(be)->c, yt, x, dy, dx, V, F, w, mean, rstd, dw, db, work);
+}
+
+snn_status t_layernorm_backward(const snn_backend *be, size_t V, int F, const float *x, const float *w,
+                                const double *mean, const double *rstd, const float *dy, float *dx, float *dw,
+                                float *db, void *work) {
+    return t_layernorm_backward_io(be, SNN_F32, V, F, x, w, mean, rstd, dy, dx, dw, db, work);
 }
 
 size_t t_layernorm_work_bytes(const snn_backend *be, size_t V, int F) {
@@ -1000,6 +1012,8 @@ extern "C" snn_status snn_backend_cuda_create(int device, snn_backend **out) {
     be->add = t_add;
     be->layernorm_forward = t_layernorm_forward;
     be->layernorm_backward = t_layernorm_backward;
+    be->layernorm_forward_io = t_layernorm_forward_io;
+    be->layernorm_backward_io = t_layernorm_backward_io;
     be->layernorm_work_bytes = t_layernorm_work_bytes;
     be->gelu_forward = t_gelu_forward;
     be->gelu_backward = t_gelu_backward;

@@ -15,8 +15,11 @@ __device__ __forceinline__ double warp_sum_d(double v) {
     return v;
 }
 
+/* y (and the backward's dy) stored as Y: FP32, or a 16-bit type rounded to (RNE) where the
+ * module after the norm multiplies it in that type anyway (snn_module.out_store). */
+template <typename Y>
 __global__ void __launch_bounds__(LN_WARPS * 32)
-ln_fwd_kernel(const float *__restrict__ x, float *__restrict__ y, size_t V, int F,
+ln_fwd_kernel(const float *__restrict__ x, Y *__restrict__ y, size_t V, int F,
               const float *__restrict__ w, const float *__restrict__ b, double eps,
               double *__restrict__ mean, double *__restrict__ rstd) {
     const int lane = threadIdx.x & 31;
@@ -36,13 +39,14 @@ ln_fwd_kernel(const float *__restrict__ x, float *__restrict__ y, size_t V, int 
             mean[v] = mu;
             rstd[v] = is;
         }
-        float *q = y + v * F;
-        for (int j = lane; j < F; j += 32) q[j] = (float)((p[j] - mu) * is * w[j] + b[j]);
+        Y *q = y + v * F;
+        for (int j = lane; j < F; j += 32) q[j] = Io<Y>::st((float)((p[j] - mu) * is * w[j] + b[j]));
     }
 }
 
+template <typename Y>
 __global__ void __launch_bounds__(LN_WARPS * 32)
-ln_dx_kernel(const float *__restrict__ x, const float *__restrict__ dy, float *__restrict__ dx,
+ln_dx_kernel(const float *__restrict__ x, const Y *__restrict__ dy, float *__restrict__ dx,
              size_t V, int F, const float *__restrict__ w, const double *__restrict__ mean,
              const double *__restrict__ rstd) {
     const int lane = threadIdx.x & 31;
@@ -52,13 +56,13 @@ ln_dx_kernel(const float *__restrict__ x, const float *__restrict__ dy, float *_
         const double mu = mean[v], is = rstd[v];
         double s0 = 0.0, s1 = 0.0;
         for (int j = lane; j < F; j += 32) {
-            double g = (double)dy[o + j] * w[j];
+            double g = (double)Io<Y>::ld(dy[o + j]) * w[j];
             s0 += g;
             s1 += g * ((x[o + j] - mu) * is);
         }
         const double a = warp_sum_d(s0) / (double)F, bb = warp_sum_d(s1) / (double)F;
         for (int j = lane; j < F; j += 32) {
-            double g = (double)dy[o + j] * w[j];
+            double g = (double)Io<Y>::ld(dy[o + j]) * w[j];
             double xh = (x[o + j] - mu) * is;
             dx[o + j] = (float)(is * (g - a - xh * bb));
         }
@@ -66,7 +70,8 @@ ln_dx_kernel(const float *__restrict__ x, const float *__restrict__ dy, float *_
 }
 
 /* Stage 1: chunk c of the vectors, feature j -> work[c][j] (dw part) and work[c][F + j]. */
-__global__ void ln_wsum_kernel(const float *__restrict__ x, const float *__restrict__ dy, size_t V,
+template <typename Y>
+__global__ void ln_wsum_kernel(const float *__restrict__ x, const Y *__restrict__ dy, size_t V,
                                int F, const double *__restrict__ mean,
                                const double *__restrict__ rstd, double *__restrict__ work,
                                size_t per_chunk) {
@@ -78,8 +83,9 @@ __global__ void ln_wsum_kernel(const float *__restrict__ x, const float *__restr
     double aw = 0.0, ab = 0.0;
     for (size_t v = v0; v < v1; v++) {
         const size_t o = v * F + j;
-        aw += dy[o] * ((x[o] - mean[v]) * rstd[v]);
-        ab += dy[o];
+        const float g = Io<Y>::ld(dy[o]);
+        aw += g * ((x[o] - mean[v]) * rstd[v]);
+        ab += g;
     }
     work[(size_t)c * 2 * F + j] = aw;
     work[(size_t)c * 2 * F + F + j] = ab;
@@ -127,16 +133,44 @@ extern "C" size_t snn_cuda_layernorm_work_bytes(size_t V, int F) {
     return (size_t)LN_CHUNKS * 2 * (size_t)(F > 0 ? F : 0) * sizeof(double);
 }
 
-extern "C" snn_status snn_cuda_layernorm_forward(snn_cuda *c, const float *x, float *y, size_t V,
-                                                 int F, const float *gamma, const float *beta,
-                                                 float eps, double *save_mean, double *save_rstd) {
+template <typename Y>
+snn_status ln_forward(snn_cuda *c, const float *x, void *y, size_t V, int F, const float *gamma, const float *beta,
+                      float eps, double *save_mean, double *save_rstd) {
     SNN_TRY(ln_check("LayerNorm forward", V, F));
     if (!x || !y || !gamma || !beta || (!save_mean != !save_rstd))
         return snn_error(SNN_E_INVALID, "LayerNorm forward: NULL pointer");
-    ln_fwd_kernel<<<ln_blocks(c, V), LN_WARPS * 32, 0, snn_cuda_stream_of(c)>>>(
-        x, y, V, F, gamma, beta, (double)eps, save_mean, save_rstd);
+    ln_fwd_kernel<Y><<<ln_blocks(c, V), LN_WARPS * 32, 0, snn_cuda_stream_of(c)>>>(x, (Y *)y, V, F, gamma, beta,
+                                                                                 (double)eps, save_mean, save_rstd);
     SNN_CU_LAUNCHED("LayerNorm forward");
     return SNN_OK;
+}
+
+template <typename Y>
+snn_status ln_backward(snn_cuda *c, const float *x, const void *dyv, float *dx, size_t V, int F, const float *gamma,
+                       const double *save_mean, const double *save_rstd, float *dgamma, float *dbeta, void *work) {
+    SNN_TRY(ln_check("LayerNorm backward", V, F));
+    if (!x || !dyv || !gamma || !save_mean || !save_rstd || !dgamma || !dbeta || !work)
+        return snn_error(SNN_E_INVALID, "LayerNorm backward: NULL pointer");
+    const Y *dy = (const Y *)dyv;
+    cudaStream_t sm = snn_cuda_stream_of(c);
+    if (dx) {
+        ln_dx_kernel<Y><<<ln_blocks(c, V), LN_WARPS * 32, 0, sm>>>(x, dy, dx, V, F, gamma, save_mean, save_rstd);
+        SNN_CU_LAUNCHED("LayerNorm backward (dx)");
+    }
+    size_t per = (V + LN_CHUNKS - 1) / LN_CHUNKS;
+    int chunks = (int)((V + per - 1) / per);
+    dim3 g1((unsigned)((F + 127) / 128), (unsigned)chunks);
+    ln_wsum_kernel<Y><<<g1, 128, 0, sm>>>(x, dy, V, F, save_mean, save_rstd, (double *)work, per);
+    SNN_CU_LAUNCHED("LayerNorm backward (weight sums)");
+    ln_wfinal_kernel<<<(unsigned)((F + 31) / 32), 256, 0, sm>>>((const double *)work, chunks, F, dgamma, dbeta);
+    SNN_CU_LAUNCHED("LayerNorm backward (weight gradients)");
+    return SNN_OK;
+}
+
+extern "C" snn_status snn_cuda_layernorm_forward(snn_cuda *c, const float *x, float *y, size_t V,
+                                                 int F, const float *gamma, const float *beta,
+                                                 float eps, double *save_mean, double *save_rstd) {
+    return ln_forward<float>(c, x, y, V, F, gamma, beta, eps, save_mean, save_rstd);
 }
 
 extern "C" snn_status snn_cuda_layernorm_backward(snn_cuda *c, const float *x, const float *dy,
@@ -144,21 +178,27 @@ extern "C" snn_status snn_cuda_layernorm_backward(snn_cuda *c, const float *x, c
                                                   const float *gamma, const double *save_mean,
                                                   const double *save_rstd, float *dgamma,
                                                   float *dbeta, void *work) {
-    SNN_TRY(ln_check("LayerNorm backward", V, F));
-    if (!x || !dy || !gamma || !save_mean || !save_rstd || !dgamma || !dbeta || !work)
-        return snn_error(SNN_E_INVALID, "LayerNorm backward: NULL pointer");
-    cudaStream_t sm = snn_cuda_stream_of(c);
-    if (dx) {
-        ln_dx_kernel<<<ln_blocks(c, V), LN_WARPS * 32, 0, sm>>>(x, dy, dx, V, F, gamma, save_mean,
-                                                                save_rstd);
-        SNN_CU_LAUNCHED("LayerNorm backward (dx)");
-    }
-    size_t per = (V + LN_CHUNKS - 1) / LN_CHUNKS;
-    int chunks = (int)((V + per - 1) / per);
-    dim3 g1((unsigned)((F + 127) / 128), (unsigned)chunks);
-    ln_wsum_kernel<<<g1, 128, 0, sm>>>(x, dy, V, F, save_mean, save_rstd, (double *)work, per);
-    SNN_CU_LAUNCHED("LayerNorm backward (weight sums)");
-    ln_wfinal_kernel<<<(unsigned)((F + 31) / 32), 256, 0, sm>>>((const double *)work, chunks, F, dgamma, dbeta);
-    SNN_CU_LAUNCHED("LayerNorm backward (weight gradients)");
-    return SNN_OK;
+    return ln_backward<float>(c, x, dy, dx, V, F, gamma, save_mean, save_rstd, dgamma, dbeta, work);
+}
+
+extern "C" snn_status snn_cuda_layernorm_forward_t(snn_cuda *c, snn_dtype yt, const float *x, void *y, size_t V,
+                                                   int F, const float *gamma, const float *beta, float eps,
+                                                   double *save_mean, double *save_rstd) {
+    if (yt == SNN_F32) return ln_forward<float>(c, x, y, V, F, gamma, beta, eps, save_mean, save_rstd);
+    if (yt == SNN_BF16) return ln_forward<__nv_bfloat16>(c, x, y, V, F, gamma, beta, eps, save_mean, save_rstd);
+    if (yt == SNN_F16) return ln_forward<__half>(c, x, y, V, F, gamma, beta, eps, save_mean, save_rstd);
+    return snn_error(SNN_E_INVALID, "LayerNorm forward: output storage must be f32, f16 or bf16");
+}
+
+extern "C" snn_status snn_cuda_layernorm_backward_t(snn_cuda *c, snn_dtype yt, const float *x, const void *dy,
+                                                    float *dx, size_t V, int F, const float *gamma,
+                                                    const double *save_mean, const double *save_rstd,
+                                                    float *dgamma, float *dbeta, void *work) {
+    if (yt == SNN_F32)
+        return ln_backward<float>(c, x, dy, dx, V, F, gamma, save_mean, save_rstd, dgamma, dbeta, work);
+    if (yt == SNN_BF16)
+        return ln_backward<__nv_bfloat16>(c, x, dy, dx, V, F, gamma, save_mean, save_rstd, dgamma, dbeta, work);
+    if (yt == SNN_F16)
+        return ln_backward<__half>(c, x, dy, dx, V, F, gamma, save_mean, save_rstd, dgamma, dbeta, work);
+    return snn_error(SNN_E_INVALID, "LayerNorm backward: gradient storage must be f32, f16 or bf16");
 }
