@@ -642,8 +642,6 @@ snn_status t_bispike_backward(const snn_backend *be, int T, size_t E, float deca
 
 /* ---------------------------------------------------------------- LM loss */
 
-#define CE_THREADS 256
-
 __global__ void ce_check_kernel(const int32_t *labels, size_t NS, int V, unsigned long long *bad) {
     GRID_STRIDE(i, NS) if (labels[i] < 0 || labels[i] >= V) note_bad(bad, i);
 }
@@ -653,61 +651,6 @@ __device__ __forceinline__ float zred(const float *l, int T, size_t stride, floa
     float s = 0.0f;
     for (int t = 0; t < T; t++) s = __fadd_rn(s, l[(size_t)t * stride]);
     return __fmul_rn(s, inv);
-}
-
-/* One block per token: z (into dlogits' t = 0 slice when there is one), its max, the exps and
- * their sum in double, the token's loss, then the gradient into every time slice. */
-__global__ void __launch_bounds__(CE_THREADS) ce_kernel(const float *logits, const int32_t *labels, const float *mask,
-                                                       int T, size_t NS, int V, float inv, float gt,
-                                                       double *token_loss, float *dlogits, float grad_scale) {
-    __shared__ float redf[CE_THREADS];
-    __shared__ double redd[CE_THREADS];
-    const size_t i = blockIdx.x, stride = NS * (size_t)V;
-    const float *l = logits + i * (size_t)V;
-    const float mk = mask ? mask[i] : 1.0f;
-    const int lab = labels[i];
-    float *d = dlogits ? dlogits + i * (size_t)V : NULL;
-    float mx = -INFINITY;
-    if (T == 1) {
-        /* one time step: z is the logit times inv, cheap to read again, so the row is read
-         * three times and dlogits written once (the staged version below makes six passes
-         * over the 200 kB row of a 50257-token vocabulary) */
-        for (int v = threadIdx.x; v < V; v += blockDim.x) mx = fmaxf(mx, __fmul_rn(l[v], inv));
-        mx = snn_block_max_f(mx, redf);
-        const float zl = __fmul_rn(l[lab], inv);
-        double se = 0.0;
-        for (int v = threadIdx.x; v < V; v += blockDim.x) se += (double)expf(__fsub_rn(__fmul_rn(l[v], inv), mx));
-        se = snn_block_sum_d(se, redd);
-        if (threadIdx.x == 0) token_loss[i] = (double)mk * ((double)mx + log(se) - (double)zl);
-        if (!d) return;
-        const float c = __fmul_rn(__fmul_rn(grad_scale, mk), gt), is = (float)(1.0 / se);
-        for (int v = threadIdx.x; v < V; v += blockDim.x) {
-            const float e = expf(__fsub_rn(__fmul_rn(l[v], inv), mx));
-            d[v] = __fmul_rn(c, __fsub_rn(__fmul_rn(e, is), v == lab ? 1.0f : 0.0f));
-        }
-        return;
-    }
-    for (int v = threadIdx.x; v < V; v += blockDim.x) {
-        const float z = zred(l + v, T, stride, inv);
-        if (d) d[v] = z;
-        mx = fmaxf(mx, z);
-    }
-    mx = snn_block_max_f(mx, redf);
-    const float zl = zred(l + lab, T, stride, inv);
-    double se = 0.0;
-    for (int v = threadIdx.x; v < V; v += blockDim.x) {
-        const float e = expf(__fsub_rn(d ? d[v] : zred(l + v, T, stride, inv), mx));
-        if (d) d[v] = e;
-        se += (double)e;
-    }
-    se = snn_block_sum_d(se, redd);
-    if (threadIdx.x == 0) token_loss[i] = (double)mk * ((double)mx + log(se) - (double)zl);
-    if (!d) return;
-    const float c = __fmul_rn(__fmul_rn(grad_scale, mk), gt), is = (float)(1.0 / se);
-    for (int v = threadIdx.x; v < V; v += blockDim.x) {
-        const float g = __fmul_rn(c, __fsub_rn(__fmul_rn(d[v], is), v == lab ? 1.0f : 0.0f));
-        for (int t = 0; t < T; t++) d[(size_t)t * stride + v] = g;
-    }
 }
 
 /* The totals in token order (one thread adds: the CPU's sums of the per-token values), the
@@ -741,24 +684,24 @@ __global__ void __launch_bounds__(1024) ce_total_kernel(const double *token_loss
 
 /* One block per token with the row's z staged in shared memory (STAGED; V floats) or read
  * again from the logits: z and its max, the exps and their sum in double, the token's loss,
- * then the gradient, the same FP32 operations as ce_kernel, rounded to T into every time
- * slice's row of ld values (the padding columns zero). Staged, the logits are read once, four
+ * then (dl not NULL) the gradient, stored as T (FP32, or a 16-bit type: RNE) into every time
+ * slice's row of ld values, the padding columns zero. Staged, the logits are read once, four
  * at a time where the row allows (one block per SM holds a 50257-value row: the loads in
  * flight must come from each thread), and the exps replace z for the gradient. */
-#define CE16_THREADS 1024
+#define CE_THREADS 1024
 template <bool STAGED>
 __device__ __forceinline__ float ce_z(const float *zs, const float *l, int v, int TS, size_t stride, float inv) {
     return STAGED ? zs[v] : zred(l + v, TS, stride, inv);
 }
 
 template <typename T, bool STAGED>
-__global__ void __launch_bounds__(CE16_THREADS) ce16_kernel(const float *logits, const int32_t *labels,
+__global__ void __launch_bounds__(CE_THREADS) ce_row_kernel(const float *logits, const int32_t *labels,
                                                             const float *mask, int TS, size_t NS, int V, float inv,
                                                             float gt, double *token_loss, T *dl, size_t ld,
                                                             float grad_scale) {
     extern __shared__ float zs[];
-    __shared__ float redf[CE16_THREADS];
-    __shared__ double redd[CE16_THREADS];
+    __shared__ float redf[CE_THREADS];
+    __shared__ double redd[CE_THREADS];
     const size_t i = blockIdx.x, stride = NS * (size_t)V;
     const float *l = logits + i * (size_t)V;
     const float mk = mask ? mask[i] : 1.0f;
@@ -809,6 +752,7 @@ __global__ void __launch_bounds__(CE16_THREADS) ce16_kernel(const float *logits,
     }
     se = snn_block_sum_d(se, redd); /* its barriers publish the exps */
     if (threadIdx.x == 0) token_loss[i] = (double)mk * ((double)mx + log(se) - (double)zl);
+    if (!dl) return;
     const float c = __fmul_rn(__fmul_rn(grad_scale, mk), gt), is = (float)(1.0 / se);
     /* eight gradients a thread per 16-byte store where the rows allow (ld % 8 == 0) */
     auto grad = [&](size_t v) -> T {
@@ -819,14 +763,14 @@ __global__ void __launch_bounds__(CE16_THREADS) ce16_kernel(const float *logits,
         }
         return Io<T>::st(g);
     };
-    if (ld % 8 == 0 && (uintptr_t)dl % 16 == 0) {
+    if (sizeof(T) == 2 && ld % 8 == 0 && (uintptr_t)dl % 16 == 0) {
         for (size_t v0 = (size_t)threadIdx.x * 8; v0 < ld; v0 += (size_t)blockDim.x * 8) {
             union {
-                T h[8];
+                T h[16 / sizeof(T)];
                 uint4 u;
             } o;
 #pragma unroll
-            for (int u = 0; u < 8; u++) o.h[u] = grad(v0 + u);
+            for (int u = 0; u < (int)(16 / sizeof(T)); u++) o.h[u] = grad(v0 + u);
             for (int t = 0; t < TS; t++) *reinterpret_cast<uint4 *>(dl + ((size_t)t * NS + i) * ld + v0) = o.u;
         }
     } else {
@@ -877,20 +821,8 @@ snn_status ce_end(const snn_backend *be, const double *token_loss, const float *
     return SNN_OK;
 }
 
-snn_status t_lm_cross_entropy(const snn_backend *be, const float *logits, const int32_t *labels, const float *mask,
-                              int T, int N, int S, int V, int reduce_sum, double *token_loss, double *loss_sum,
-                              double *count, float *dlogits, float grad_scale) {
-    size_t NS = 0;
-    SNN_TRY(ce_begin(be, logits, labels, token_loss, loss_sum, count, T, N, S, V, &NS));
-    const float inv = reduce_sum ? 1.0f : 1.0f / (float)T, gt = reduce_sum ? 1.0f : 1.0f / (float)T;
-    ce_kernel<<<(unsigned)NS, CE_THREADS, 0, st_of(be)>>>(logits, labels, mask, T, NS, V, inv, gt, token_loss, dlogits,
-                                                          grad_scale);
-    SNN_CU_LAUNCHED("LM loss");
-    return ce_end(be, token_loss, mask, NS, loss_sum, count);
-}
-
 template <typename T>
-snn_status ce16_launch(const snn_backend *be, const float *logits, const int32_t *labels, const float *mask, int TS,
+snn_status ce_launch(const snn_backend *be, const float *logits, const int32_t *labels, const float *mask, int TS,
                        size_t NS, int V, float inv, float gt, double *token_loss, void *dl, size_t ld,
                        float grad_scale) {
     const size_t smem = (size_t)V * sizeof(float);
@@ -898,16 +830,27 @@ snn_status ce16_launch(const snn_backend *be, const float *logits, const int32_t
     SNN_CU_TRY(cudaGetDevice(&dev));
     SNN_CU_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     /* the static reduction buffers take 12 kB of the block's shared memory */
-    if (smem + 12 * 1024 + 1024 <= (size_t)optin && smem_for(ce16_kernel<T, true>, smem, "LM loss") == SNN_OK) {
-        ce16_kernel<T, true><<<(unsigned)NS, CE16_THREADS, smem, st_of(be)>>>(logits, labels, mask, TS, NS, V, inv, gt,
+    if (smem + 12 * 1024 + 1024 <= (size_t)optin && smem_for(ce_row_kernel<T, true>, smem, "LM loss") == SNN_OK) {
+        ce_row_kernel<T, true><<<(unsigned)NS, CE_THREADS, smem, st_of(be)>>>(logits, labels, mask, TS, NS, V, inv, gt,
                                                                              token_loss, (T *)dl, ld, grad_scale);
     } else {
         snn_clear_error();
-        ce16_kernel<T, false><<<(unsigned)NS, CE16_THREADS, 0, st_of(be)>>>(logits, labels, mask, TS, NS, V, inv, gt,
+        ce_row_kernel<T, false><<<(unsigned)NS, CE_THREADS, 0, st_of(be)>>>(logits, labels, mask, TS, NS, V, inv, gt,
                                                                            token_loss, (T *)dl, ld, grad_scale);
     }
-    SNN_CU_LAUNCHED("LM loss (16-bit gradient)");
+    SNN_CU_LAUNCHED("LM loss");
     return SNN_OK;
+}
+
+snn_status t_lm_cross_entropy(const snn_backend *be, const float *logits, const int32_t *labels, const float *mask,
+                              int T, int N, int S, int V, int reduce_sum, double *token_loss, double *loss_sum,
+                              double *count, float *dlogits, float grad_scale) {
+    size_t NS = 0;
+    SNN_TRY(ce_begin(be, logits, labels, token_loss, loss_sum, count, T, N, S, V, &NS));
+    const float inv = reduce_sum ? 1.0f : 1.0f / (float)T, gt = reduce_sum ? 1.0f : 1.0f / (float)T;
+    SNN_TRY(ce_launch<float>(be, logits, labels, mask, T, NS, V, inv, gt, token_loss, dlogits, (size_t)V,
+                               grad_scale));
+    return ce_end(be, token_loss, mask, NS, loss_sum, count);
 }
 
 snn_status t_lm_cross_entropy16(const snn_backend *be, const float *logits, const int32_t *labels, const float *mask,
@@ -921,9 +864,9 @@ snn_status t_lm_cross_entropy16(const snn_backend *be, const float *logits, cons
     size_t NS = 0;
     SNN_TRY(ce_begin(be, logits, labels, token_loss, loss_sum, count, T, N, S, V, &NS));
     const float inv = reduce_sum ? 1.0f : 1.0f / (float)T, gt = reduce_sum ? 1.0f : 1.0f / (float)T;
-    SNN_TRY(t == SNN_BF16 ? ce16_launch<__nv_bfloat16>(be, logits, labels, mask, T, NS, V, inv, gt, token_loss,
+    SNN_TRY(t == SNN_BF16 ? ce_launch<__nv_bfloat16>(be, logits, labels, mask, T, NS, V, inv, gt, token_loss,
                                                        dlogits, ld, grad_scale)
-                          : ce16_launch<__half>(be, logits, labels, mask, T, NS, V, inv, gt, token_loss, dlogits, ld,
+                          : ce_launch<__half>(be, logits, labels, mask, T, NS, V, inv, gt, token_loss, dlogits, ld,
                                                 grad_scale));
     return ce_end(be, token_loss, mask, NS, loss_sum, count);
 }
