@@ -96,6 +96,46 @@ __device__ __forceinline__ void load_tile(uint16_t *s, const E *src, size_t ld, 
     }
 }
 
+/* The tiles of the loops are double-buffered: the next tile is fetched while the current one
+ * is multiplied. 16-bit storage (E = T) is copied by cp.async, 16 bytes a chunk, zeros past S
+ * (src-size 0); FP32 storage is converted on the way, so its fetch is load_tile's synchronous
+ * one. Either way commit / wait keep the same group order (an FP32 group is empty). */
+__device__ __forceinline__ uint32_t smem_addr(const void *p) {
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+__device__ __forceinline__ void cp_async(void *dst, const void *src, int bytes, bool valid) {
+    if (bytes == 16)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+                     "r"(valid ? 16 : 0));
+    else if (bytes == 8)
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+                     "r"(valid ? 8 : 0));
+    else
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+                     "r"(valid ? 4 : 0));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+/* every group but the newest one complete, then the block's writes visible */
+__device__ __forceinline__ void cp_wait_prev() {
+    asm volatile("cp.async.wait_group 1;\n" ::);
+    __syncthreads();
+}
+
+template <typename T, int D, typename E>
+__device__ __forceinline__ void fetch_tile(uint16_t *s, const E *src, size_t ld, int r0, int S) {
+    if constexpr (std::is_same<E, float>::value) {
+        load_tile<T, D, E>(s, src, ld, r0, S);
+    } else {
+        constexpr int C = D / 8, LD = D + 8; /* 16-byte chunks a row */
+        for (int e = threadIdx.x; e < FB * C; e += FT) {
+            const int r = e / C, c = (e % C) * 8;
+            const bool ok = r0 + r < S;
+            cp_async(s + r * LD + c, ok ? (const void *)(src + (size_t)(r0 + r) * ld + c) : (const void *)src, 16,
+                     ok);
+        }
+    }
+}
+
 /* Fragments of m16n8k16 (PTX ISA layouts; g = lane / 4, q = lane % 4):
  *   A 16 x 16 row-major at (r0, k0): {(g, 2q..2q+1), (g+8, 2q..), (g, 2q+8..), (g+8, 2q+8..)}
  *   B 16 x 8: {(k 2q..2q+1, n g), (k 2q+8..2q+9, n g)}
@@ -104,9 +144,6 @@ __device__ __forceinline__ void load_tile(uint16_t *s, const E *src, size_t ld, 
  * row stride D + 8 elements is a multiple of 16 bytes, and 8 rows 16 + 128 bytes apart land
  * on distinct banks); matrix i arrives in register i, without .trans as the A / C layout
  * (row g, columns 2q, 2q + 1), with .trans transposed (rows 2q, 2q + 1, column g). */
-__device__ __forceinline__ uint32_t smem_addr(const uint16_t *p) {
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
 __device__ __forceinline__ void ldsm4(uint32_t r[4], const uint16_t *p) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
@@ -251,21 +288,23 @@ template <typename T, int D, typename E>
 __global__ void __launch_bounds__(FT) fa_fwd_kernel(int S, int H, int G, float sl2, const E *x, E *y, float *ml,
                                                     float *oc) {
     constexpr int LD = D + 8;
-    __shared__ __align__(16) uint16_t sq[FB * LD], sk[FB * LD], sv[FB * LD];
+    __shared__ __align__(16) uint16_t sq[FB * LD], sk[2][FB * LD], sv[2][FB * LD];
     const int qb = (int)gridDim.x - 1 - (int)blockIdx.x; /* the longest rows first */
     const int h = blockIdx.y, g = h / (H / G), W = (H + 2 * G) * D, OW = H * D;
     const size_t b = blockIdx.z;
-    const E *xb = x + b * (size_t)S * W;
+    const E *xb = x + b * (size_t)S * W, *kx = xb + (size_t)(H + g) * D, *vx = xb + (size_t)(H + G + g) * D;
     const int q0 = qb * FB, r0 = (threadIdx.x >> 5) * 16, gr = (threadIdx.x & 31) >> 2;
     const int i0 = q0 + r0 + gr, i1 = i0 + 8; /* this thread's two query rows */
-    load_tile<T, D, E>(sq, xb + (size_t)h * D, W, q0, S);
+    fetch_tile<T, D, E>(sq, xb + (size_t)h * D, W, q0, S);
+    fetch_tile<T, D, E>(sk[0], kx, W, 0, S);
+    cp_commit();
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f; /* m in the base-2 domain */
     float s[8][4];
     for (int kb = 0; kb <= qb; kb++) {
-        __syncthreads();
-        load_tile<T, D, E>(sk, xb + (size_t)(H + g) * D, W, kb * FB, S);
-        __syncthreads();
-        strip_product<T, D>(s, sq, r0, sk);
+        if (kb < qb) fetch_tile<T, D, E>(sk[(kb + 1) & 1], kx, W, (kb + 1) * FB, S);
+        cp_commit();
+        cp_wait_prev();
+        strip_product<T, D>(s, sq, r0, sk[kb & 1]);
         if (kb == qb) mask_diagonal<false>(s, r0, S - q0);
         float x0 = -INFINITY, x1 = -INFINITY;
 #pragma unroll
@@ -286,17 +325,23 @@ __global__ void __launch_bounds__(FT) fa_fwd_kernel(int S, int H, int G, float s
         l1 = l1 * ex2(m1 - n1) + quad_sum(e1);
         m0 = n0;
         m1 = n1;
+        __syncthreads(); /* the next iteration fetches into the other buffer's twin */
     }
     const float v0 = (float)(1.0 / (double)l0), v1 = (float)(1.0 / (double)l1);
     float o[D / 8][4];
 #pragma unroll
     for (int n = 0; n < D / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    fetch_tile<T, D, E>(sk[0], kx, W, 0, S);
+    fetch_tile<T, D, E>(sv[0], vx, W, 0, S);
+    cp_commit();
     for (int kb = 0; kb <= qb; kb++) {
-        __syncthreads();
-        load_tile<T, D, E>(sk, xb + (size_t)(H + g) * D, W, kb * FB, S);
-        load_tile<T, D, E>(sv, xb + (size_t)(H + G + g) * D, W, kb * FB, S);
-        __syncthreads();
-        strip_product<T, D>(s, sq, r0, sk);
+        if (kb < qb) {
+            fetch_tile<T, D, E>(sk[(kb + 1) & 1], kx, W, (kb + 1) * FB, S);
+            fetch_tile<T, D, E>(sv[(kb + 1) & 1], vx, W, (kb + 1) * FB, S);
+        }
+        cp_commit();
+        cp_wait_prev();
+        strip_product<T, D>(s, sq, r0, sk[kb & 1]);
         if (kb == qb) mask_diagonal<false>(s, r0, S - q0);
 #pragma unroll
         for (int n = 0; n < 8; n++) {
@@ -305,7 +350,8 @@ __global__ void __launch_bounds__(FT) fa_fwd_kernel(int S, int H, int G, float s
             s[n][2] = prob(s[n][2], sl2, m1, v1);
             s[n][3] = prob(s[n][3], sl2, m1, v1);
         }
-        strip_times_tile<T, D>(o, s, sv);
+        strip_times_tile<T, D>(o, s, sv[kb & 1]);
+        __syncthreads();
     }
     /* y, and the same values into O for the backward's rowsum (the caller may round y) */
     const size_t yoff = b * (size_t)S * OW + (size_t)h * D;
@@ -323,44 +369,61 @@ __device__ __forceinline__ float2 row_state(const float *ml, size_t row0, int i,
     return i < S ? *reinterpret_cast<const float2 *>(ml + (row0 + i) * 2) : make_float2(0.0f, 0.0f);
 }
 
+/* Shared memory of the backward kernels (dynamic: more than the 48 kB of a static array). */
+template <int D> __host__ __device__ constexpr size_t tile_elems() { return (size_t)FB * (D + 8); }
+template <int D> constexpr size_t dq_smem() { return 6 * tile_elems<D>() * 2; }
+template <int D> constexpr size_t kv_smem() { return 6 * tile_elems<D>() * 2 + 2 * FB * (8 + 4); }
+
 template <typename T, int D, typename E>
 __global__ void __launch_bounds__(FT) fa_bwd_q_kernel(int S, int H, int G, float scale, float sl2, const E *x,
                                                       const float *ml, const float *oc, const E *dy, E *dx,
                                                       float *crow) {
     constexpr int LD = D + 8;
-    __shared__ __align__(16) uint16_t sq[FB * LD], sdo[FB * LD], sk[FB * LD], sv[FB * LD];
+    constexpr size_t TE = tile_elems<D>();
+    extern __shared__ __align__(16) uint16_t fsm[];
+    uint16_t *sq = fsm, *sdo = fsm + TE, *skb = fsm + 2 * TE, *svb = fsm + 4 * TE; /* k, v: two each */
     const int qb = (int)gridDim.x - 1 - (int)blockIdx.x;
     const int h = blockIdx.y, g = h / (H / G), W = (H + 2 * G) * D, OW = H * D;
     const size_t b = blockIdx.z, row0 = (b * H + h) * (size_t)S;
-    const E *xb = x + b * (size_t)S * W;
+    const E *xb = x + b * (size_t)S * W, *kx = xb + (size_t)(H + g) * D, *vx = xb + (size_t)(H + G + g) * D;
     const int q0 = qb * FB, r0 = (threadIdx.x >> 5) * 16, gr = (threadIdx.x & 31) >> 2, q = threadIdx.x & 3;
     const int i0 = q0 + r0 + gr, i1 = i0 + 8;
-    load_tile<T, D, E>(sq, xb + (size_t)h * D, W, q0, S);
-    load_tile<T, D, E>(sdo, dy + b * (size_t)S * OW + (size_t)h * D, OW, q0, S);
+    fetch_tile<T, D, E>(sq, xb + (size_t)h * D, W, q0, S);
+    fetch_tile<T, D, E>(sdo, dy + b * (size_t)S * OW + (size_t)h * D, OW, q0, S);
+    fetch_tile<T, D, E>(skb, kx, W, 0, S);
+    fetch_tile<T, D, E>(svb, vx, W, 0, S);
+    cp_commit();
     const float2 st0 = row_state(ml, row0, i0, S), st1 = row_state(ml, row0, i1, S);
-    __syncthreads();
-    /* c = dy . O per row (the 16-bit dy the products use, the forward's FP32 O): the quad's
-     * four threads take a quarter of the head each */
-    float c0 = 0.0f, c1 = 0.0f;
-    const float *o0 = oc + (b * (size_t)S + i0) * OW + (size_t)h * D, *o1 = o0 + (size_t)8 * OW;
-#pragma unroll
-    for (int d = q * (D / 4); d < (q + 1) * (D / 4); d++) {
-        if (i0 < S) c0 = fmaf(fa<T>::unpack(sdo[(r0 + gr) * LD + d]), o0[d], c0);
-        if (i1 < S) c1 = fmaf(fa<T>::unpack(sdo[(r0 + gr + 8) * LD + d]), o1[d], c1);
-    }
-    const float cr0 = quad_sum(c0), cr1 = quad_sum(c1);
-    if (q == 0) {
-        if (i0 < S) crow[row0 + i0] = cr0;
-        if (i1 < S) crow[row0 + i1] = cr1;
-    }
     float s[8][4], dp[8][4], o[D / 8][4];
 #pragma unroll
     for (int n = 0; n < D / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    float cr0 = 0.0f, cr1 = 0.0f;
     for (int kb = 0; kb <= qb; kb++) {
-        __syncthreads();
-        load_tile<T, D, E>(sk, xb + (size_t)(H + g) * D, W, kb * FB, S);
-        load_tile<T, D, E>(sv, xb + (size_t)(H + G + g) * D, W, kb * FB, S);
-        __syncthreads();
+        const int nb = (kb + 1) & 1;
+        if (kb < qb) {
+            fetch_tile<T, D, E>(skb + nb * TE, kx, W, (kb + 1) * FB, S);
+            fetch_tile<T, D, E>(svb + nb * TE, vx, W, (kb + 1) * FB, S);
+        }
+        cp_commit();
+        cp_wait_prev();
+        if (kb == 0) {
+            /* c = dy . O per row (the 16-bit dy the products use, the forward's FP32 O): the
+             * quad's four threads take a quarter of the head each */
+            float c0 = 0.0f, c1 = 0.0f;
+            const float *o0 = oc + (b * (size_t)S + i0) * OW + (size_t)h * D, *o1 = o0 + (size_t)8 * OW;
+#pragma unroll
+            for (int d = q * (D / 4); d < (q + 1) * (D / 4); d++) {
+                if (i0 < S) c0 = fmaf(fa<T>::unpack(sdo[(r0 + gr) * LD + d]), o0[d], c0);
+                if (i1 < S) c1 = fmaf(fa<T>::unpack(sdo[(r0 + gr + 8) * LD + d]), o1[d], c1);
+            }
+            cr0 = quad_sum(c0);
+            cr1 = quad_sum(c1);
+            if (q == 0) {
+                if (i0 < S) crow[row0 + i0] = cr0;
+                if (i1 < S) crow[row0 + i1] = cr1;
+            }
+        }
+        const uint16_t *sk = skb + (kb & 1) * TE, *sv = svb + (kb & 1) * TE;
         strip_product<T, D>(s, sq, r0, sk);
         strip_product<T, D>(dp, sdo, r0, sv);
         if (kb == qb) mask_diagonal<false>(s, r0, S - q0);
@@ -372,60 +435,74 @@ __global__ void __launch_bounds__(FT) fa_bwd_q_kernel(int S, int H, int G, float
             s[n][3] = __fmul_rn(prob(s[n][3], sl2, st1.x, st1.y), __fsub_rn(dp[n][3], cr1));
         }
         strip_times_tile<T, D>(o, s, sk);
+        __syncthreads();
     }
     store_strip<T, D, E>(dx + b * (size_t)S * W + (size_t)h * D, W, i0, S, o, scale);
 }
 
 template <typename T, int D, typename E>
-__global__ void __launch_bounds__(FT) fa_bwd_kv_kernel(int S, int H, int G, float scale, float sl2, const E *x,
+__global__ void __launch_bounds__(FT, 3) fa_bwd_kv_kernel(int S, int H, int G, float scale, float sl2, const E *x,
                                                        const float *ml, const E *dy, const float *crow, E *dx) {
-    constexpr int LD = D + 8;
-    __shared__ __align__(16) uint16_t sk[FB * LD], sv[FB * LD], sq[FB * LD], sdo[FB * LD];
-    __shared__ float sm[FB], sinv[FB], sc[FB];
+    constexpr size_t TE = tile_elems<D>();
+    extern __shared__ __align__(16) uint16_t fsm[];
+    uint16_t *sk = fsm, *sv = fsm + TE, *sqb = fsm + 2 * TE, *sdob = fsm + 4 * TE; /* q, dy: two each */
+    float2 *smlb = reinterpret_cast<float2 *>(fsm + 6 * TE); /* (m, 1/l) of the tile's queries: two */
+    float *scb = reinterpret_cast<float *>(smlb + 2 * FB);    /* their rowsums: two */
     const int kb = blockIdx.x; /* the first key tiles have the most queries: they start first */
     const int g = blockIdx.y, rep = H / G, W = (H + 2 * G) * D, OW = H * D;
     const size_t b = blockIdx.z;
-    const E *xb = x + b * (size_t)S * W;
+    const E *xb = x + b * (size_t)S * W, *dyb = dy + b * (size_t)S * OW;
     const int k0 = kb * FB, r0 = (threadIdx.x >> 5) * 16, gr = (threadIdx.x & 31) >> 2;
     const int j0 = k0 + r0 + gr; /* this thread's two key rows: j0, j0 + 8 */
     const int nqb = (S + FB - 1) / FB, q = threadIdx.x & 3;
-    load_tile<T, D, E>(sk, xb + (size_t)(H + g) * D, W, k0, S);
-    load_tile<T, D, E>(sv, xb + (size_t)(H + G + g) * D, W, k0, S);
+    /* the (head, query tile) pairs in order: head by head, query tiles from the diagonal down */
+    const int per = nqb - kb, n_it = rep * per;
+    auto fetch = [&](int it, int buf) {
+        const int h = g * rep + it / per, q0 = (kb + it % per) * FB;
+        const size_t row0 = (b * H + h) * (size_t)S;
+        fetch_tile<T, D, E>(sqb + buf * TE, xb + (size_t)h * D, W, q0, S);
+        fetch_tile<T, D, E>(sdob + buf * TE, dyb + (size_t)h * D, OW, q0, S);
+        if (threadIdx.x < FB) {
+            /* zeros past S (never written by the forward): probabilities 0 there */
+            const int i = q0 + threadIdx.x;
+            const bool ok = i < S;
+            cp_async(smlb + buf * FB + threadIdx.x, ok ? (const void *)(ml + (row0 + i) * 2) : (const void *)ml, 8, ok);
+            cp_async(scb + buf * FB + threadIdx.x, ok ? (const void *)(crow + row0 + i) : (const void *)crow, 4, ok);
+        }
+    };
+    fetch_tile<T, D, E>(sk, xb + (size_t)(H + g) * D, W, k0, S);
+    fetch_tile<T, D, E>(sv, xb + (size_t)(H + G + g) * D, W, k0, S);
+    fetch(0, 0);
+    cp_commit();
     float dk[D / 8][4], dv[D / 8][4], s[8][4], dp[8][4];
 #pragma unroll
     for (int n = 0; n < D / 8; n++)
 #pragma unroll
         for (int e = 0; e < 4; e++) dk[n][e] = dv[n][e] = 0.0f;
-    for (int h = g * rep; h < (g + 1) * rep; h++) {
-        const size_t row0 = (b * H + h) * (size_t)S;
-        for (int qb = kb; qb < nqb; qb++) {
-            const int q0 = qb * FB;
-            __syncthreads();
-            load_tile<T, D, E>(sq, xb + (size_t)h * D, W, q0, S);
-            load_tile<T, D, E>(sdo, dy + b * (size_t)S * OW + (size_t)h * D, OW, q0, S);
-            if (threadIdx.x < FB) {
-                const int i = q0 + threadIdx.x;
-                const float2 st = row_state(ml, row0, i, S);
-                sm[threadIdx.x] = st.x;
-                sinv[threadIdx.x] = st.y;
-                sc[threadIdx.x] = i < S ? crow[row0 + i] : 0.0f;
+    for (int it = 0; it < n_it; it++) {
+        if (it + 1 < n_it) fetch(it + 1, (it + 1) & 1);
+        cp_commit();
+        cp_wait_prev();
+        const int buf = it & 1, qb = kb + it % per;
+        const uint16_t *sq = sqb + buf * TE, *sdo = sdob + buf * TE;
+        const float2 *sml = smlb + buf * FB;
+        const float *sc = scb + buf * FB;
+        strip_product<T, D>(s, sk, r0, sq);   /* S^T: keys x queries */
+        strip_product<T, D>(dp, sv, r0, sdo); /* dP^T */
+        if (qb == kb) mask_diagonal<true>(s, r0, 0);
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int c = n * 8 + 2 * q + (e & 1);
+                const float2 st = sml[c];
+                const float p = prob(s[n][e], sl2, st.x, st.y);
+                s[n][e] = p;
+                dp[n][e] = __fmul_rn(p, __fsub_rn(dp[n][e], sc[c]));
             }
-            __syncthreads();
-            strip_product<T, D>(s, sk, r0, sq);   /* S^T: keys x queries */
-            strip_product<T, D>(dp, sv, r0, sdo); /* dP^T */
-            if (qb == kb) mask_diagonal<true>(s, r0, 0);
-#pragma unroll
-            for (int n = 0; n < 8; n++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int c = n * 8 + 2 * q + (e & 1);
-                    const float p = prob(s[n][e], sl2, sm[c], sinv[c]);
-                    s[n][e] = p;
-                    dp[n][e] = __fmul_rn(p, __fsub_rn(dp[n][e], sc[c]));
-                }
-            strip_times_tile<T, D>(dv, s, sdo);
-            strip_times_tile<T, D>(dk, dp, sq);
-        }
+        strip_times_tile<T, D>(dv, s, sdo);
+        strip_times_tile<T, D>(dk, dp, sq);
+        __syncthreads();
     }
     E *dko = dx + b * (size_t)S * W + (size_t)(H + g) * D;
     store_strip<T, D, E>(dko, W, j0, S, dk, scale);
@@ -458,6 +535,14 @@ void launch_fwd(cudaStream_t st, int R, int S, int H, int G, float scale, const 
 template <typename T, int D, typename E>
 void launch_bwd(cudaStream_t st, int R, int S, int H, int G, float scale, const void *x, const float *ml,
                 const void *dy, void *dx, float *work) {
+    /* above the 48 kB default: asked for once per instantiation (a host call, no stream work) */
+    static const bool sized = cudaFuncSetAttribute(fa_bwd_q_kernel<T, D, E>,
+                                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   (int)dq_smem<D>()) == cudaSuccess &&
+                              cudaFuncSetAttribute(fa_bwd_kv_kernel<T, D, E>,
+                                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   (int)kv_smem<D>()) == cudaSuccess;
+    (void)sized; /* a failure shows as the launch error SNN_CU_LAUNCHED reports */
     const int W = (H + 2 * G) * D, OW = H * D;
     const unsigned nb = (unsigned)((S + FB - 1) / FB);
     const float sl2 = scale * LOG2E;
@@ -467,10 +552,10 @@ void launch_bwd(cudaStream_t st, int R, int S, int H, int G, float scale, const 
         const size_t rs = (size_t)r0 * S;
         const E *xs = (const E *)x + rs * W, *dys = (const E *)dy + rs * OW;
         E *dxs = (E *)dx + rs * W;
-        fa_bwd_q_kernel<T, D, E><<<dim3(nb, (unsigned)H, n), FT, 0, st>>>(S, H, G, scale, sl2, xs, ml + rs * H * 2,
-                                                                          oc + rs * OW, dys, dxs, work + rs * H);
-        fa_bwd_kv_kernel<T, D, E><<<dim3(nb, (unsigned)G, n), FT, 0, st>>>(S, H, G, scale, sl2, xs, ml + rs * H * 2,
-                                                                           dys, work + rs * H, dxs);
+        fa_bwd_q_kernel<T, D, E><<<dim3(nb, (unsigned)H, n), FT, dq_smem<D>(), st>>>(
+            S, H, G, scale, sl2, xs, ml + rs * H * 2, oc + rs * OW, dys, dxs, work + rs * H);
+        fa_bwd_kv_kernel<T, D, E><<<dim3(nb, (unsigned)G, n), FT, kv_smem<D>(), st>>>(
+            S, H, G, scale, sl2, xs, ml + rs * H * 2, dys, work + rs * H, dxs);
     }
 }
 
