@@ -48,7 +48,6 @@ static void g16_destroy(snn_module *m) {
  * as a GEMM operand (SNN_MODULE_W16) runs on the unrounded x and dy, and on pm->w16: the
  * weight converted to the 16-bit type once by the forward and reused by the backward. The
  * products are the same as the rounded path's; only the passes over memory go. */
-static int g16_direct(const snn_prec_module *pm) { return pm->w16 != NULL || pm->direct_shared; }
 
 static snn_status g16_direct_call(snn_module *m, const snn_run *r, int backward, const float *x, const float *y,
                                   const float *dy, float *out) {
@@ -112,7 +111,7 @@ static snn_status g16_direct_call(snn_module *m, const snn_run *r, int backward,
  * values (a device may multiply them as such). */
 static snn_status g16_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
     snn_prec_module *pm = pm_of(m);
-    if (g16_direct(pm)) return g16_direct_call(m, r, 0, x, NULL, NULL, y);
+    if (snn_prec_gemm16_on_direct_path(pm)) return g16_direct_call(m, r, 0, x, NULL, NULL, y);
     snn_precision *p = pm->p;
     snn_param *wp = snn_prec_gemm_weight(pm); /* NULL: a kind without a weight (attention) */
     size_t nx = in_floats(m, r), nw = wp ? wp->numel : 0;
@@ -132,7 +131,7 @@ static snn_status g16_forward(snn_module *m, const snn_run *r, const float *x, f
 static snn_status g16_backward(snn_module *m, const snn_run *r, const float *x, const float *y,
                                const float *dy, float *dx) {
     snn_prec_module *pm = pm_of(m);
-    if (g16_direct(pm)) return g16_direct_call(m, r, 1, x, y, dy, dx);
+    if (snn_prec_gemm16_on_direct_path(pm)) return g16_direct_call(m, r, 1, x, y, dy, dx);
     snn_precision *p = pm->p;
     snn_param *wp = snn_prec_gemm_weight(pm);
     size_t nx = in_floats(m, r), nw = wp ? wp->numel : 0, ny = out_floats(m, r);

@@ -18,8 +18,9 @@
  * are the first one's rounded output, y is rounded by the second as its input, and the
  * gradients likewise), on a table whose attention takes 16-bit storage (attention_io16);
  * and a LayerNorm's output before such a GEMM module (it rounds its input and writes its dx
- * rounded; the norm's x and dx stay FP32: layernorm_forward_io). Storing such a boundary in d changes no value; it removes
- * the passes that rounded FP32 copies and converted them for the GEMM. On a table with
+ * rounded; the norm's x and dx stay FP32: layernorm_forward_io). Storing such a boundary in
+ * d changes no value; it removes the passes that rounded FP32 copies and converted them for
+ * the GEMM. On a table with
  * neuron_forward_io_bias a Linear with a bias before such a neuron also leaves its bias and
  * its output rounding to the neuron (snn_module.defer_bias / bias_src). The CPU table has no
  * 16-bit storage: nothing is assigned there. */
@@ -27,10 +28,6 @@
 #include "neuron/neuron_module.h"
 #include "nn/layers.h"
 #include "precision/runtime.h"
-
-/* The wrapper's direct path (prec_exec.c): a 16-bit weight copy, or a shared weight the
- * GEMMs round themselves. */
-static int g16_is_direct(const snn_prec_module *pm) { return pm->kind == SNN_PM_GEMM16 && (pm->w16 || pm->direct_shared); }
 
 int snn_prec_gemm16_direct(const snn_precision *p, const snn_prec_module *pm) {
     return pm->kind == SNN_PM_GEMM16 && p->be->gemm_rounds && (pm->orig->flags & SNN_MODULE_W16) &&
@@ -151,6 +148,6 @@ void snn_precision_clear_stores(snn_precision *p) {
 snn_dtype snn_precision_dy16_type(const snn_precision *p, const snn_module *m) {
     if (!p || !m || m->ops != &snn_prec_gemm16_ops || !m->prec) return SNN_F32;
     const snn_prec_module *pm = (const snn_prec_module *)m->prec;
-    if (!(pm->orig->flags & SNN_MODULE_DY16) || !p->be->gemm_rounds || !g16_is_direct(pm)) return SNN_F32;
+    if (!(pm->orig->flags & SNN_MODULE_DY16) || !p->be->gemm_rounds || !snn_prec_gemm16_on_direct_path(pm)) return SNN_F32;
     return p->half == SNN_F16 || p->half == SNN_BF16 ? p->half : SNN_F32;
 }

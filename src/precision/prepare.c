@@ -428,8 +428,10 @@ snn_status snn_precision_plan(snn_precision *p, int T, int N) {
         if (s > need) need = s;
         if (snn_prec_gemm16_direct(p, pm) && nw && !pm->w16)
             SNN_TRY(p->be->alloc(p->be, nw * 2, &pm->w16));
-        /* a Linear's 16-bit copy of x, kept from its forward for its backward (prec_exec.c) */
-        if (snn_prec_gemm16_direct(p, pm) && (pm->orig->flags & SNN_MODULE_TYPED_IO) && nx > pm->x16_cap) {
+        /* a Linear's 16-bit copy of x, kept from its forward for its backward (prec_exec.c);
+         * none where x is stored 16-bit already (a 16-bit boundary, assigned before the plan) */
+        if (snn_prec_gemm16_direct(p, pm) && (pm->orig->flags & SNN_MODULE_TYPED_IO) && !pm->m->in_store &&
+            nx > pm->x16_cap) {
             void *x16 = NULL;
             SNN_TRY(p->be->alloc(p->be, nx * 2, &x16));
             if (pm->x16) p->be->free(p->be, pm->x16);

@@ -95,6 +95,11 @@ snn_status snn_precision_plan(struct snn_precision *p, int T, int N);
  * 16-bit activation storage between modules, assigned after conversion and cleared when the
  * precision is freed. */
 int snn_prec_gemm16_direct(const struct snn_precision *p, const snn_prec_module *pm);
+/* A 16-bit GEMM wrapper on its direct path (prec_exec.c): it holds a 16-bit copy of the
+ * weight, or the weight is shared and the GEMMs round it. */
+static inline int snn_prec_gemm16_on_direct_path(const snn_prec_module *pm) {
+    return pm->kind == SNN_PM_GEMM16 && (pm->w16 != NULL || pm->direct_shared);
+}
 void snn_precision_assign_stores(struct snn_precision *p);
 void snn_precision_clear_stores(struct snn_precision *p);
 /* The 16-bit type in which module m (a SNN_MODULE_DY16 kind) can take its dy from the loss

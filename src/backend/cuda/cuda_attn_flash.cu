@@ -535,14 +535,11 @@ void launch_fwd(cudaStream_t st, int R, int S, int H, int G, float scale, const 
 template <typename T, int D, typename E>
 void launch_bwd(cudaStream_t st, int R, int S, int H, int G, float scale, const void *x, const float *ml,
                 const void *dy, void *dx, float *work) {
-    /* above the 48 kB default: asked for once per instantiation (a host call, no stream work) */
-    static const bool sized = cudaFuncSetAttribute(fa_bwd_q_kernel<T, D, E>,
-                                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                   (int)dq_smem<D>()) == cudaSuccess &&
-                              cudaFuncSetAttribute(fa_bwd_kv_kernel<T, D, E>,
-                                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                   (int)kv_smem<D>()) == cudaSuccess;
-    (void)sized; /* a failure shows as the launch error SNN_CU_LAUNCHED reports */
+    /* above the 48 kB default, asked for on every launch: the attribute belongs to the current
+     * device (a host call, no stream work); a refusal shows as the launch error that
+     * SNN_CU_LAUNCHED reports */
+    cudaFuncSetAttribute(fa_bwd_q_kernel<T, D, E>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dq_smem<D>());
+    cudaFuncSetAttribute(fa_bwd_kv_kernel<T, D, E>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kv_smem<D>());
     const int W = (H + 2 * G) * D, OW = H * D;
     const unsigned nb = (unsigned)((S + FB - 1) / FB);
     const float sl2 = scale * LOG2E;

@@ -93,6 +93,11 @@ template <> struct Io<snn_e5m2> {
     }
 };
 
+#ifdef __CUDACC__
+/* RNE to F16 / BF16 and back; the hardware casts overflow to inf like snn_round_to. */
+template <typename T> __device__ __forceinline__ float snn_rnd16(float f) { return Io<T>::ld(Io<T>::st(f)); }
+#endif
+
 /* V consecutive elements moved as one access (16 bytes for 8 × 16-bit or 4 × FP32). */
 template <typename T, int V> struct alignas(sizeof(T) * V) Pack {
     T v[V];

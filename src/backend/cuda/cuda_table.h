@@ -61,6 +61,7 @@ snn_status snn_cuda_attn_flash_backward(const snn_backend *be, snn_dtype t, int 
                                         void *dx, float *work);
 
 /* The families' install functions (each in its own file). */
+void snn_cuda_install_gemm(snn_backend *be);  /* cuda_table_gemm.cu: the GEMM entry */
 void snn_cuda_install_conv(snn_backend *be);  /* cuda_table_conv.cu: im2col, pooling */
 void snn_cuda_install_norm(snn_backend *be);  /* cuda_table_norm.cu: BatchNorm, dropout, token mean, SSA */
 void snn_cuda_install_lm(snn_backend *be);    /* cuda_table_lm.cu: the language-model ops */
