@@ -51,7 +51,9 @@ typedef enum snn_device_type { SNN_DEVICE_CPU = 0, SNN_DEVICE_CUDA = 1 } snn_dev
  *            backward, and activations between two 16-bit modules stay 16-bit.
  *   a_zero_pad  a 16-bit A whose rows (lda apart, a multiple of 8) hold zeros from the end of
  *            its contiguous extent up to the next multiple of 8 (the LM loss's gradient rows):
- *            a device that pads unaligned operands with zeros may read it in place. */
+ *            a device that pads unaligned operands with zeros may read it in place.
+ *   c_zero_pad  a 16-bit C whose rows (ldc apart) have room up to the next multiple of 8 past
+ *            N: a device may write zeros there (it then runs the product on aligned extents). */
 typedef struct snn_gemm {
     int trans_a, trans_b;
     int M, N, K;
@@ -65,6 +67,7 @@ typedef struct snn_gemm {
     snn_dtype c_round;
     snn_dtype a_store, b_store, c_store;
     int a_zero_pad;
+    int c_zero_pad;
 } snn_gemm;
 
 /* One SGD / Adam / AdamW update of n FP32 values with the rules of src/optim/optimizer.c
@@ -489,11 +492,14 @@ struct snn_backend {
     /* lm_cross_entropy with dlogits (not NULL) written as t values (F16 / BF16, RNE of what
      * lm_cross_entropy writes) in rows of ld >= V elements, [T][N][S] rows, columns V..ld-1
      * zero: the output gradient a 16-bit LM head multiplies in place (snn_model_backward_dy16).
-     * NULL on a table without 16-bit storage (the CPU). */
-    snn_status (*lm_cross_entropy16)(const snn_backend *be, const float *logits, const int32_t *labels,
-                                     const float *mask, int T, int N, int S, int V, int reduce_sum,
-                                     double *token_loss, double *loss_sum, double *count, snn_dtype t,
-                                     void *dlogits, size_t ld, float grad_scale);
+     * The logits are stored as lt: SNN_F32 (rows of lld = V floats, as lm_cross_entropy
+     * reads them) or t itself (rows of lld >= V values, columns past V not read: a 16-bit
+     * head's output, snn_model_forward_y16); 16-bit logits give exactly the results of the
+     * same values in FP32. NULL on a table without 16-bit storage (the CPU). */
+    snn_status (*lm_cross_entropy16)(const snn_backend *be, const void *logits, snn_dtype lt, size_t lld,
+                                     const int32_t *labels, const float *mask, int T, int N, int S, int V,
+                                     int reduce_sum, double *token_loss, double *loss_sum, double *count,
+                                     snn_dtype t, void *dlogits, size_t ld, float grad_scale);
     /* ---- end of language-model ops ---- */
 };
 

@@ -123,18 +123,22 @@ snn_status lm_micro_local(void *ctx, const int32_t *ids, const int32_t *labels, 
         snn_model *m = L->m;
         snn_tensor_view xv = {.dtype = SNN_F32, .device = NULL, .data = L->x,
                               .numel = (size_t)T * (size_t)n * (size_t)S};
-        SNN_TRY(snn_model_forward_view(m, &xv, 1, NULL));
         const snn_backend *be = snn_model_backend(m);
-        SNN_TRY(be->upload(be, L->d_labels, labels, (size_t)n * (size_t)S * sizeof(int32_t)));
         snn_dtype t16;
         int ld16;
         if (backward && be->lm_cross_entropy16 && snn_model_output_dy16(m, &t16, &ld16)) {
-            /* a 16-bit head: the loss writes the gradient its GEMMs multiply, once */
-            SNN_TRY(be->lm_cross_entropy16(be, m->out, L->d_labels, NULL, T, n, S, L->o->vocab, L->o->reduce_sum,
-                                           L->d_token_loss, loss_sum, tokens, t16, m->dy_store, (size_t)ld16,
-                                           grad_scale));
+            /* a 16-bit head: it writes its logits as 16-bit rows (the values it rounds to
+             * anyway), and the loss reads them and writes the gradient its GEMMs multiply,
+             * once each */
+            SNN_TRY(snn_model_forward_y16(m, &xv, 1, t16, ld16));
+            SNN_TRY(be->upload(be, L->d_labels, labels, (size_t)n * (size_t)S * sizeof(int32_t)));
+            SNN_TRY(be->lm_cross_entropy16(be, m->out, t16, (size_t)ld16, L->d_labels, NULL, T, n, S, L->o->vocab,
+                                           L->o->reduce_sum, L->d_token_loss, loss_sum, tokens, t16, m->dy_store,
+                                           (size_t)ld16, grad_scale));
             return snn_model_backward_dy16(m, t16, ld16);
         }
+        SNN_TRY(snn_model_forward_view(m, &xv, 1, NULL));
+        SNN_TRY(be->upload(be, L->d_labels, labels, (size_t)n * (size_t)S * sizeof(int32_t)));
         SNN_TRY(be->lm_cross_entropy(be, m->out, L->d_labels, NULL, T, n, S, L->o->vocab, L->o->reduce_sum,
                                      L->d_token_loss, loss_sum, tokens, backward ? m->dy_store : NULL, grad_scale));
         if (backward) SNN_TRY(snn_model_backward_stored(m, m->dy_store));

@@ -50,12 +50,18 @@ static void head_init(snn_module *m, snn_rng *rng) {
 static snn_dtype ab_of(const snn_run *r) { return r->gemm_type ? (snn_dtype)r->gemm_type : SNN_F32; }
 static snn_dtype round_of(const snn_run *r) { return r->out_round ? (snn_dtype)r->out_round : SNN_F32; }
 
+/* y: FP32 rows of vocab values, or (m->y_store, snn_model_forward_y16) 16-bit rows of y_ld,
+ * the padding zero, written once by the GEMM. */
 static snn_status head_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
     head_impl *h = m->impl;
     int rows = (int)(snn_rows(r) * (snn_shape_numel(m->in) / (size_t)h->dim));
+    const int y16 = m->y_store && m->y_store == (int)ab_of(r);
     snn_gemm g = {.trans_a = 0, .trans_b = 1, .M = rows, .N = h->vocab, .K = h->dim, .alpha = 1.0f, .beta = 0.0f,
-                  .A = x, .lda = h->dim, .B = head_weight(m)->data, .ldb = h->dim, .C = y, .ldc = h->vocab,
-                  .ab_type = ab_of(r), .bias = NULL, .c_round = round_of(r)};
+                  .A = x, .lda = h->dim, .B = head_weight(m)->data, .ldb = h->dim, .C = y,
+                  .ldc = y16 ? m->y_ld : h->vocab, .ab_type = ab_of(r), .bias = NULL,
+                  .c_round = y16 ? SNN_F32 : round_of(r), .c_store = y16 ? ab_of(r) : SNN_F32, .c_zero_pad = y16};
+    if (m->y_store && !y16)
+        return snn_error(SNN_E_STATE, "LMHead: a 16-bit output needs the module's 16-bit precision wrapper");
     return m->be->gemm(m->be, &g);
 }
 

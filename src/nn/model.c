@@ -387,6 +387,20 @@ snn_status snn_model_backward_dy16(snn_model *m, snn_dtype t, int ld) {
     return st;
 }
 
+snn_status snn_model_forward_y16(snn_model *m, const snn_tensor_view *x, int training, snn_dtype t, int ld) {
+    snn_dtype want;
+    int want_ld;
+    if (!snn_model_output_dy16(m, &want, &want_ld) || t != want || ld != want_ld)
+        return snn_error(SNN_E_STATE, "snn_model_forward_y16: the model's output module does not write a %s output "
+                         "with rows of %d here", snn_dtype_name(t) ? snn_dtype_name(t) : "?", ld);
+    snn_module *o = output_module(m);
+    o->y_store = (int)t;
+    o->y_ld = ld;
+    snn_status st = snn_model_forward_view(m, x, training, NULL);
+    o->y_store = o->y_ld = 0;
+    return st;
+}
+
 snn_status snn_model_stage_dy(snn_model *m, const float *dy, const float **out) {
     *out = dy;
     if (!m->owned_be) return SNN_OK;

@@ -78,6 +78,10 @@ snn_status snn_model_backward_stored(snn_model *m, const float *dy_store);
  * what snn_model_output_dy16 says. */
 int snn_model_output_dy16(const snn_model *m, snn_dtype *t, int *ld);
 snn_status snn_model_backward_dy16(snn_model *m, snn_dtype t, int ld);
+/* The forward of snn_model_forward_view (no output view) with the output module writing its
+ * output as 16-bit rows of the same (t, ld) into the model's output buffer (m->out), the
+ * rows lm_cross_entropy16 reads in place; the same refusal. m->out holds t values after it. */
+snn_status snn_model_forward_y16(snn_model *m, const snn_tensor_view *x, int training, snn_dtype t, int ld);
 /* Copy the caller's host dy into the model's staging buffer; *out is its storage pointer
  * (dy itself on the CPU). */
 snn_status snn_model_stage_dy(snn_model *m, const float *dy, const float **out);

@@ -222,6 +222,11 @@ struct snn_module {
      * 16-bit precision wrapper). dy_store: its snn_dtype (0: as out_store says); dy_ld: its
      * row stride in elements, padded so that the GEMMs read it in place. */
     int dy_store, dy_ld;
+    /* The output this module's forward writes, likewise: set for one forward by
+     * snn_model_forward_y16 on the same module, which then writes y_store values (16-bit) in
+     * rows of y_ld elements (zeros past the row's width) into the model's output buffer, the
+     * rows a 16-bit loss reads in place (lm_cross_entropy16). */
+    int y_store, y_ld;
 };
 
 /* The module's own ops table, also while a precision wrapper is installed: type checks

@@ -103,7 +103,7 @@ static snn_status g16_direct_call(snn_module *m, const snn_run *r, int backward,
     SNN_TRY(st);
     /* FP32 outputs are rounded here; 16-bit ones were written rounded by the GEMM */
     size_t n = backward ? in_floats(m, r) : out_floats(m, r);
-    int stored16 = backward ? m->in_store : m->out_store;
+    int stored16 = backward ? m->in_store : m->out_store || m->y_store;
     return out && !stored16 && !rounds_out ? round_buf(m, p->half, out, out, n) : SNN_OK;
 }
 

@@ -461,6 +461,48 @@ static void test_bispike(void) {
 
 /* ------------------------------------------------------------------ LM loss */
 
+/* 16-bit logits (a 16-bit head's output, snn_model_forward_y16) in padded rows whose padding
+ * holds NaN (never read): bit for bit the results of the same values stored as FP32. */
+static void loss16_logits(int T, int N, int S, int V, int reduce_sum, int use_mask, const float *l,
+                          const int32_t *d_lab, const float *d_mask, float gs) {
+    const size_t NS = (size_t)N * S, rows = (size_t)T * NS, lld = ((size_t)V + 7) / 8 * 8 + 8, ld = lld;
+    for (int k = 0; k < 2; k++) {
+        const snn_dtype t16 = k ? SNN_F16 : SNN_BF16;
+        float *lr = xmalloc(rows * (size_t)V * sizeof(float));
+        uint16_t *l16 = xmalloc(rows * lld * 2);
+        for (size_t r = 0; r < rows; r++)
+            for (size_t v = 0; v < lld; v++) {
+                if (v >= (size_t)V) {
+                    l16[r * lld + v] = k ? 0x7e00 : 0x7fc0; /* NaN */
+                    continue;
+                }
+                const float x = l[r * V + v];
+                l16[r * lld + v] = k ? snn_f32_to_f16(x) : snn_f32_to_bf16(x);
+                lr[r * V + v] = k ? snn_f16_to_f32(l16[r * lld + v]) : snn_bf16_to_f32(l16[r * lld + v]);
+            }
+        float *d_lr = dnewf(lr, rows * (size_t)V);
+        void *d_l16 = dnew(l16, rows * lld * 2), *d_ga = dnew(NULL, rows * ld * 2), *d_gb = dnew(NULL, rows * ld * 2);
+        double *d_ta = dnew(NULL, NS * sizeof(double)), *d_tb = dnew(NULL, NS * sizeof(double));
+        double la = 0, ca = 0, lb = 0, cb = 0;
+        const float *mk = use_mask ? d_mask : NULL;
+        OK(gpu->lm_cross_entropy16(gpu, d_lr, SNN_F32, (size_t)V, d_lab, mk, T, N, S, V, reduce_sum, d_ta, &la, &ca, t16,
+                                   d_ga, ld, gs));
+        OK(gpu->lm_cross_entropy16(gpu, d_l16, t16, lld, d_lab, mk, T, N, S, V, reduce_sum, d_tb, &lb, &cb, t16, d_gb,
+                                   ld, gs));
+        uint16_t *ga = xmalloc(rows * ld * 2), *gb = xmalloc(rows * ld * 2);
+        double *ta = xmalloc(NS * sizeof(double)), *tb = xmalloc(NS * sizeof(double));
+        down(ga, d_ga, rows * ld * 2);
+        down(gb, d_gb, rows * ld * 2);
+        down(ta, d_ta, NS * sizeof(double));
+        down(tb, d_tb, NS * sizeof(double));
+        CHECK_MSG(!memcmp(ga, gb, rows * ld * 2) && !memcmp(ta, tb, NS * sizeof(double)) && la == lb && ca == cb,
+                  "LM loss with %s logits (T %d N %d S %d V %d): not the results of the same values in FP32 "
+                  "(totals %.17g / %.17g)", snn_dtype_name(t16), T, N, S, V, lb, la);
+        free(lr), free(l16), free(ga), free(gb), free(ta), free(tb);
+        dfree(d_lr), dfree(d_l16), dfree(d_ga), dfree(d_gb), dfree(d_ta), dfree(d_tb);
+    }
+}
+
 static void loss_case(int T, int N, int S, int V, int reduce_sum, int use_mask, int with_grad) {
     const size_t NS = (size_t)N * S, nl = (size_t)T * NS * V;
     float *l = hnew(nl, -4, 4), *mask = hnew(NS, 0, 1);
@@ -504,8 +546,8 @@ static void loss_case(int T, int N, int S, int V, int reduce_sum, int use_mask, 
             const snn_dtype t16 = k ? SNN_F16 : SNN_BF16;
             void *d_d16 = dnew(NULL, n16 * 2); /* poisoned */
             double l16 = 0, c16 = 0;
-            OK(gpu->lm_cross_entropy16(gpu, d_l, d_lab, use_mask ? d_mask : NULL, T, N, S, V, reduce_sum, d_tl, &l16,
-                                       &c16, t16, d_d16, ld, gs));
+            OK(gpu->lm_cross_entropy16(gpu, d_l, SNN_F32, (size_t)V, d_lab, use_mask ? d_mask : NULL, T, N, S, V,
+                                       reduce_sum, d_tl, &l16, &c16, t16, d_d16, ld, gs));
             uint16_t *h16 = xmalloc(n16 * 2);
             down(h16, d_d16, n16 * 2);
             down(gtl, d_tl, NS * sizeof(double));
@@ -531,12 +573,19 @@ static void loss_case(int T, int N, int S, int V, int reduce_sum, int use_mask, 
             dfree(d_d16);
         }
         double l16, c16;
-        CHECK_MSG(gpu->lm_cross_entropy16(gpu, d_l, d_lab, NULL, T, N, S, V, reduce_sum, d_tl, &l16, &c16, SNN_BF16,
-                                          d_dl, (size_t)V - 1, gs) == SNN_E_SHAPE,
+        CHECK_MSG(gpu->lm_cross_entropy16(gpu, d_l, SNN_F32, (size_t)V, d_lab, NULL, T, N, S, V, reduce_sum, d_tl,
+                                          &l16, &c16, SNN_BF16, d_dl, (size_t)V - 1, gs) == SNN_E_SHAPE,
                   "lm_cross_entropy16 took rows shorter than the vocabulary");
-        CHECK_MSG(gpu->lm_cross_entropy16(gpu, d_l, d_lab, NULL, T, N, S, V, reduce_sum, d_tl, &l16, &c16, SNN_F32,
-                                          d_dl, (size_t)V, gs) == SNN_E_INVALID,
+        CHECK_MSG(gpu->lm_cross_entropy16(gpu, d_l, SNN_F32, (size_t)V, d_lab, NULL, T, N, S, V, reduce_sum, d_tl,
+                                          &l16, &c16, SNN_F32, d_dl, (size_t)V, gs) == SNN_E_INVALID,
                   "lm_cross_entropy16 took an f32 gradient type");
+        CHECK_MSG(gpu->lm_cross_entropy16(gpu, d_l, SNN_F16, (size_t)V, d_lab, NULL, T, N, S, V, reduce_sum, d_tl,
+                                          &l16, &c16, SNN_BF16, d_dl, (size_t)V, gs) == SNN_E_INVALID,
+                  "lm_cross_entropy16 took f16 logits with a bf16 gradient");
+        CHECK_MSG(gpu->lm_cross_entropy16(gpu, d_l, SNN_F32, (size_t)V + 8, d_lab, NULL, T, N, S, V, reduce_sum, d_tl,
+                                          &l16, &c16, SNN_BF16, d_dl, (size_t)V + 8, gs) == SNN_E_SHAPE,
+                  "lm_cross_entropy16 took FP32 logits in padded rows");
+        loss16_logits(T, N, S, V, reduce_sum, use_mask, l, d_lab, d_mask, gs);
     }
     /* a label outside [0, V): the same refusal, nothing written */
     lab[NS - 1] = V;
@@ -554,8 +603,8 @@ static void loss_case(int T, int N, int S, int V, int reduce_sum, int use_mask, 
     for (size_t k = 0; k < nl; k++) written += !isnan(untouched[k]);
     CHECK_MSG(written == 0, "LM loss refused but wrote %zu gradients", written);
     /* the 16-bit one refuses the same way: the poison stays */
-    sg = gpu->lm_cross_entropy16(gpu, d_l, d_bad, NULL, T, N, S, V, reduce_sum, d_tl, &gls, &gcn, SNN_BF16, d_dl2,
-                                 (size_t)V, gs);
+    sg = gpu->lm_cross_entropy16(gpu, d_l, SNN_F32, (size_t)V, d_bad, NULL, T, N, S, V, reduce_sum, d_tl, &gls, &gcn,
+                                 SNN_BF16, d_dl2, (size_t)V, gs);
     CHECK_MSG(sg == SNN_E_INVALID && !strcmp(msg, snn_last_error()), "bad label (16-bit gradient): cuda %d '%s'",
               (int)sg, snn_last_error());
     down(untouched, d_dl2, nl * sizeof(float));

@@ -214,12 +214,24 @@ snn_status t_gemm(const snn_backend *be, const snn_gemm *g) {
     return SNN_OK;
 }
 
-snn_status gemm_c16(const snn_backend *be, const snn_gemm *g, snn_dtype t) {
+snn_status gemm_c16(const snn_backend *be, const snn_gemm *g0, snn_dtype t) {
     snn_cuda *c = snn_cuda_table_ctx(be);
+    /* c_zero_pad with an FP32 B and no bias (the tied GPT-2 head: N = 50257): N rounded up to
+     * a multiple of 8, B converted with zero rows (columns) there, so the product runs on
+     * aligned extents and writes zeros into C's padding */
+    snn_gemm gp = *g0;
+    const snn_gemm *g = g0;
+    const int Np = (g0->N + 7) / 8 * 8;
+    const int padn = g0->c_zero_pad && Np != g0->N && g0->ldc >= Np && g0->ldc % 8 == 0 && snn_aligned(g0->C, 16) &&
+                     g0->b_store == SNN_F32 && !g0->bias;
+    if (padn) {
+        gp.N = Np;
+        g = &gp;
+    }
     const int ra = g->trans_a ? g->K : g->M, ca = g->trans_a ? g->M : g->K;
     const int rb = g->trans_b ? g->N : g->K, cb = g->trans_b ? g->K : g->N;
     const size_t na = g->a_store == SNN_F32 ? span(ra, ca, g->lda) : 0;
-    const size_t nb = g->b_store == SNN_F32 ? span(rb, cb, g->ldb) : 0;
+    const size_t nb = g->b_store == SNN_F32 ? (padn ? (size_t)rb * (size_t)cb : span(rb, cb, g->ldb)) : 0;
     const int epi = !g->bias || snn_aligned(g->bias, 16);
     const size_t off_b = up256(na * 2), off_p = off_b + up256(nb * 2);
     const size_t np = g->bias ? (size_t)g->M * (size_t)g->N : 0; /* the fallback's FP32 product */
@@ -230,7 +242,13 @@ snn_status gemm_c16(const snn_backend *be, const snn_gemm *g, snn_dtype t) {
         SNN_TRY(snn_cuda_convert(c, t, ws, SNN_F32, g->A, na, NULL, 0));
         A = ws;
     }
-    if (nb) {
+    if (padn) {
+        /* the source has g0's extents; the copy is dense (ldb = its columns) */
+        const int rb0 = g0->trans_b ? g0->N : g0->K, cb0 = g0->trans_b ? g0->K : g0->N;
+        SNN_TRY(snn_cuda_convert_2d(c, t, (char *)ws + off_b, (size_t)cb, rb, cb, g0->B, (size_t)g0->ldb, rb0, cb0));
+        B = (char *)ws + off_b;
+        gp.ldb = cb;
+    } else if (nb) {
         SNN_TRY(snn_cuda_convert(c, t, (char *)ws + off_b, SNN_F32, g->B, nb, NULL, 0));
         B = (char *)ws + off_b;
     }

@@ -646,10 +646,11 @@ __global__ void ce_check_kernel(const int32_t *labels, size_t NS, int V, unsigne
     GRID_STRIDE(i, NS) if (labels[i] < 0 || labels[i] >= V) note_bad(bad, i);
 }
 
-/* The CPU's T reduction of one logit: FP32 adds in t order, then the scale. */
-__device__ __forceinline__ float zred(const float *l, int T, size_t stride, float inv) {
+/* The CPU's T reduction of one logit: FP32 adds in t order, then the scale. L: how the logits
+ * are stored (FP32, or a 16-bit head's output: each value converts exactly). */
+template <typename L> __device__ __forceinline__ float zred(const L *l, int T, size_t stride, float inv) {
     float s = 0.0f;
-    for (int t = 0; t < T; t++) s = __fadd_rn(s, l[(size_t)t * stride]);
+    for (int t = 0; t < T; t++) s = __fadd_rn(s, Io<L>::ld(l[(size_t)t * stride]));
     return __fmul_rn(s, inv);
 }
 
@@ -689,30 +690,31 @@ __global__ void __launch_bounds__(1024) ce_total_kernel(const double *token_loss
  * at a time where the row allows (one block per SM holds a 50257-value row: the loads in
  * flight must come from each thread), and the exps replace z for the gradient. */
 #define CE_THREADS 1024
-template <bool STAGED>
-__device__ __forceinline__ float ce_z(const float *zs, const float *l, int v, int TS, size_t stride, float inv) {
+template <bool STAGED, typename L>
+__device__ __forceinline__ float ce_z(const float *zs, const L *l, int v, int TS, size_t stride, float inv) {
     return STAGED ? zs[v] : zred(l + v, TS, stride, inv);
 }
 
-template <typename T, bool STAGED>
-__global__ void __launch_bounds__(CE_THREADS) ce_row_kernel(const float *logits, const int32_t *labels,
+template <typename L, typename T, bool STAGED>
+__global__ void __launch_bounds__(CE_THREADS) ce_row_kernel(const L *logits, size_t lld, const int32_t *labels,
                                                             const float *mask, int TS, size_t NS, int V, float inv,
                                                             float gt, double *token_loss, T *dl, size_t ld,
                                                             float grad_scale) {
     extern __shared__ float zs[];
     __shared__ float redf[CE_THREADS];
     __shared__ double redd[CE_THREADS];
-    const size_t i = blockIdx.x, stride = NS * (size_t)V;
-    const float *l = logits + i * (size_t)V;
+    const size_t i = blockIdx.x, stride = NS * lld;
+    const L *l = logits + i * lld;
     const float mk = mask ? mask[i] : 1.0f;
     const int lab = labels[i];
     float mx = -INFINITY;
-    /* the scalar head up to a 16-byte boundary, float4 groups, the scalar tail; float4 needs
-     * every time slice's row on the same alignment (stride % 4 == 0) */
-    int head = (int)((4 - (uintptr_t)l / sizeof(float) % 4) % 4), n4 = 0;
-    if (STAGED && (TS == 1 || stride % 4 == 0) && (uintptr_t)l % sizeof(float) == 0) {
+    /* the scalar head up to a 16-byte boundary, 16-byte groups (VW values), the scalar tail;
+     * the groups need every time slice's row on the same alignment (stride % VW == 0) */
+    constexpr int VW = 16 / sizeof(L);
+    int head = (int)((VW - (uintptr_t)l / sizeof(L) % VW) % VW), n4 = 0;
+    if (STAGED && (TS == 1 || stride % VW == 0) && (uintptr_t)l % sizeof(L) == 0) {
         if (head > V) head = V;
-        n4 = (V - head) / 4;
+        n4 = (V - head) / VW;
     } else {
         head = V;
     }
@@ -723,21 +725,27 @@ __global__ void __launch_bounds__(CE_THREADS) ce_row_kernel(const float *logits,
     }
 #pragma unroll 4
     for (int k = threadIdx.x; k < n4; k += blockDim.x) {
-        const int v = head + 4 * k;
-        float4 s4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        const int v = head + VW * k;
+        float s[VW];
+#pragma unroll
+        for (int u = 0; u < VW; u++) s[u] = 0.0f;
         for (int t = 0; t < TS; t++) {
-            const float4 x = *reinterpret_cast<const float4 *>(l + (size_t)t * stride + v);
-            s4.x = __fadd_rn(s4.x, x.x);
-            s4.y = __fadd_rn(s4.y, x.y);
-            s4.z = __fadd_rn(s4.z, x.z);
-            s4.w = __fadd_rn(s4.w, x.w);
+            union {
+                uint4 u;
+                L x[VW];
+            } g;
+            g.u = *reinterpret_cast<const uint4 *>(l + (size_t)t * stride + v);
+#pragma unroll
+            for (int u = 0; u < VW; u++) s[u] = __fadd_rn(s[u], Io<L>::ld(g.x[u]));
         }
-        const float z0 = __fmul_rn(s4.x, inv), z1 = __fmul_rn(s4.y, inv), z2 = __fmul_rn(s4.z, inv),
-                    z3 = __fmul_rn(s4.w, inv);
-        zs[v] = z0, zs[v + 1] = z1, zs[v + 2] = z2, zs[v + 3] = z3;
-        mx = fmaxf(mx, fmaxf(fmaxf(z0, z1), fmaxf(z2, z3)));
+#pragma unroll
+        for (int u = 0; u < VW; u++) {
+            const float z = __fmul_rn(s[u], inv);
+            zs[v + u] = z;
+            mx = fmaxf(mx, z);
+        }
     }
-    for (int v = head + 4 * n4 + threadIdx.x; v < V; v += blockDim.x) {
+    for (int v = head + VW * n4 + threadIdx.x; v < V; v += blockDim.x) {
         const float z = zred(l + v, TS, stride, inv);
         if (STAGED) zs[v] = z;
         mx = fmaxf(mx, z);
@@ -821,22 +829,22 @@ snn_status ce_end(const snn_backend *be, const double *token_loss, const float *
     return SNN_OK;
 }
 
-template <typename T>
-snn_status ce_launch(const snn_backend *be, const float *logits, const int32_t *labels, const float *mask, int TS,
-                       size_t NS, int V, float inv, float gt, double *token_loss, void *dl, size_t ld,
-                       float grad_scale) {
+template <typename L, typename T>
+snn_status ce_launch(const snn_backend *be, const L *logits, size_t lld, const int32_t *labels, const float *mask,
+                     int TS, size_t NS, int V, float inv, float gt, double *token_loss, void *dl, size_t ld,
+                     float grad_scale) {
     const size_t smem = (size_t)V * sizeof(float);
     int dev = 0, optin = 0;
     SNN_CU_TRY(cudaGetDevice(&dev));
     SNN_CU_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     /* the static reduction buffers take 12 kB of the block's shared memory */
-    if (smem + 12 * 1024 + 1024 <= (size_t)optin && smem_for(ce_row_kernel<T, true>, smem, "LM loss") == SNN_OK) {
-        ce_row_kernel<T, true><<<(unsigned)NS, CE_THREADS, smem, st_of(be)>>>(logits, labels, mask, TS, NS, V, inv, gt,
-                                                                             token_loss, (T *)dl, ld, grad_scale);
+    if (smem + 12 * 1024 + 1024 <= (size_t)optin && smem_for(ce_row_kernel<L, T, true>, smem, "LM loss") == SNN_OK) {
+        ce_row_kernel<L, T, true><<<(unsigned)NS, CE_THREADS, smem, st_of(be)>>>(
+            logits, lld, labels, mask, TS, NS, V, inv, gt, token_loss, (T *)dl, ld, grad_scale);
     } else {
         snn_clear_error();
-        ce_row_kernel<T, false><<<(unsigned)NS, CE_THREADS, 0, st_of(be)>>>(logits, labels, mask, TS, NS, V, inv, gt,
-                                                                           token_loss, (T *)dl, ld, grad_scale);
+        ce_row_kernel<L, T, false><<<(unsigned)NS, CE_THREADS, 0, st_of(be)>>>(
+            logits, lld, labels, mask, TS, NS, V, inv, gt, token_loss, (T *)dl, ld, grad_scale);
     }
     SNN_CU_LAUNCHED("LM loss");
     return SNN_OK;
@@ -848,26 +856,47 @@ snn_status t_lm_cross_entropy(const snn_backend *be, const float *logits, const 
     size_t NS = 0;
     SNN_TRY(ce_begin(be, logits, labels, token_loss, loss_sum, count, T, N, S, V, &NS));
     const float inv = reduce_sum ? 1.0f : 1.0f / (float)T, gt = reduce_sum ? 1.0f : 1.0f / (float)T;
-    SNN_TRY(ce_launch<float>(be, logits, labels, mask, T, NS, V, inv, gt, token_loss, dlogits, (size_t)V,
-                               grad_scale));
+    const snn_status st = ce_launch<float, float>(be, logits, (size_t)V, labels, mask, T, NS, V, inv, gt,
+                                                  token_loss, dlogits, (size_t)V, grad_scale);
+    SNN_TRY(st);
     return ce_end(be, token_loss, mask, NS, loss_sum, count);
 }
 
-snn_status t_lm_cross_entropy16(const snn_backend *be, const float *logits, const int32_t *labels, const float *mask,
-                                int T, int N, int S, int V, int reduce_sum, double *token_loss, double *loss_sum,
-                                double *count, snn_dtype t, void *dlogits, size_t ld, float grad_scale) {
+/* The gradient type T with the logits stored as L (FP32 rows of V, or T rows of lld). */
+template <typename T>
+snn_status ce16_launch(const snn_backend *be, const void *logits, snn_dtype lt, size_t lld, const int32_t *labels,
+                       const float *mask, int TS, size_t NS, int V, float inv, float gt, double *token_loss, void *dl,
+                       size_t ld, float grad_scale) {
+    if (lt == SNN_F32)
+        return ce_launch<float, T>(be, (const float *)logits, lld, labels, mask, TS, NS, V, inv, gt, token_loss, dl,
+                                   ld, grad_scale);
+    return ce_launch<T, T>(be, (const T *)logits, lld, labels, mask, TS, NS, V, inv, gt, token_loss, dl, ld,
+                           grad_scale);
+}
+
+snn_status t_lm_cross_entropy16(const snn_backend *be, const void *logits, snn_dtype lt, size_t lld,
+                                const int32_t *labels, const float *mask, int T, int N, int S, int V, int reduce_sum,
+                                double *token_loss, double *loss_sum, double *count, snn_dtype t, void *dlogits,
+                                size_t ld, float grad_scale) {
     if (t != SNN_BF16 && t != SNN_F16)
         return snn_error(SNN_E_INVALID, "lm_cross_entropy16: the gradient type must be f16 or bf16");
+    if (lt != SNN_F32 && lt != t)
+        return snn_error(SNN_E_INVALID, "lm_cross_entropy16: logits stored as %s with a %s gradient (f32 or the "
+                         "gradient's type)", snn_cuda_dtype_name(lt), snn_cuda_dtype_name(t));
     if (!dlogits) return snn_error(SNN_E_INVALID, "lm_cross_entropy16: NULL dlogits");
-    if (V > 0 && ld < (size_t)V)
-        return snn_error(SNN_E_SHAPE, "lm_cross_entropy16: rows of %zu values cannot hold a vocabulary of %d", ld, V);
+    if (V > 0 && (ld < (size_t)V || lld < (size_t)V))
+        return snn_error(SNN_E_SHAPE, "lm_cross_entropy16: rows of %zu (logits) and %zu (gradient) values cannot "
+                         "hold a vocabulary of %d", lld, ld, V);
+    if (lt == SNN_F32 && lld != (size_t)V)
+        return snn_error(SNN_E_SHAPE, "lm_cross_entropy16: FP32 logits are rows of the vocabulary (%d), not %zu", V,
+                         lld);
     size_t NS = 0;
-    SNN_TRY(ce_begin(be, logits, labels, token_loss, loss_sum, count, T, N, S, V, &NS));
+    SNN_TRY(ce_begin(be, (const float *)logits, labels, token_loss, loss_sum, count, T, N, S, V, &NS));
     const float inv = reduce_sum ? 1.0f : 1.0f / (float)T, gt = reduce_sum ? 1.0f : 1.0f / (float)T;
-    SNN_TRY(t == SNN_BF16 ? ce_launch<__nv_bfloat16>(be, logits, labels, mask, T, NS, V, inv, gt, token_loss,
-                                                       dlogits, ld, grad_scale)
-                          : ce_launch<__half>(be, logits, labels, mask, T, NS, V, inv, gt, token_loss, dlogits, ld,
-                                                grad_scale));
+    SNN_TRY(t == SNN_BF16 ? ce16_launch<__nv_bfloat16>(be, logits, lt, lld, labels, mask, T, NS, V, inv, gt,
+                                                         token_loss, dlogits, ld, grad_scale)
+                          : ce16_launch<__half>(be, logits, lt, lld, labels, mask, T, NS, V, inv, gt, token_loss,
+                                                dlogits, ld, grad_scale));
     return ce_end(be, token_loss, mask, NS, loss_sum, count);
 }
 
