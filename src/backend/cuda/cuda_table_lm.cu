@@ -695,12 +695,13 @@ __device__ __forceinline__ float ce_z(const float *zs, const L *l, int v, int TS
     return STAGED ? zs[v] : zred(l + v, TS, stride, inv);
 }
 
-template <typename L, typename T, bool STAGED>
-__global__ void __launch_bounds__(CE_THREADS) ce_row_kernel(const L *logits, size_t lld, const int32_t *labels,
+template <typename L, typename T, bool STAGED, bool Z16 = false>
+__global__ void __launch_bounds__(CE_THREADS, Z16 ? 2 : 1) ce_row_kernel(const L *logits, size_t lld, const int32_t *labels,
                                                             const float *mask, int TS, size_t NS, int V, float inv,
                                                             float gt, double *token_loss, T *dl, size_t ld,
                                                             float grad_scale) {
     extern __shared__ float zs[];
+    L *zh = reinterpret_cast<L *>(zs); /* Z16: the row's own 16-bit values (TS == 1) */
     __shared__ float redf[CE_THREADS];
     __shared__ double redd[CE_THREADS];
     const size_t i = blockIdx.x, stride = NS * lld;
@@ -720,10 +721,11 @@ __global__ void __launch_bounds__(CE_THREADS) ce_row_kernel(const L *logits, siz
     }
     for (int v = threadIdx.x; v < head; v += blockDim.x) {
         const float z = zred(l + v, TS, stride, inv);
-        if (STAGED) zs[v] = z;
+        if (STAGED && Z16) zh[v] = l[v];
+        else if (STAGED) zs[v] = z;
         mx = fmaxf(mx, z);
     }
-#pragma unroll 4
+#pragma unroll(Z16 ? 1 : 4)
     for (int k = threadIdx.x; k < n4; k += blockDim.x) {
         const int v = head + VW * k;
         float s[VW];
@@ -737,25 +739,30 @@ __global__ void __launch_bounds__(CE_THREADS) ce_row_kernel(const L *logits, siz
             g.u = *reinterpret_cast<const uint4 *>(l + (size_t)t * stride + v);
 #pragma unroll
             for (int u = 0; u < VW; u++) s[u] = __fadd_rn(s[u], Io<L>::ld(g.x[u]));
+            if (Z16)
+#pragma unroll
+                for (int u = 0; u < VW; u++) zh[v + u] = g.x[u];
         }
 #pragma unroll
         for (int u = 0; u < VW; u++) {
             const float z = __fmul_rn(s[u], inv);
-            zs[v + u] = z;
+            if (!Z16) zs[v + u] = z;
             mx = fmaxf(mx, z);
         }
     }
     for (int v = head + VW * n4 + threadIdx.x; v < V; v += blockDim.x) {
         const float z = zred(l + v, TS, stride, inv);
-        if (STAGED) zs[v] = z;
+        if (STAGED && Z16) zh[v] = l[v];
+        else if (STAGED) zs[v] = z;
         mx = fmaxf(mx, z);
     }
     mx = snn_block_max_f(mx, redf); /* its barriers also publish zs */
     const float zl = zred(l + lab, TS, stride, inv);
     double se = 0.0;
     for (int v = threadIdx.x; v < V; v += blockDim.x) {
-        const float e = expf(__fsub_rn(ce_z<STAGED>(zs, l, v, TS, stride, inv), mx));
-        if (STAGED) zs[v] = e; /* the gradient's exps: one expf per value */
+        /* Z16 (TS == 1, inv == 1): z is the stored value itself */
+        const float e = expf(__fsub_rn(Z16 ? Io<L>::ld(zh[v]) : ce_z<STAGED>(zs, l, v, TS, stride, inv), mx));
+        if (STAGED && !Z16) zs[v] = e; /* the gradient's exps: one expf per value */
         se += (double)e;
     }
     se = snn_block_sum_d(se, redd); /* its barriers publish the exps */
@@ -766,7 +773,9 @@ __global__ void __launch_bounds__(CE_THREADS) ce_row_kernel(const L *logits, siz
     auto grad = [&](size_t v) -> T {
         float g = 0.0f;
         if (v < (size_t)V) {
-            const float e = STAGED ? zs[v] : expf(__fsub_rn(zred(l + v, TS, stride, inv), mx));
+            const float e = Z16      ? expf(__fsub_rn(Io<L>::ld(zh[v]), mx))
+                            : STAGED ? zs[v]
+                                     : expf(__fsub_rn(zred(l + v, TS, stride, inv), mx));
             g = __fmul_rn(c, __fsub_rn(__fmul_rn(e, is), (int)v == lab ? 1.0f : 0.0f));
         }
         return Io<T>::st(g);
@@ -837,6 +846,24 @@ snn_status ce_launch(const snn_backend *be, const L *logits, size_t lld, const i
     int dev = 0, optin = 0;
     SNN_CU_TRY(cudaGetDevice(&dev));
     SNN_CU_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    /* one time step of 16-bit logits: the row staged as its own 16-bit values (half the shared
+     * memory, so two blocks share an SM and one's loads overlap the other's exps and stores;
+     * the exps are taken again for the gradient, the same values) */
+    if constexpr (sizeof(L) == 2) {
+        const size_t smem16 = ((size_t)V * 2 + 15) / 16 * 16;
+        if (TS == 1 && smem16 + 12 * 1024 + 1024 <= (size_t)optin &&
+            smem_for(ce_row_kernel<L, T, true, true>, smem16, "LM loss") == SNN_OK) {
+            /* all of the SM's unified memory as shared memory (a hint: two such blocks need 226 kB) */
+            (void)cudaFuncSetAttribute(ce_row_kernel<L, T, true, true>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                       (int)cudaSharedmemCarveoutMaxShared);
+            (void)cudaGetLastError();
+            ce_row_kernel<L, T, true, true><<<(unsigned)NS, CE_THREADS, smem16, st_of(be)>>>(
+                logits, lld, labels, mask, TS, NS, V, inv, gt, token_loss, (T *)dl, ld, grad_scale);
+            SNN_CU_LAUNCHED("LM loss");
+            return SNN_OK;
+        }
+        snn_clear_error();
+    }
     /* the static reduction buffers take 12 kB of the block's shared memory */
     if (smem + 12 * 1024 + 1024 <= (size_t)optin && smem_for(ce_row_kernel<L, T, true>, smem, "LM loss") == SNN_OK) {
         ce_row_kernel<L, T, true><<<(unsigned)NS, CE_THREADS, smem, st_of(be)>>>(
