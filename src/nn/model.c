@@ -373,13 +373,20 @@ int snn_model_output_dy16(const snn_model *m, snn_dtype *t, int *ld) {
     return 1;
 }
 
-snn_status snn_model_backward_dy16(snn_model *m, snn_dtype t, int ld) {
+/* The output module when (t, ld) is what snn_model_output_dy16 says; else NULL with the error
+ * set (`what`: the caller; `noun`: what it asked for). */
+static snn_module *output16(snn_model *m, snn_dtype t, int ld, const char *what, const char *noun) {
     snn_dtype want;
     int want_ld;
-    if (!snn_model_output_dy16(m, &want, &want_ld) || t != want || ld != want_ld)
-        return snn_error(SNN_E_STATE, "snn_model_backward_dy16: the model's output module does not take a %s dy "
-                         "with rows of %d here", snn_dtype_name(t) ? snn_dtype_name(t) : "?", ld);
-    snn_module *o = output_module(m);
+    if (snn_model_output_dy16(m, &want, &want_ld) && t == want && ld == want_ld) return output_module(m);
+    snn_error(SNN_E_STATE, "%s: the model's output module does not take a %s %s with rows of %d here", what,
+              snn_dtype_name(t) ? snn_dtype_name(t) : "?", noun, ld);
+    return NULL;
+}
+
+snn_status snn_model_backward_dy16(snn_model *m, snn_dtype t, int ld) {
+    snn_module *o = output16(m, t, ld, "snn_model_backward_dy16", "dy");
+    if (!o) return SNN_E_STATE;
     o->dy_store = (int)t;
     o->dy_ld = ld;
     snn_status st = snn_model_backward_stored(m, m->dy_store);
@@ -388,12 +395,8 @@ snn_status snn_model_backward_dy16(snn_model *m, snn_dtype t, int ld) {
 }
 
 snn_status snn_model_forward_y16(snn_model *m, const snn_tensor_view *x, int training, snn_dtype t, int ld) {
-    snn_dtype want;
-    int want_ld;
-    if (!snn_model_output_dy16(m, &want, &want_ld) || t != want || ld != want_ld)
-        return snn_error(SNN_E_STATE, "snn_model_forward_y16: the model's output module does not write a %s output "
-                         "with rows of %d here", snn_dtype_name(t) ? snn_dtype_name(t) : "?", ld);
-    snn_module *o = output_module(m);
+    snn_module *o = output16(m, t, ld, "snn_model_forward_y16", "output");
+    if (!o) return SNN_E_STATE;
     o->y_store = (int)t;
     o->y_ld = ld;
     snn_status st = snn_model_forward_view(m, x, training, NULL);
