@@ -755,6 +755,62 @@ static void test_conversion_reports(uint64_t seed) {
     snn_model_free(m);
 }
 
+/* A residual branch's sums fused into its neighbours (residual.c, prec_store.c): the branch
+ * LayerNorm -> Linear (a GPT block's shape) gives, bit for bit, the outputs and gradients of
+ * the same branch between two Flattens (identities on a vector), where neither fusion
+ * applies. The fused model must have taken both paths: the Residual rounds in its sum and
+ * the Linear leaves its output unrounded. */
+static snn_module *res_model(int F, int guard) {
+    snn_module *b = guard ? seq(4, snn_flatten_new(), snn_layernorm_new(F, 1e-5f), snn_linear_new(F, F, 1),
+                                snn_flatten_new())
+                          : seq(2, snn_layernorm_new(F, 1e-5f), snn_linear_new(F, F, 1));
+    return seq(3, snn_residual_new(b), snn_residual_new(seq(2, snn_layernorm_new(F, 1e-5f), snn_linear_new(F, F, 0))),
+               snn_linear_new(F, 8, 1));
+}
+
+static void test_residual_fusion(uint64_t seed) {
+    static const char *modes[] = {"bf16", "fp16", "fp32"};
+    const int F = 48, T = 2, N = 5;
+    for (int k = 0; k < 3; k++) {
+        snn_model *m[2];
+        snn_precision *p[2];
+        for (int g = 0; g < 2; g++) {
+            m[g] = build(res_model(F, g), snn_shape1(F), seed);
+            /* the norms' weights away from 1 and 0, the same values in both */
+            uint64_t r = seed ^ 0x5eedu;
+            snn_test_fill_uniform(m[g]->params, m[g]->n_params, -0.4f, 0.4f, &r);
+            p[g] = prep(m[g], cfg(modes[k], NULL, NULL, NULL, NULL));
+            CHECK(snn_model_plan(m[g], T, N) == SNN_OK);
+        }
+        snn_module *r0 = m[0]->root->children[0];
+        snn_module *leaf = r0->children[0]->children[1];
+        const int want = k < 2; /* 16-bit modes */
+        CHECK_MSG((r0->branch_round != 0) == want && (leaf->round_deferred != 0) == want &&
+                      m[1]->root->children[0]->branch_round == 0,
+                  "%s: residual fusion assigned %d/%d (guarded %d)", modes[k], r0->branch_round, leaf->round_deferred,
+                  m[1]->root->children[0]->branch_round);
+        const size_t nx = (size_t)T * N * F, ny = (size_t)T * N * 8;
+        float *x = rand_buf(nx, -2.0f, 2.0f), *dy = rand_buf(ny, -1.0f, 1.0f), *y[2];
+        for (int g = 0; g < 2; g++) {
+            const float *o = fwd(m[g], x, 1);
+            y[g] = malloc(ny * sizeof(float));
+            memcpy(y[g], o, ny * sizeof(float));
+            snn_model_zero_grad(m[g]);
+            CHECK(snn_model_backward(m[g], dy) == SNN_OK);
+        }
+        CHECK_MSG(!memcmp(y[0], y[1], ny * sizeof(float)), "%s: fused residual outputs differ", modes[k]);
+        CHECK_MSG(m[0]->n_params == m[1]->n_params &&
+                      !memcmp(m[0]->grads, m[1]->grads, m[0]->n_params * sizeof(float)),
+                  "%s: fused residual gradients differ", modes[k]);
+        for (int g = 0; g < 2; g++) {
+            free(y[g]);
+            snn_precision_free(p[g]);
+            snn_model_free(m[g]);
+        }
+        free(x), free(dy);
+    }
+}
+
 int main(void) {
     uint64_t seed = snn_test_seed();
     rs = seed;
@@ -766,5 +822,6 @@ int main(void) {
     test_loss_scaler(seed);
     test_step_changes_weights(seed);
     test_conversion_reports(seed);
+    test_residual_fusion(seed);
     return snn_test_finish("test_prepare");
 }

@@ -157,6 +157,11 @@ struct snn_backend {
     snn_status (*scale)(const snn_backend *be, float *dst, const float *src, float s, size_t n);
     /* dst[i] = a[i] + b[i] (one FP32 add; dst may be a or b). */
     snn_status (*add)(const snn_backend *be, float *dst, const float *a, const float *b, size_t n);
+    /* dst[i] = a[i] + round_to(t, b[i]) (b rounded RNE to t, overflow to inf, then one FP32
+     * add; t F32: add). dst may be a or b. A residual connection whose branch ends in a 16-bit
+     * GEMM module: the module's output rounding and the sum in one pass (prec_store.c). */
+    snn_status (*add_rounded)(const snn_backend *be, snn_dtype t, float *dst, const float *a, const float *b,
+                              size_t n);
     /* y = x Φ(x) (exact GELU, erf form); dx = dy (Φ(x) + x φ(x)). */
     snn_status (*gelu_forward)(const snn_backend *be, const float *x, float *y, size_t n);
     snn_status (*gelu_backward)(const snn_backend *be, const float *x, const float *dy, float *dx, size_t n);
@@ -227,14 +232,16 @@ struct snn_backend {
                                    const double *rstd, const float *dy, float *dx, float *dw);
 
     /* LayerNorm over V vectors of F (biased variance, in double): y = (x - μ) · rstd · w + b;
-     * mean and rstd [V] (double) saved. Backward: dx (may be NULL) written; dw, db += the
-     * sums over vectors (each feature walks the vectors in order). work: scratch of
-     * layernorm_work_bytes(V, F) bytes on the device. */
+     * mean and rstd [V] (double) saved. Backward: dx (may be NULL) written, plus dx_add when
+     * that is not NULL (dx = dx_add + the gradient, one FP32 add after its rounding; dx_add
+     * may be dx: a residual's skip gradient); dw, db += the sums over vectors (each feature
+     * walks the vectors in order). work: scratch of layernorm_work_bytes(V, F) bytes on the
+     * device. */
     snn_status (*layernorm_forward)(const snn_backend *be, size_t V, int F, float eps, const float *x, const float *w,
                                     const float *b, float *y, double *mean, double *rstd);
     snn_status (*layernorm_backward)(const snn_backend *be, size_t V, int F, const float *x, const float *w,
-                                     const double *mean, const double *rstd, const float *dy, float *dx, float *dw,
-                                     float *db, void *work);
+                                     const double *mean, const double *rstd, const float *dy, float *dx,
+                                     const float *dx_add, float *dw, float *db, void *work);
     /* The same with y and dy stored as yt (F32, F16 or BF16; y rounded to it, RNE): a 16-bit
      * boundary after the norm (snn_module.out_store). x and dx stay FP32. NULL on a table
      * without 16-bit storage (the CPU). */
@@ -243,7 +250,7 @@ struct snn_backend {
                                        double *rstd);
     snn_status (*layernorm_backward_io)(const snn_backend *be, snn_dtype yt, size_t V, int F, const float *x,
                                         const float *w, const double *mean, const double *rstd, const void *dy,
-                                        float *dx, float *dw, float *db, void *work);
+                                        float *dx, const float *dx_add, float *dw, float *db, void *work);
     size_t (*layernorm_work_bytes)(const snn_backend *be, size_t V, int F);
 
     /* ---- optimizers ---- */

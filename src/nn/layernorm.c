@@ -83,10 +83,10 @@ static snn_status ln_backward(snn_module *m, const snn_run *r, const float *x, c
         return snn_error(SNN_E_STATE, "LayerNorm %s: backward called before forward", m->name);
     if (m->out_store)
         return m->be->layernorm_backward_io(m->be, (snn_dtype)m->out_store, snn_rows(r) * l->per_sample, l->features,
-                                            x, m->params[P_WEIGHT].data, l->mean, l->rstd, dy, dx,
+                                            x, m->params[P_WEIGHT].data, l->mean, l->rstd, dy, dx, m->dx_add,
                                             m->params[P_WEIGHT].grad, m->params[P_BIAS].grad, l->acc);
     return m->be->layernorm_backward(m->be, snn_rows(r) * l->per_sample, l->features, x, m->params[P_WEIGHT].data,
-                                     l->mean, l->rstd, dy, dx, m->params[P_WEIGHT].grad, m->params[P_BIAS].grad,
+                                     l->mean, l->rstd, dy, dx, m->dx_add, m->params[P_WEIGHT].grad, m->params[P_BIAS].grad,
                                      l->acc);
 }
 
@@ -101,7 +101,9 @@ static const snn_module_ops ln_ops = {
     .id = SNN_KIND_LAYERNORM,
     .kind = "LayerNorm",
     .devices = SNN_DEVMASK_ALL,
-    .flags = SNN_MODULE_TYPED_IO, /* its output side only (y, dy) */
+    /* typed io: its output side only (y, dy); dx_add: a pre-norm residual branch's skip
+     * gradient joins its dx (residual.c) */
+    .flags = SNN_MODULE_TYPED_IO | SNN_MODULE_DX_ADD,
     .setup = ln_setup,
     .init = ln_init,
     .reserve = ln_reserve,

@@ -116,6 +116,9 @@ typedef struct snn_module_desc {
  * stride snn_run.dy16_ld, so a loss may write the model's output gradient in that form
  * (snn_module.dy_store; the LM head). */
 #define SNN_MODULE_DY16 8u
+/* The kind honours snn_module.dx_add (its backward writes dx = dx_add + its gradient), so a
+ * Residual whose branch starts with it needs no pass of its own to sum the gradients. */
+#define SNN_MODULE_DX_ADD 16u
 
 /* What a module is: code that asks "is this a Linear?" compares this id (through
  * snn_module_kind_is), never the display name. One value per ops table; a table that
@@ -227,6 +230,15 @@ struct snn_module {
      * rows of y_ld elements (zeros past the row's width) into the model's output buffer, the
      * rows a 16-bit loss reads in place (lm_cross_entropy16). */
     int y_store, y_ld;
+    /* A residual branch whose last module is a 16-bit GEMM Linear (prec_store.c): the Linear's
+     * forward leaves its output unrounded (round_deferred: the 16-bit type; its backward never
+     * reads that output), and the Residual around the branch (branch_round: the same type)
+     * rounds it in its sum (add_rounded), one pass where there were two. 0: none. */
+    int round_deferred, branch_round;
+    /* Set for one backward by a Residual on its branch's first module when that kind has
+     * SNN_MODULE_DX_ADD: the residual's skip gradient, which the backward adds to the dx it
+     * writes (one FP32 add: dx = dx_add + its gradient). NULL otherwise. */
+    const float *dx_add;
 };
 
 /* The module's own ops table, also while a precision wrapper is installed: type checks

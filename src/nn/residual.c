@@ -1,6 +1,11 @@
 /* Residual: y = x + inner(x). The inner module is child 0 (dotted names "<name>.0.*") and
  * must keep the per-sample shape. Its output gets its own arena buffer because the inner
- * backward needs that output intact (y itself holds the sum). */
+ * backward needs that output intact (y itself holds the sum).
+ *
+ * Two sums are fused into a neighbour's pass where the modules allow (module.h): the forward's
+ * with the 16-bit rounding of a branch that ends in a 16-bit GEMM Linear (branch_round), and
+ * the backward's into the dx of a branch that starts with a SNN_MODULE_DX_ADD kind (dx_add).
+ * Both give the bits of the separate passes. */
 #include <string.h>
 
 #include "backend/backend.h"
@@ -44,21 +49,37 @@ static void residual_reserve(snn_module *m, snn_arena *a, int T, int N) {
     if (c->ops->reserve) c->ops->reserve(c, a, T, N);
 }
 
+/* The branch's first and last modules through nested Sequentials (the modules that receive the
+ * residual's dx and write the branch's output). */
+static snn_module *branch_first(snn_module *m) {
+    while (snn_module_is_sequential(m) && m->n_children > 0) m = m->children[0];
+    return m;
+}
+
 static snn_status residual_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
     residual_impl *s = m->impl;
     snn_module *c = m->children[0];
+    const size_t n = snn_rows(r) * snn_shape_numel(m->out);
     SNN_TRY(c->ops->forward(c, r, x, s->inner_y));
-    return m->be->add(m->be, y, x, s->inner_y, snn_rows(r) * snn_shape_numel(m->out));
+    /* the branch's last Linear left its 16-bit rounding to this sum (module.h) */
+    if (m->branch_round) return m->be->add_rounded(m->be, (snn_dtype)m->branch_round, y, x, s->inner_y, n);
+    return m->be->add(m->be, y, x, s->inner_y, n);
 }
 
 static snn_status residual_backward(snn_module *m, const snn_run *r, const float *x, const float *y,
                                     const float *dy, float *dx) {
     (void)y;
     residual_impl *s = m->impl;
-    snn_module *c = m->children[0];
+    snn_module *c = m->children[0], *first = branch_first(c);
+    /* a first module that adds the skip gradient to its dx itself (a pre-norm branch's
+     * LayerNorm, SNN_MODULE_DX_ADD; not while a wrapper runs it) saves the sum below */
+    const int fused = dx && first->ops == snn_module_own_ops(first) && (first->ops->flags & SNN_MODULE_DX_ADD);
+    if (fused) first->dx_add = dy;
     /* The inner module still runs with dx == NULL: its parameter gradients are needed. */
-    SNN_TRY(c->ops->backward(c, r, x, s->inner_y, dy, dx));
-    if (!dx) return SNN_OK;
+    snn_status st = c->ops->backward(c, r, x, s->inner_y, dy, dx);
+    if (fused) first->dx_add = NULL;
+    SNN_TRY(st);
+    if (!dx || fused) return SNN_OK;
     return m->be->add(m->be, dx, dx, dy, snn_rows(r) * snn_shape_numel(m->out));
 }
 

@@ -77,8 +77,11 @@ static snn_status g16_direct_call(snn_module *m, const snn_run *r, int backward,
             pm->x16_valid = 1;
         }
     } else if (!m->out_store && !pm->direct_shared) {
-        /* the bias gradient sums the rounded dy, as on the rounded path (a 16-bit dy is) */
-        if (copies && pm->x16_valid) {
+        /* the bias gradient sums the rounded dy, as on the rounded path (a 16-bit dy is). A
+         * kind that takes its dy from snn_run.dy16 (SNN_MODULE_TYPED_IO: Linear) gets one
+         * 16-bit copy, which both GEMMs and the bias gradient read; the FP32 rounding would be
+         * converted again by each GEMM */
+        if (pm->orig->flags & SNN_MODULE_TYPED_IO) {
             SNN_TRY(m->be->cast(m->be, p->half, p->scratch, dy, out_floats(m, r)));
             dy16 = p->scratch;
         } else {
@@ -104,7 +107,9 @@ static snn_status g16_direct_call(snn_module *m, const snn_run *r, int backward,
     /* FP32 outputs are rounded here; 16-bit ones were written rounded by the GEMM */
     size_t n = backward ? in_floats(m, r) : out_floats(m, r);
     int stored16 = backward ? m->in_store : m->out_store || m->y_store;
-    return out && !stored16 && !rounds_out ? round_buf(m, p->half, out, out, n) : SNN_OK;
+    /* a forward output whose rounding the Residual's sum does (round_deferred) stays as is */
+    const int deferred = !backward && m->round_deferred;
+    return out && !stored16 && !rounds_out && !deferred ? round_buf(m, p->half, out, out, n) : SNN_OK;
 }
 
 /* The module's own forward on rounded operands; its GEMMs are told the operands are 16-bit
@@ -125,7 +130,7 @@ static snn_status g16_forward(snn_module *m, const snn_run *r, const float *x, f
     snn_status st = pm->orig->forward(m, &r16, x16, y);
     if (wp) wp->data = w;
     SNN_TRY(st);
-    return round_buf(m, p->half, y, y, out_floats(m, r));
+    return m->round_deferred ? SNN_OK : round_buf(m, p->half, y, y, out_floats(m, r));
 }
 
 static snn_status g16_backward(snn_module *m, const snn_run *r, const float *x, const float *y,

@@ -89,6 +89,7 @@ static void visit(snn_module *m, void *ctx) {
         m->in_store = m->out_store = SNN_F32;
         m->defer_bias = 0;
         m->bias_src = NULL;
+        m->round_deferred = m->branch_round = 0;
         return;
     }
     if (!snn_module_is_sequential(m)) return;
@@ -129,14 +130,29 @@ static void visit(snn_module *m, void *ctx) {
     }
 }
 
+/* A Residual whose branch ends in a 16-bit GEMM Linear writing FP32 (a GPT block's c_proj):
+ * the Linear's output rounding moves into the residual's sum (module.h: round_deferred,
+ * branch_round), on every table (the same bits: round, then one FP32 add). The Linear's
+ * backward does not read its output, which is then left unrounded. */
+static void defer_visit(snn_module *m, void *ctx) {
+    const snn_precision *p = ctx;
+    if (!snn_module_kind_is(m, SNN_KIND_RESIDUAL) || m->n_children < 1) return;
+    snn_module *leaf = last_leaf(m->children[0]);
+    if (leaf->ops != &snn_prec_gemm16_ops || !leaf->prec || !snn_module_kind_is(leaf, SNN_KIND_LINEAR) ||
+        leaf->out_store || leaf->defer_bias)
+        return;
+    leaf->round_deferred = m->branch_round = (int)p->half;
+}
+
 void snn_precision_assign_stores(snn_precision *p) {
     store_ctx c = {p, 0};
     snn_module_walk(p->model->root, visit, &c); /* every boundary FP32 first */
-    if (!p->be->gemm_rounds || !p->be->neuron_forward_io || !p->be->neuron_backward_io ||
-        (p->half != SNN_F16 && p->half != SNN_BF16) || p->cfg.mode == SNN_PRECISION_FP8)
-        return;
-    c.set = 1;
-    snn_module_walk(p->model->root, visit, &c);
+    if (p->be->gemm_rounds && p->be->neuron_forward_io && p->be->neuron_backward_io &&
+        (p->half == SNN_F16 || p->half == SNN_BF16) && p->cfg.mode != SNN_PRECISION_FP8) {
+        c.set = 1;
+        snn_module_walk(p->model->root, visit, &c);
+    }
+    if (p->half == SNN_F16 || p->half == SNN_BF16) snn_module_walk(p->model->root, defer_visit, p);
 }
 
 void snn_precision_clear_stores(snn_precision *p) {

@@ -257,6 +257,33 @@ static void test_round_scale(void) {
             dfree(dy);
             dfree(din);
         }
+        for (int ti = 0; ti < 3; ti++) { /* add_rounded: a + round(b), aligned, in place, off by one */
+            const snn_dtype t = types[ti];
+            float *a = hnew(n, -2.0f, 2.0f), *ref = hpoisoned(n);
+            OK(cpu->add_rounded(cpu, t, ref, a, x, n));
+            float *da = dnewf(a, n), *dd = dnewf(NULL, n);
+            OK(gpu->add_rounded(gpu, t, dd, da, dx, n));
+            float *got = downf(dd, n);
+            char what[64];
+            snprintf(what, sizeof what, "add_rounded %s n=%zu", snn_dtype_name(t), n);
+            CHECK_BITS(what, got, ref, n);
+            free(got);
+            OK(gpu->add_rounded(gpu, t, da, da, dx, n)); /* dst == a */
+            got = downf(da, n);
+            CHECK_BITS("add_rounded in place", got, ref, n);
+            free(got);
+            if (n > 1) {
+                OK(cpu->add_rounded(cpu, t, ref, a + 1, x + 1, n - 1));
+                float *db = dnewf(a, n);
+                OK(gpu->add_rounded(gpu, t, dd, db + 1, dx + 1, n - 1));
+                got = downf(dd, n - 1);
+                CHECK_BITS("add_rounded off by one", got, ref, n - 1);
+                free(got);
+                dfree(db);
+            }
+            free(a), free(ref);
+            dfree(da), dfree(dd);
+        }
         for (int ti = 0; ti < 3; ti++) { /* cast: the 16-bit storage, bit for bit */
             const snn_dtype t = types[ti];
             const size_t bytes = n * snn_dtype_size(t);
@@ -305,6 +332,9 @@ static void test_round_scale(void) {
     CHECK(gpu->round(gpu, SNN_F8E4M3, d, d, 4) != SNN_OK);
     CHECK(gpu->round(gpu, SNN_F16, NULL, d, 4) == SNN_E_INVALID);
     CHECK(gpu->scale(gpu, d, NULL, 2.0f, 4) == SNN_E_INVALID);
+    CHECK(gpu->add_rounded(gpu, SNN_F8E4M3, d, d, d, 4) == SNN_E_INVALID);
+    CHECK(gpu->add_rounded(gpu, SNN_BF16, d, NULL, d, 4) == SNN_E_INVALID);
+    CHECK(cpu->add_rounded(cpu, SNN_F8E4M3, d, d, d, 4) == SNN_E_INVALID);
     dfree(d);
 }
 
@@ -338,39 +368,47 @@ static float *down_store(snn_dtype t, const void *d, size_t n) {
 
 static float store_round(snn_dtype t, float v) { return t == SNN_F32 ? v : snn_round_to(t, v, 0); }
 
+static size_t store_size(snn_dtype t) { return t == SNN_F32 ? 4 : 2; }
+
+/* One storage pair on n values starting `off` elements into each buffer (off 1: pointers
+ * that are not 16-byte aligned, the scalar kernels; n % 8 != 0: the vector kernels' tail). */
+static void gelu_io_case(snn_dtype xt, snn_dtype yt, size_t n, size_t off) {
+    const size_t m = n + off;
+    float *x = hnew(m, -6.0f, 6.0f), *dy = hnew(m, -1.0f, 1.0f);
+    for (size_t i = 0; i < m; i++) {
+        x[i] = store_round(xt, x[i]);
+        dy[i] = store_round(yt, dy[i]);
+    }
+    float *y_ref = hpoisoned(n), *dx_ref = hpoisoned(n);
+    OK(cpu->gelu_forward(cpu, x + off, y_ref, n));
+    OK(cpu->gelu_backward(cpu, x + off, dy + off, dx_ref, n));
+    for (size_t i = 0; i < n; i++) {
+        y_ref[i] = store_round(yt, y_ref[i]);
+        dx_ref[i] = store_round(xt, dx_ref[i]);
+    }
+    void *d_x = dnew_store(xt, x, m), *d_dy = dnew_store(yt, dy, m);
+    void *d_y = dnew(NULL, m * 4), *d_dx = dnew(NULL, m * 4); /* poisoned */
+    const size_t ox = off * store_size(xt), oy = off * store_size(yt);
+    OK(gpu->gelu_forward_io(gpu, xt, yt, (char *)d_x + ox, (char *)d_y + oy, n));
+    OK(gpu->gelu_backward_io(gpu, xt, yt, (char *)d_x + ox, (char *)d_dy + oy, (char *)d_dx + ox, n));
+    float *y = down_store(yt, d_y, m), *dx = down_store(xt, d_dx, m);
+    /* one unit of the storage (erff's last FP32 bit may move a rounding across a
+     * boundary), relative above 0.1, absolute below */
+    const double uy = yt == SNN_F32 ? 1e-5 : yt == SNN_BF16 ? 0x1p-7 : 0x1p-10;
+    const double ux = xt == SNN_F32 ? 1e-5 : xt == SNN_BF16 ? 0x1p-7 : 0x1p-10;
+    double ef = snn_test_max_rel(y + off, y_ref, n, 0.1), eb = snn_test_max_rel(dx + off, dx_ref, n, 0.1);
+    CHECK_MSG(ef <= uy && eb <= ux, "gelu io x %s y %s n %zu off %zu: forward %.3g, backward %.3g (bounds %.3g, %.3g)",
+              snn_dtype_name(xt), snn_dtype_name(yt), n, off, ef, eb, uy, ux);
+    free(x), free(dy), free(y_ref), free(dx_ref), free(y), free(dx);
+    dfree(d_x), dfree(d_dy), dfree(d_y), dfree(d_dx);
+}
+
 static void test_gelu_io(void) {
     static const snn_dtype ts[3] = {SNN_F32, SNN_BF16, SNN_F16};
-    const size_t n = 70001;
+    static const size_t cases[][2] = {{70001, 0}, {7, 0}, {4099, 1}};
     for (int a = 0; a < 3; a++)
-        for (int b = 0; b < 3; b++) {
-            const snn_dtype xt = ts[a], yt = ts[b];
-            float *x = hnew(n, -6.0f, 6.0f), *dy = hnew(n, -1.0f, 1.0f);
-            for (size_t i = 0; i < n; i++) {
-                x[i] = store_round(xt, x[i]);
-                dy[i] = store_round(yt, dy[i]);
-            }
-            float *y_ref = hpoisoned(n), *dx_ref = hpoisoned(n);
-            OK(cpu->gelu_forward(cpu, x, y_ref, n));
-            OK(cpu->gelu_backward(cpu, x, dy, dx_ref, n));
-            for (size_t i = 0; i < n; i++) {
-                y_ref[i] = store_round(yt, y_ref[i]);
-                dx_ref[i] = store_round(xt, dx_ref[i]);
-            }
-            void *d_x = dnew_store(xt, x, n), *d_dy = dnew_store(yt, dy, n);
-            void *d_y = dnew(NULL, n * 4), *d_dx = dnew(NULL, n * 4); /* poisoned */
-            OK(gpu->gelu_forward_io(gpu, xt, yt, d_x, d_y, n));
-            OK(gpu->gelu_backward_io(gpu, xt, yt, d_x, d_dy, d_dx, n));
-            float *y = down_store(yt, d_y, n), *dx = down_store(xt, d_dx, n);
-            /* one unit of the storage (erff's last FP32 bit may move a rounding across a
-             * boundary), relative above 0.1, absolute below */
-            const double uy = yt == SNN_F32 ? 1e-5 : yt == SNN_BF16 ? 0x1p-7 : 0x1p-10;
-            const double ux = xt == SNN_F32 ? 1e-5 : xt == SNN_BF16 ? 0x1p-7 : 0x1p-10;
-            double ef = snn_test_max_rel(y, y_ref, n, 0.1), eb = snn_test_max_rel(dx, dx_ref, n, 0.1);
-            CHECK_MSG(ef <= uy && eb <= ux, "gelu io x %s y %s: forward %.3g, backward %.3g (bounds %.3g, %.3g)",
-                      snn_dtype_name(xt), snn_dtype_name(yt), ef, eb, uy, ux);
-            free(x), free(dy), free(y_ref), free(dx_ref), free(y), free(dx);
-            dfree(d_x), dfree(d_dy), dfree(d_y), dfree(d_dx);
-        }
+        for (int b = 0; b < 3; b++)
+            for (int k = 0; k < 3; k++) gelu_io_case(ts[a], ts[b], cases[k][0], cases[k][1]);
     CHECK_MSG(gpu->gelu_forward_io(gpu, SNN_F8E4M3, SNN_F32, (void *)gpu, (void *)gpu, 4) == SNN_E_INVALID,
               "gelu_forward_io took an FP8 storage");
     CHECK(cpu->gelu_forward_io == NULL && cpu->gelu_backward_io == NULL);
@@ -378,7 +416,8 @@ static void test_gelu_io(void) {
 
 /* LayerNorm with its output side stored 16-bit (layernorm_forward_io / _backward_io, before a
  * 16-bit Linear): y is the FP32 entry's y rounded, bit for bit; fed the widened 16-bit dy, the
- * FP32 entry gives the same dx, dw and db bit for bit. */
+ * FP32 entry gives the same dx, dw and db bit for bit. With dx_add (a residual's skip
+ * gradient, also in place: dx_add == dx) dx is that plus the plain dx, one FP32 add. */
 static void test_layernorm_io(void) {
     static const snn_dtype ts[2] = {SNN_BF16, SNN_F16};
     const size_t V = 301;
@@ -402,23 +441,34 @@ static void test_layernorm_io(void) {
         void *d_dy16 = dnew_typed(yt, dy, n), *work = NULL;
         float *d_dy = dnewf(dy, n);
         OK(gpu->alloc(gpu, gpu->layernorm_work_bytes(gpu, V, F), &work));
-        float *g[2][3];
-        for (int typed = 0; typed < 2; typed++) {
-            float *d_dx = dnewf(NULL, n), *d_dw = dnewf(NULL, (size_t)F), *d_db = dnewf(NULL, (size_t)F);
+        float *skip = hnew(n, -2.0f, 2.0f), *d_skip = dnewf(skip, n);
+        float *g[4][3];
+        for (int v = 0; v < 4; v++) { /* 0 FP32, 1 typed, 2 typed + dx_add, 3 FP32 + dx_add in place */
+            float *d_dx = dnewf(v == 3 ? skip : NULL, n), *d_dw = dnewf(NULL, (size_t)F), *d_db = dnewf(NULL, (size_t)F);
             OK(gpu->fill(gpu, d_dw, 0.25f, (size_t)F));
             OK(gpu->fill(gpu, d_db, -0.25f, (size_t)F));
-            if (typed)
-                OK(gpu->layernorm_backward_io(gpu, yt, V, F, d_x, d_w, d_mu, d_rs, d_dy16, d_dx, d_dw, d_db, work));
+            if (v == 1 || v == 2)
+                OK(gpu->layernorm_backward_io(gpu, yt, V, F, d_x, d_w, d_mu, d_rs, d_dy16, d_dx, v == 2 ? d_skip : NULL,
+                                              d_dw, d_db, work));
             else
-                OK(gpu->layernorm_backward(gpu, V, F, d_x, d_w, d_mu, d_rs, d_dy, d_dx, d_dw, d_db, work));
-            g[typed][0] = downf(d_dx, n), g[typed][1] = downf(d_dw, (size_t)F), g[typed][2] = downf(d_db, (size_t)F);
+                OK(gpu->layernorm_backward(gpu, V, F, d_x, d_w, d_mu, d_rs, d_dy, d_dx, v == 3 ? d_dx : NULL, d_dw, d_db,
+                                           work));
+            g[v][0] = downf(d_dx, n), g[v][1] = downf(d_dw, (size_t)F), g[v][2] = downf(d_db, (size_t)F);
             dfree(d_dx), dfree(d_dw), dfree(d_db);
         }
         size_t first = 0;
         CHECK_MSG(mismatches(g[1][0], g[0][0], n, &first) == 0 && mismatches(g[1][1], g[0][1], (size_t)F, &first) == 0 &&
                       mismatches(g[1][2], g[0][2], (size_t)F, &first) == 0,
                   "layernorm_backward_io %s differs from the FP32 entry on the widened dy", snn_dtype_name(yt));
-        for (int t = 0; t < 2; t++)
+        float *sum = hpoisoned(n);
+        for (size_t i = 0; i < n; i++) sum[i] = skip[i] + g[0][0][i];
+        for (int v = 2; v < 4; v++)
+            CHECK_MSG(mismatches(g[v][0], sum, n, &first) == 0 && mismatches(g[v][1], g[0][1], (size_t)F, &first) == 0 &&
+                          mismatches(g[v][2], g[0][2], (size_t)F, &first) == 0,
+                      "layernorm backward %s with dx_add%s: not the skip gradient plus dx (first at %zu)",
+                      snn_dtype_name(yt), v == 3 ? " in place" : "", first);
+        free(sum), free(skip), dfree(d_skip);
+        for (int t = 0; t < 4; t++)
             for (int j = 0; j < 3; j++) free(g[t][j]);
         free(x), free(w), free(b), free(dy), free(y), free(y16);
         dfree(d_x), dfree(d_w), dfree(d_b), dfree(d_y), dfree(d_mu), dfree(d_rs), dfree(d_y16), dfree(d_dy16),

@@ -64,6 +64,7 @@ static const snn_backend cpu_backend = {
     .cast = snn_cpu_cast,
     .scale = snn_cpu_scale,
     .add = snn_cpu_add,
+    .add_rounded = snn_cpu_add_rounded,
     .gelu_forward = snn_cpu_gelu_forward,
     .gelu_backward = snn_cpu_gelu_backward,
     .colsum_add = snn_cpu_colsum_add,

@@ -45,6 +45,17 @@ snn_status snn_cpu_add(const snn_backend *be, float *dst, const float *a, const 
     return SNN_OK;
 }
 
+snn_status snn_cpu_add_rounded(const snn_backend *be, snn_dtype t, float *dst, const float *a, const float *b,
+                               size_t n) {
+    (void)be;
+    if (n && (!dst || !a || !b)) return snn_error(SNN_E_INVALID, "add_rounded: NULL buffer");
+    if (t == SNN_F32) return snn_cpu_add(be, dst, a, b, n);
+    if (t != SNN_F16 && t != SNN_BF16) return snn_error(SNN_E_INVALID, "add_rounded: type must be f32, f16 or bf16");
+#pragma omp parallel for schedule(static) if (n > CPU_PAR_MIN)
+    for (size_t i = 0; i < n; i++) dst[i] = a[i] + snn_round_to(t, b[i], 0);
+    return SNN_OK;
+}
+
 /* GELU, exact form: y = x Φ(x) = 0.5 x (1 + erf(x / √2)); dy/dx = Φ(x) + x φ(x). */
 snn_status snn_cpu_gelu_forward(const snn_backend *be, const float *x, float *y, size_t n) {
     (void)be;

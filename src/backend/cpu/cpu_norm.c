@@ -89,7 +89,8 @@ size_t snn_cpu_layernorm_work_bytes(const snn_backend *be, size_t V, int F) {
 }
 
 snn_status snn_cpu_layernorm_backward(const snn_backend *be, size_t V, int F, const float *x, const float *w,
-                                      const double *mean, const double *rstd, const float *dy, float *dx, float *dw,
+                                      const double *mean, const double *rstd, const float *dy, float *dx,
+                                      const float *dx_add, float *dw,
                                       float *db, void *work) {
     (void)be;
     if (F <= 0 || (V && (!x || !w || !mean || !rstd || !dy || !dw || !db || !work)))
@@ -112,7 +113,8 @@ snn_status snn_cpu_layernorm_backward(const snn_backend *be, size_t V, int F, co
             for (size_t j = 0; j < f; j++) {
                 double g = (double)dy[o + j] * w[j];
                 double xh = (x[o + j] - mu) * is;
-                dx[o + j] = (float)(is * (g - a - xh * c));
+                const float d = (float)(is * (g - a - xh * c));
+                dx[o + j] = dx_add ? dx_add[o + j] + d : d;
             }
         }
     }

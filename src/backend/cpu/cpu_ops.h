@@ -32,10 +32,13 @@ snn_status snn_cpu_rmsnorm_forward(const snn_backend *be, size_t V, int F, float
 snn_status snn_cpu_rmsnorm_backward(const snn_backend *be, size_t V, int F, const float *x, const float *w,
                                     const double *rstd, const float *dy, float *dx, float *dw);
 snn_status snn_cpu_add(const snn_backend *be, float *dst, const float *a, const float *b, size_t n);
+snn_status snn_cpu_add_rounded(const snn_backend *be, snn_dtype t, float *dst, const float *a, const float *b,
+                               size_t n);
 snn_status snn_cpu_layernorm_forward(const snn_backend *be, size_t V, int F, float eps, const float *x, const float *w,
                                      const float *b, float *y, double *mean, double *rstd);
 snn_status snn_cpu_layernorm_backward(const snn_backend *be, size_t V, int F, const float *x, const float *w,
-                                      const double *mean, const double *rstd, const float *dy, float *dx, float *dw,
+                                      const double *mean, const double *rstd, const float *dy, float *dx,
+                                      const float *dx_add, float *dw,
                                       float *db, void *work);
 size_t snn_cpu_layernorm_work_bytes(const snn_backend *be, size_t V, int F);
 snn_status snn_cpu_optim_update(const snn_backend *be, const snn_optim_update *u, size_t n, float *w,

@@ -141,6 +141,20 @@ __global__ void add_kernel(float *dst, const float *a, const float *b, size_t n)
         dst[i] = __fadd_rn(a[i], b[i]);
 }
 
+/* dst = a + round_to(T, b), four values a thread where the pointers allow (T float: no
+ * rounding). The residual sum after a branch whose 16-bit GEMM left its rounding here. */
+template <typename T> __global__ void add_rounded4_kernel(float4 *dst, const float4 *a, const float4 *b, size_t n4) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4; i += (size_t)gridDim.x * blockDim.x) {
+        const float4 x = a[i], y = b[i];
+        dst[i] = make_float4(__fadd_rn(x.x, snn_rnd16<T>(y.x)), __fadd_rn(x.y, snn_rnd16<T>(y.y)),
+                             __fadd_rn(x.z, snn_rnd16<T>(y.z)), __fadd_rn(x.w, snn_rnd16<T>(y.w)));
+    }
+}
+template <typename T> __global__ void add_rounded_kernel(float *dst, const float *a, const float *b, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = __fadd_rn(a[i], snn_rnd16<T>(b[i]));
+}
+
 /* sumsq: fixed grid of partials in double (grid-stride, then a block tree), then one block
  * sums the partials in index order: deterministic. */
 
@@ -326,6 +340,31 @@ snn_status t_add(const snn_backend *be, float *dst, const float *a, const float 
     return SNN_OK;
 }
 
+template <typename T> void add_rounded_launch(const snn_backend *be, float *dst, const float *a, const float *b, size_t n) {
+    if (n >= 4 && (uintptr_t)dst % 16 == 0 && (uintptr_t)a % 16 == 0 && (uintptr_t)b % 16 == 0) {
+        const size_t n4 = n / 4;
+        add_rounded4_kernel<T><<<grid_for(be, n4, 256), 256, 0, stream(be)>>>((float4 *)dst, (const float4 *)a,
+                                                                               (const float4 *)b, n4);
+        dst += n4 * 4, a += n4 * 4, b += n4 * 4, n -= n4 * 4;
+        if (n == 0) return;
+    }
+    add_rounded_kernel<T><<<grid_for(be, n, 256), 256, 0, stream(be)>>>(dst, a, b, n);
+}
+
+snn_status t_add_rounded(const snn_backend *be, snn_dtype t, float *dst, const float *a, const float *b, size_t n) {
+    SNN_TRY(check_be(be, "add_rounded"));
+    if (t != SNN_F32 && t != SNN_F16 && t != SNN_BF16)
+        return snn_error(SNN_E_INVALID, "add_rounded: type %s is not supported (f32, f16, bf16)",
+                         snn_cuda_dtype_name(t));
+    if (t == SNN_F32) return t_add(be, dst, a, b, n);
+    if (n == 0) return SNN_OK;
+    if (!dst || !a || !b) return snn_error(SNN_E_INVALID, "add_rounded: NULL pointer with n = %zu", n);
+    if (t == SNN_F16) add_rounded_launch<__half>(be, dst, a, b, n);
+    else add_rounded_launch<__nv_bfloat16>(be, dst, a, b, n);
+    SNN_CU_LAUNCHED("add_rounded");
+    return SNN_OK;
+}
+
 /* LayerNorm: the kernels of the whole-model runner (cuda_layernorm.cu), sums in double; y and
  * dy stored as yt (the _io entries: a 16-bit boundary after the norm). */
 snn_status t_layernorm_forward_io(const snn_backend *be, snn_dtype yt, size_t V, int F, float eps, const float *x,
@@ -344,19 +383,19 @@ snn_status t_layernorm_forward(const snn_backend *be, size_t V, int F, float eps
 
 snn_status t_layernorm_backward_io(const snn_backend *be, snn_dtype yt, size_t V, int F, const float *x,
                                    const float *w, const double *mean, const double *rstd, const void *dy, float *dx,
-                                   float *dw, float *db, void *work) {
+                                   const float *dx_add, float *dw, float *db, void *work) {
     SNN_TRY(check_be(be, "layernorm_backward"));
     if (F <= 0) return snn_error(SNN_E_INVALID, "layernorm backward: F must be positive (got %d)", F);
     if (V == 0) return SNN_OK;
     if (!x || !w || !mean || !rstd || !dy || !dw || !db || !work)
         return snn_error(SNN_E_INVALID, "layernorm backward: NULL pointer");
-    return snn_cuda_layernorm_backward_t(tab(be)->c, yt, x, dy, dx, V, F, w, mean, rstd, dw, db, work);
+    return snn_cuda_layernorm_backward_t(tab(be)->c, yt, x, dy, dx, dx_add, V, F, w, mean, rstd, dw, db, work);
 }
 
 snn_status t_layernorm_backward(const snn_backend *be, size_t V, int F, const float *x, const float *w,
-                                const double *mean, const double *rstd, const float *dy, float *dx, float *dw,
-                                float *db, void *work) {
-    return t_layernorm_backward_io(be, SNN_F32, V, F, x, w, mean, rstd, dy, dx, dw, db, work);
+                                const double *mean, const double *rstd, const float *dy, float *dx,
+                                const float *dx_add, float *dw, float *db, void *work) {
+    return t_layernorm_backward_io(be, SNN_F32, V, F, x, w, mean, rstd, dy, dx, dx_add, dw, db, work);
 }
 
 size_t t_layernorm_work_bytes(const snn_backend *be, size_t V, int F) {
@@ -757,6 +796,7 @@ extern "C" snn_status snn_backend_cuda_create(int device, snn_backend **out) {
     be->cast = t_cast;
     be->scale = t_scale;
     be->add = t_add;
+    be->add_rounded = t_add_rounded;
     be->layernorm_forward = t_layernorm_forward;
     be->layernorm_backward = t_layernorm_backward;
     be->layernorm_forward_io = t_layernorm_forward_io;

@@ -46,7 +46,7 @@ ln_fwd_kernel(const float *__restrict__ x, Y *__restrict__ y, size_t V, int F,
 
 template <typename Y>
 __global__ void __launch_bounds__(LN_WARPS * 32)
-ln_dx_kernel(const float *__restrict__ x, const Y *__restrict__ dy, float *__restrict__ dx,
+ln_dx_kernel(const float *__restrict__ x, const Y *__restrict__ dy, float *dx, const float *dx_add,
              size_t V, int F, const float *__restrict__ w, const double *__restrict__ mean,
              const double *__restrict__ rstd) {
     const int lane = threadIdx.x & 31;
@@ -64,7 +64,8 @@ ln_dx_kernel(const float *__restrict__ x, const Y *__restrict__ dy, float *__res
         for (int j = lane; j < F; j += 32) {
             double g = (double)Io<Y>::ld(dy[o + j]) * w[j];
             double xh = (x[o + j] - mu) * is;
-            dx[o + j] = (float)(is * (g - a - xh * bb));
+            const float d = (float)(is * (g - a - xh * bb));
+            dx[o + j] = dx_add ? __fadd_rn(dx_add[o + j], d) : d;
         }
     }
 }
@@ -91,15 +92,18 @@ __global__ void ln_wsum_kernel(const float *__restrict__ x, const Y *__restrict_
     work[(size_t)c * 2 * F + F + j] = ab;
 }
 
-/* Stage 2: 32 features a block, each summed by 8 warps over every 8th chunk and the 8 parts
- * added in order (a fixed order: the same result on every run). */
-__global__ void ln_wfinal_kernel(const double *__restrict__ work, int chunks, int F,
-                                 float *__restrict__ dw, float *__restrict__ db) {
-    __shared__ double part[8][32][2];
+/* Stage 2: 32 features a block, each summed by LN_FWARPS warps over every LN_FWARPS-th chunk
+ * and the parts added in order (a fixed order: the same result on every run). With 768
+ * features there are only 24 blocks: the warps' loads in flight are what this stage waits on. */
+#define LN_FWARPS 32
+__global__ void __launch_bounds__(LN_FWARPS * 32)
+    ln_wfinal_kernel(const double *__restrict__ work, int chunks, int F, float *__restrict__ dw,
+                     float *__restrict__ db) {
+    __shared__ double part[LN_FWARPS][32][2];
     const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5, j = blockIdx.x * 32 + lane;
     double aw = 0.0, ab = 0.0;
     if (j < F)
-        for (int c = wp; c < chunks; c += 8) {
+        for (int c = wp; c < chunks; c += LN_FWARPS) {
             aw += work[(size_t)c * 2 * F + j];
             ab += work[(size_t)c * 2 * F + F + j];
         }
@@ -108,7 +112,7 @@ __global__ void ln_wfinal_kernel(const double *__restrict__ work, int chunks, in
     __syncthreads();
     if (wp || j >= F) return;
     aw = ab = 0.0;
-    for (int w = 0; w < 8; w++) {
+    for (int w = 0; w < LN_FWARPS; w++) {
         aw += part[w][lane][0];
         ab += part[w][lane][1];
     }
@@ -146,7 +150,8 @@ snn_status ln_forward(snn_cuda *c, const float *x, void *y, size_t V, int F, con
 }
 
 template <typename Y>
-snn_status ln_backward(snn_cuda *c, const float *x, const void *dyv, float *dx, size_t V, int F, const float *gamma,
+snn_status ln_backward(snn_cuda *c, const float *x, const void *dyv, float *dx, const float *dx_add, size_t V, int F,
+                       const float *gamma,
                        const double *save_mean, const double *save_rstd, float *dgamma, float *dbeta, void *work) {
     SNN_TRY(ln_check("LayerNorm backward", V, F));
     if (!x || !dyv || !gamma || !save_mean || !save_rstd || !dgamma || !dbeta || !work)
@@ -154,7 +159,8 @@ snn_status ln_backward(snn_cuda *c, const float *x, const void *dyv, float *dx, 
     const Y *dy = (const Y *)dyv;
     cudaStream_t sm = snn_cuda_stream_of(c);
     if (dx) {
-        ln_dx_kernel<Y><<<ln_blocks(c, V), LN_WARPS * 32, 0, sm>>>(x, dy, dx, V, F, gamma, save_mean, save_rstd);
+        ln_dx_kernel<Y><<<ln_blocks(c, V), LN_WARPS * 32, 0, sm>>>(x, dy, dx, dx_add, V, F, gamma, save_mean,
+                                                                           save_rstd);
         SNN_CU_LAUNCHED("LayerNorm backward (dx)");
     }
     size_t per = (V + LN_CHUNKS - 1) / LN_CHUNKS;
@@ -162,7 +168,7 @@ snn_status ln_backward(snn_cuda *c, const float *x, const void *dyv, float *dx, 
     dim3 g1((unsigned)((F + 127) / 128), (unsigned)chunks);
     ln_wsum_kernel<Y><<<g1, 128, 0, sm>>>(x, dy, V, F, save_mean, save_rstd, (double *)work, per);
     SNN_CU_LAUNCHED("LayerNorm backward (weight sums)");
-    ln_wfinal_kernel<<<(unsigned)((F + 31) / 32), 256, 0, sm>>>((const double *)work, chunks, F, dgamma, dbeta);
+    ln_wfinal_kernel<<<(unsigned)((F + 31) / 32), LN_FWARPS * 32, 0, sm>>>((const double *)work, chunks, F, dgamma, dbeta);
     SNN_CU_LAUNCHED("LayerNorm backward (weight gradients)");
     return SNN_OK;
 }
@@ -178,7 +184,7 @@ extern "C" snn_status snn_cuda_layernorm_backward(snn_cuda *c, const float *x, c
                                                   const float *gamma, const double *save_mean,
                                                   const double *save_rstd, float *dgamma,
                                                   float *dbeta, void *work) {
-    return ln_backward<float>(c, x, dy, dx, V, F, gamma, save_mean, save_rstd, dgamma, dbeta, work);
+    return ln_backward<float>(c, x, dy, dx, NULL, V, F, gamma, save_mean, save_rstd, dgamma, dbeta, work);
 }
 
 extern "C" snn_status snn_cuda_layernorm_forward_t(snn_cuda *c, snn_dtype yt, const float *x, void *y, size_t V,
@@ -191,14 +197,15 @@ extern "C" snn_status snn_cuda_layernorm_forward_t(snn_cuda *c, snn_dtype yt, co
 }
 
 extern "C" snn_status snn_cuda_layernorm_backward_t(snn_cuda *c, snn_dtype yt, const float *x, const void *dy,
-                                                    float *dx, size_t V, int F, const float *gamma,
+                                                    float *dx, const float *dx_add, size_t V, int F,
+                                                    const float *gamma,
                                                     const double *save_mean, const double *save_rstd,
                                                     float *dgamma, float *dbeta, void *work) {
     if (yt == SNN_F32)
-        return ln_backward<float>(c, x, dy, dx, V, F, gamma, save_mean, save_rstd, dgamma, dbeta, work);
+        return ln_backward<float>(c, x, dy, dx, dx_add, V, F, gamma, save_mean, save_rstd, dgamma, dbeta, work);
     if (yt == SNN_BF16)
-        return ln_backward<__nv_bfloat16>(c, x, dy, dx, V, F, gamma, save_mean, save_rstd, dgamma, dbeta, work);
+        return ln_backward<__nv_bfloat16>(c, x, dy, dx, dx_add, V, F, gamma, save_mean, save_rstd, dgamma, dbeta, work);
     if (yt == SNN_F16)
-        return ln_backward<__half>(c, x, dy, dx, V, F, gamma, save_mean, save_rstd, dgamma, dbeta, work);
+        return ln_backward<__half>(c, x, dy, dx, dx_add, V, F, gamma, save_mean, save_rstd, dgamma, dbeta, work);
     return snn_error(SNN_E_INVALID, "LayerNorm backward: gradient storage must be f32, f16 or bf16");
 }
