@@ -676,7 +676,7 @@ static void test_conversion_reports(uint64_t seed) {
                 acc += (double)snn_round_to(SNN_BF16, x[r * 20 + k], 0) * snn_round_to(SNN_BF16, W[o * 20 + k], 0);
                 acc32 += (double)x[r * 20 + k] * W[o * 20 + k];
             }
-            acc += b[o];
+            acc += snn_round_to(SNN_BF16, b[o], 0); /* the bias is rounded like the weight */
             acc32 += b[o];
             float got = y[r * 16 + o], want = snn_round_to(SNN_BF16, (float)acc, 0);
             /* the FP32 accumulation may land on the other side of a bf16 rounding boundary */

@@ -53,7 +53,11 @@ typedef enum snn_device_type { SNN_DEVICE_CPU = 0, SNN_DEVICE_CUDA = 1 } snn_dev
  *            its contiguous extent up to the next multiple of 8 (the LM loss's gradient rows):
  *            a device that pads unaligned operands with zeros may read it in place.
  *   c_zero_pad  a 16-bit C whose rows (ldc apart) have room up to the next multiple of 8 past
- *            N: a device may write zeros there (it then runs the product on aligned extents). */
+ *            N: a device may write zeros there (it then runs the product on aligned extents).
+ *   bias_store  how bias is stored: SNN_F32 (the default), or ab_type with a 16-bit C of that
+ *            type (a backend with gemm_rounds only): the bias's values are that type's, as a
+ *            16-bit GEMM module rounds its bias (prec_exec.c), and a device adds them in its
+ *            epilogue (cuBLASLt takes no FP32 bias with a 16-bit output). */
 typedef struct snn_gemm {
     int trans_a, trans_b;
     int M, N, K;
@@ -68,6 +72,7 @@ typedef struct snn_gemm {
     snn_dtype a_store, b_store, c_store;
     int a_zero_pad;
     int c_zero_pad;
+    snn_dtype bias_store;
 } snn_gemm;
 
 /* One SGD / Adam / AdamW update of n FP32 values with the rules of src/optim/optimizer.c
@@ -233,8 +238,8 @@ struct snn_backend {
 
     /* LayerNorm over V vectors of F (biased variance, in double): y = (x - μ) · rstd · w + b;
      * mean and rstd [V] (double) saved. Backward: dx (may be NULL) written, plus dx_add when
-     * that is not NULL (dx = dx_add + the gradient, one FP32 add after its rounding; dx_add
-     * may be dx: a residual's skip gradient); dw, db += the sums over vectors (each feature
+     * that is not NULL (dx = dx_add + the gradient, one FP32 add after its rounding; dx_add,
+     * a residual's skip gradient, does not overlap dx); dw, db += the sums over vectors (each feature
      * walks the vectors in order). work: scratch of layernorm_work_bytes(V, F) bytes on the
      * device. */
     snn_status (*layernorm_forward)(const snn_backend *be, size_t V, int F, float eps, const float *x, const float *w,

@@ -110,8 +110,10 @@ static snn_status neuron_forward(snn_module *m, const snn_run *r, const float *x
     /* h_seq is only needed by backward, so inference skips writing it. */
     if (m->in_store && m->bias_src) { /* x: the Linear's FP32 product; its bias and rounding here */
         const snn_param *b = &m->bias_src->params[1];
-        SNN_TRY(m->be->neuron_forward_io_bias(m->be, &p->o, k, r->T, n, (snn_dtype)m->in_store, x, b->data,
-                                              b->numel, y, r->training ? p->h_seq : NULL, p->v));
+        /* the bias as the Linear's 16-bit wrapper rounded it (module.h) */
+        const float *bd = m->bias_src->bias_rounded ? m->bias_src->bias_rounded : b->data;
+        SNN_TRY(m->be->neuron_forward_io_bias(m->be, &p->o, k, r->T, n, (snn_dtype)m->in_store, x, bd, b->numel, y,
+                                              r->training ? p->h_seq : NULL, p->v));
     } else if (m->in_store) { /* 16-bit x and spikes (in_store == out_store: prec_store.c) */
         SNN_TRY(m->be->neuron_forward_io(m->be, &p->o, k, r->T, n, (snn_dtype)m->in_store, x, y,
                                          r->training ? p->h_seq : NULL, p->v));

@@ -55,10 +55,14 @@ static snn_status linear_forward(snn_module *m, const snn_run *r, const float *x
     const int defer = l->bias && m->defer_bias;
     snn_dtype xs;
     const float *X = op_x(r, x, &xs, m);
+    const snn_dtype cs = defer ? SNN_F32 : y_store(m);
+    /* a 16-bit C adds the wrapper's 16-bit copy of the (rounded) bias (snn_run.bias16) */
+    const int b16 = l->bias && !defer && r->bias16 && cs != SNN_F32;
     snn_gemm g = {.trans_a = 0, .trans_b = 1, .M = rows, .N = l->out, .K = l->in, .alpha = 1.0f, .beta = 0.0f,
                   .A = X, .lda = l->in, .B = m->params[0].data, .ldb = l->in, .C = y, .ldc = l->out,
-                  .ab_type = ab_type(r), .bias = l->bias && !defer ? m->params[1].data : NULL, .c_round = SNN_F32,
-                  .a_store = xs, .b_store = w_store(r), .c_store = defer ? SNN_F32 : y_store(m)};
+                  .ab_type = ab_type(r), .bias = b16 ? (const float *)r->bias16 : l->bias && !defer ? m->params[1].data : NULL,
+                  .c_round = SNN_F32, .a_store = xs, .b_store = w_store(r), .c_store = cs,
+                  .bias_store = b16 ? cs : SNN_F32};
     return m->be->gemm(m->be, &g);
 }
 

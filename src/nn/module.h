@@ -84,6 +84,9 @@ typedef struct snn_run {
     const void *x16, *dy16;           /* a wrapper's 16-bit copies (gemm_type values) of x and,
                                          in a backward, dy, for a Linear to multiply instead of
                                          x and dy (no conversion in its GEMMs); NULL: none */
+    const void *bias16;               /* a wrapper's 16-bit copy of the bias (params[1], rounded:
+                                         SNN_MODULE_W16) for a GEMM writing a 16-bit C to add
+                                         as that type (snn_gemm.bias_store); NULL: none */
     int dy16_ld;                      /* dy16's row stride in elements, its rows zero-padded
                                          past the width (a loss's 16-bit gradient,
                                          lm_cross_entropy16); 0: the row's width */
@@ -105,7 +108,10 @@ typedef struct snn_module_desc {
 /* snn_module_ops.flags: the kind reads params[0] (its weight) only as an operand of its GEMMs
  * and passes snn_run.w_store as that operand's store type (Linear: b_store; the convolutions:
  * a_store), so a precision wrapper may put a 16-bit copy of the weight there (converted once
- * per forward, reused by the backward). */
+ * per forward, reused by the backward). Its params[1], when it has one, is the bias its GEMMs
+ * add: a 16-bit wrapper rounds it to the 16-bit type like the weight (torch.autocast casts
+ * F.linear's bias too) and swaps the rounded copy into params[1].data for the call; a GEMM
+ * with a 16-bit C may take it as that type (snn_run.bias16, snn_gemm.bias_store). */
 #define SNN_MODULE_W16 1u
 /* The kind honours snn_run.out_round (its last pass over y and dx rounds them), so the
  * wrapper's own rounding pass goes. */
@@ -219,6 +225,10 @@ struct snn_module {
      * boundary as before (in_store / out_store). */
     int defer_bias;
     struct snn_module *bias_src;
+    /* The bias its GEMMs add as a 16-bit wrapper rounded it (FP32 values; the wrapper's copy,
+     * refreshed by the module's forward), which a defer_bias neuron adds instead of
+     * params[1].data; NULL: params[1].data as it is. */
+    const float *bias_rounded;
     /* The gradient this module's backward receives, when a loss wrote it in a 16-bit type
      * straight into the model's dy buffer: set for one backward by snn_model_backward_dy16
      * on the module that writes the model's output (a SNN_MODULE_DY16 kind inside a direct

@@ -73,7 +73,7 @@ static snn_status residual_backward(snn_module *m, const snn_run *r, const float
     snn_module *c = m->children[0], *first = branch_first(c);
     /* a first module that adds the skip gradient to its dx itself (a pre-norm branch's
      * LayerNorm, SNN_MODULE_DX_ADD; not while a wrapper runs it) saves the sum below */
-    const int fused = dx && first->ops == snn_module_own_ops(first) && (first->ops->flags & SNN_MODULE_DX_ADD);
+    const int fused = dx && dx != dy && first->ops == snn_module_own_ops(first) && (first->ops->flags & SNN_MODULE_DX_ADD);
     if (fused) first->dx_add = dy;
     /* The inner module still runs with dx == NULL: its parameter gradients are needed. */
     snn_status st = c->ops->backward(c, r, x, s->inner_y, dy, dx);

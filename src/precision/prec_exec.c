@@ -24,6 +24,14 @@ snn_param *snn_prec_gemm_weight(const snn_prec_module *pm) {
     return pm->orig->gemm_weight ? pm->orig->gemm_weight(pm->m) : pm->m->n_params ? &pm->m->params[0] : NULL;
 }
 
+snn_param *snn_prec_gemm_bias(const snn_prec_module *pm) {
+    const snn_module *m = pm->m;
+    return (pm->orig->flags & SNN_MODULE_W16) && !pm->orig->gemm_weight && m->n_params > 1 &&
+                   m->params[1].kind == SNN_PARAM_WEIGHT
+               ? &pm->m->params[1]
+               : NULL;
+}
+
 static size_t in_floats(const snn_module *m, const snn_run *r) { return snn_rows(r) * snn_shape_numel(m->in); }
 static size_t out_floats(const snn_module *m, const snn_run *r) { return snn_rows(r) * snn_shape_numel(m->out); }
 
@@ -68,6 +76,11 @@ static snn_status g16_direct_call(snn_module *m, const snn_run *r, int backward,
     } else if (!backward) {
         if (pm->w16 && (!pm->w16_valid || pm->w16_version != p->model->param_version)) {
             SNN_TRY(m->be->cast(m->be, p->half, pm->w16, m->params[0].data, m->params[0].numel));
+            if (pm->b16) { /* the bias rounded with it (SNN_MODULE_W16) */
+                const snn_param *b = &m->params[1];
+                SNN_TRY(m->be->cast(m->be, p->half, pm->b16, b->data, b->numel));
+                SNN_TRY(round_buf(m, p->half, pm->b32, b->data, b->numel));
+            }
             pm->w16_version = p->model->param_version;
             pm->w16_valid = 1;
         }
@@ -99,10 +112,15 @@ static snn_status g16_direct_call(snn_module *m, const snn_run *r, int backward,
     /* a kind that rounds what it writes last saves the pass below */
     const int rounds_out = (pm->orig->flags & SNN_MODULE_ROUNDS_OUT) != 0;
     if (rounds_out) r16.out_round = (int)p->half;
-    float *w = pm->w16 ? m->params[0].data : NULL;
+    float *w = pm->w16 ? m->params[0].data : NULL, *bias = pm->b16 ? m->params[1].data : NULL;
     if (pm->w16) m->params[0].data = (float *)pm->w16;
+    if (pm->b16 && !backward) { /* the rounded bias (the backward reads only its gradient) */
+        m->params[1].data = pm->b32;
+        r16.bias16 = pm->b16;
+    }
     snn_status st = backward ? pm->orig->backward(m, &r16, x, y, dy, out) : pm->orig->forward(m, &r16, x, out);
     if (pm->w16) m->params[0].data = w;
+    if (bias) m->params[1].data = bias;
     SNN_TRY(st);
     /* FP32 outputs are rounded here; 16-bit ones were written rounded by the GEMM */
     size_t n = backward ? in_floats(m, r) : out_floats(m, r);
@@ -119,16 +137,21 @@ static snn_status g16_forward(snn_module *m, const snn_run *r, const float *x, f
     if (snn_prec_gemm16_on_direct_path(pm)) return g16_direct_call(m, r, 0, x, NULL, NULL, y);
     snn_precision *p = pm->p;
     snn_param *wp = snn_prec_gemm_weight(pm); /* NULL: a kind without a weight (attention) */
+    snn_param *bp = snn_prec_gemm_bias(pm);
     size_t nx = in_floats(m, r), nw = wp ? wp->numel : 0;
-    float *x16 = p->scratch, *w16 = x16 + nx;
+    /* the bias after the weight, in the room the plan keeps for the backward's dy */
+    float *x16 = p->scratch, *w16 = x16 + nx, *b16 = w16 + nw;
     SNN_TRY(round_buf(m, p->half, x16, x, nx));
     if (wp) SNN_TRY(round_buf(m, p->half, w16, wp->data, nw));
+    if (bp) SNN_TRY(round_buf(m, p->half, b16, bp->data, bp->numel));
     snn_run r16 = *r;
     r16.gemm_type = (int)p->half;
-    float *w = wp ? wp->data : NULL;
+    float *w = wp ? wp->data : NULL, *b = bp ? bp->data : NULL;
     if (wp) wp->data = w16;
+    if (bp) bp->data = b16;
     snn_status st = pm->orig->forward(m, &r16, x16, y);
     if (wp) wp->data = w;
+    if (bp) bp->data = b;
     SNN_TRY(st);
     return m->round_deferred ? SNN_OK : round_buf(m, p->half, y, y, out_floats(m, r));
 }

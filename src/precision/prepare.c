@@ -377,6 +377,9 @@ void snn_precision_free(snn_precision *p) {
     for (int i = 0; i < p->n_mods; i++) {
         snn_prec_module *pm = &p->mods[i];
         if (pm->w16) p->be->free(p->be, pm->w16);
+        if (pm->b16) p->be->free(p->be, pm->b16);
+        if (pm->b32) p->be->free(p->be, pm->b32);
+        if (p->model) pm->m->bias_rounded = NULL;
         if (pm->x16) p->be->free(p->be, pm->x16);
         if (pm->has_fp8_state) {
             snn_fp8_state_free(&pm->sx);
@@ -428,6 +431,13 @@ snn_status snn_precision_plan(snn_precision *p, int T, int N) {
         if (s > need) need = s;
         if (snn_prec_gemm16_direct(p, pm) && nw && !pm->w16)
             SNN_TRY(p->be->alloc(p->be, nw * 2, &pm->w16));
+        const snn_param *bias = pm->kind == SNN_PM_GEMM16 ? snn_prec_gemm_bias(pm) : NULL;
+        if (pm->w16 && bias && !pm->b16) {
+            SNN_TRY(p->be->alloc(p->be, bias->numel * 2, &pm->b16));
+            SNN_TRY(p->be->alloc(p->be, bias->numel * 4, (void **)&pm->b32));
+            pm->w16_valid = 0;
+            m->bias_rounded = pm->b32;
+        }
         /* a Linear's 16-bit copy of x, kept from its forward for its backward (prec_exec.c);
          * none where x is stored 16-bit already (a 16-bit boundary, assigned before the plan) */
         if (snn_prec_gemm16_direct(p, pm) && (pm->orig->flags & SNN_MODULE_TYPED_IO) && !pm->m->in_store &&

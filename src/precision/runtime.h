@@ -30,6 +30,11 @@ typedef struct snn_prec_module {
                                     backend: the GEMMs round the FP32 operands, no copy */
     uint64_t w16_version;        /* the model's param_version w16 was cast at (w16_valid) */
     int w16_valid;
+    void *b16;                   /* with w16, a kind with a bias (params[1], SNN_MODULE_W16): the
+                                    bias rounded to the 16-bit type, as that type (for a 16-bit C,
+                                    snn_run.bias16) and as FP32 values (b32: what its GEMMs with an
+                                    FP32 C and a defer_bias neuron add); cast with w16 */
+    float *b32;
     void *x16;                   /* a direct 16-bit Linear (SNN_MODULE_TYPED_IO) with an FP32 x:
                                     the forward's 16-bit copy of x, which its backward's weight
                                     gradient multiplies again (snn_run.x16); x16_cap elements */
@@ -88,6 +93,8 @@ snn_status snn_precision_sync_amax(struct snn_precision *p);
 
 /* The weight a wrapped GEMM module's GEMMs read (snn_module_ops.gemm_weight or params[0]). */
 snn_param *snn_prec_gemm_weight(const snn_prec_module *pm);
+/* The bias a 16-bit wrapper rounds (params[1] of a SNN_MODULE_W16 kind), NULL if none. */
+snn_param *snn_prec_gemm_bias(const snn_prec_module *pm);
 
 /* Size the scratch for (T, N); called by snn_model_plan. */
 snn_status snn_precision_plan(struct snn_precision *p, int T, int N);

@@ -417,7 +417,7 @@ static void test_gelu_io(void) {
 /* LayerNorm with its output side stored 16-bit (layernorm_forward_io / _backward_io, before a
  * 16-bit Linear): y is the FP32 entry's y rounded, bit for bit; fed the widened 16-bit dy, the
  * FP32 entry gives the same dx, dw and db bit for bit. With dx_add (a residual's skip
- * gradient, also in place: dx_add == dx) dx is that plus the plain dx, one FP32 add. */
+ * gradient) dx is that plus the plain dx, one FP32 add, on both entries. */
 static void test_layernorm_io(void) {
     static const snn_dtype ts[2] = {SNN_BF16, SNN_F16};
     const size_t V = 301;
@@ -443,16 +443,16 @@ static void test_layernorm_io(void) {
         OK(gpu->alloc(gpu, gpu->layernorm_work_bytes(gpu, V, F), &work));
         float *skip = hnew(n, -2.0f, 2.0f), *d_skip = dnewf(skip, n);
         float *g[4][3];
-        for (int v = 0; v < 4; v++) { /* 0 FP32, 1 typed, 2 typed + dx_add, 3 FP32 + dx_add in place */
-            float *d_dx = dnewf(v == 3 ? skip : NULL, n), *d_dw = dnewf(NULL, (size_t)F), *d_db = dnewf(NULL, (size_t)F);
+        for (int v = 0; v < 4; v++) { /* 0 FP32, 1 typed, 2 typed + dx_add, 3 FP32 + dx_add */
+            float *d_dx = dnewf(NULL, n), *d_dw = dnewf(NULL, (size_t)F), *d_db = dnewf(NULL, (size_t)F);
             OK(gpu->fill(gpu, d_dw, 0.25f, (size_t)F));
             OK(gpu->fill(gpu, d_db, -0.25f, (size_t)F));
             if (v == 1 || v == 2)
                 OK(gpu->layernorm_backward_io(gpu, yt, V, F, d_x, d_w, d_mu, d_rs, d_dy16, d_dx, v == 2 ? d_skip : NULL,
                                               d_dw, d_db, work));
             else
-                OK(gpu->layernorm_backward(gpu, V, F, d_x, d_w, d_mu, d_rs, d_dy, d_dx, v == 3 ? d_dx : NULL, d_dw, d_db,
-                                           work));
+                OK(gpu->layernorm_backward(gpu, V, F, d_x, d_w, d_mu, d_rs, d_dy, d_dx, v == 3 ? d_skip : NULL, d_dw,
+                                           d_db, work));
             g[v][0] = downf(d_dx, n), g[v][1] = downf(d_dw, (size_t)F), g[v][2] = downf(d_db, (size_t)F);
             dfree(d_dx), dfree(d_dw), dfree(d_db);
         }
@@ -465,8 +465,8 @@ static void test_layernorm_io(void) {
         for (int v = 2; v < 4; v++)
             CHECK_MSG(mismatches(g[v][0], sum, n, &first) == 0 && mismatches(g[v][1], g[0][1], (size_t)F, &first) == 0 &&
                           mismatches(g[v][2], g[0][2], (size_t)F, &first) == 0,
-                      "layernorm backward %s with dx_add%s: not the skip gradient plus dx (first at %zu)",
-                      snn_dtype_name(yt), v == 3 ? " in place" : "", first);
+                      "layernorm backward %s with dx_add (%s entry): not the skip gradient plus dx (first at %zu)",
+                      snn_dtype_name(yt), v == 3 ? "FP32" : "typed", first);
         free(sum), free(skip), dfree(d_skip);
         for (int t = 0; t < 4; t++)
             for (int j = 0; j < 3; j++) free(g[t][j]);
@@ -558,8 +558,9 @@ static float round_one(snn_dtype t, float v) { return t == SNN_F32 ? v : snn_rou
 
 /* feed: what the GPU table gets. 0: operands the caller rounded (as the CPU table);
  * 1: unrounded FP32 operands (the table rounds them: gemm_rounds); 2: unrounded A and B as
- * 16-bit storage (b_store). The CPU reference always multiplies the rounded operands.
- * use_bias 2: the bias 4 bytes past a 16-byte boundary (no epilogue). */
+ * 16-bit storage (b_store); 3: A and C 16-bit storage; 4: as 3 with the bias rounded and
+ * stored 16-bit (bias_store, a 16-bit module's bias). The CPU reference always multiplies the
+ * rounded operands. use_bias 2: the bias one element past a 16-byte boundary (no epilogue). */
 static void gemm_case_fed(snn_dtype ab, snn_dtype cr, int ta, int tb, int M, int N, int K, int pad, int use_bias,
                           int use_beta, int feed) {
     const int ra = ta ? K : M, ca = ta ? M : K, rb = tb ? N : K, cb = tb ? K : N;
@@ -567,6 +568,8 @@ static void gemm_case_fed(snn_dtype ab, snn_dtype cr, int ta, int tb, int M, int
     const size_t na = (size_t)ra * lda, nb = (size_t)rb * ldb, nc = (size_t)M * ldc;
     float *A = hnew(na, -1.0f, 1.0f), *B = hnew(nb, -1.0f, 1.0f), *C0 = hnew(nc, -1.0f, 1.0f);
     float *bias = hnew((size_t)N, -0.5f, 0.5f);
+    if (feed == 4)
+        for (int j = 0; j < N; j++) bias[j] = round_one(ab, bias[j]);
     float alpha, beta = 0.0f;
     snn_test_fill_uniform(&alpha, 1, 0.5f, 2.0f, &rng);
     if (use_beta) snn_test_fill_uniform(&beta, 1, -1.5f, 1.5f, &rng);
@@ -588,8 +591,14 @@ static void gemm_case_fed(snn_dtype ab, snn_dtype cr, int ta, int tb, int M, int
     float *dbias = dnewf(NULL, (size_t)N + 1);
     OK(gpu->upload(gpu, dbias + (use_bias == 2), bias, (size_t)N * 4));
     g.A = dA, g.B = dB, g.C = dC, g.bias = use_bias ? dbias + (use_bias == 2) : NULL;
-    void *dB16 = NULL, *dA16 = NULL, *dC16 = NULL;
-    if (feed == 3) { /* A (unrounded on the way in) and C stored 16-bit; beta 0 */
+    void *dB16 = NULL, *dA16 = NULL, *dC16 = NULL, *dbias16 = NULL;
+    if (feed == 4 && use_bias) {
+        OK(gpu->alloc(gpu, (size_t)N * 2 + 2, &dbias16));
+        OK(gpu->cast(gpu, ab, (char *)dbias16 + 2 * (use_bias == 2), dbias + (use_bias == 2), (size_t)N));
+        g.bias = (const float *)(const void *)((char *)dbias16 + 2 * (use_bias == 2));
+        g.bias_store = ab;
+    }
+    if (feed >= 3) { /* A (unrounded on the way in) and C stored 16-bit; beta 0 */
         OK(gpu->alloc(gpu, na * 2 + 2, &dA16));
         OK(gpu->cast(gpu, ab, dA16, dA, na));
         g.A = (const float *)dA16;
@@ -607,8 +616,8 @@ static void gemm_case_fed(snn_dtype ab, snn_dtype cr, int ta, int tb, int M, int
     }
     snn_status st = gpu->gemm(gpu, &g);
     CHECK_MSG(st == SNN_OK, "gemm: %s", snn_last_error());
-    float *got = feed == 3 ? down_typed(ab, dC16, nc) : downf(dC, nc);
-    if (feed == 3) /* the untouched padding compares with C0 as it was stored */
+    float *got = feed >= 3 ? down_typed(ab, dC16, nc) : downf(dC, nc);
+    if (feed >= 3) /* the untouched padding compares with C0 as it was stored */
         for (size_t i = 0; i < nc; i++) C0[i] = snn_round_to(ab, C0[i], 0);
     const double ulp16 = cr == SNN_F16 ? 0x1p-10 : cr == SNN_BF16 ? 0x1p-7 : 0.0;
     const double sub16 = cr == SNN_F16 ? 0x1p-24 : 0.0; /* F16's subnormal spacing */
@@ -637,7 +646,7 @@ static void gemm_case_fed(snn_dtype ab, snn_dtype cr, int ta, int tb, int M, int
     for (int i = 0; i < M; i++)
         for (int j = N; j < ldc; j++) {
             const float a = got[(size_t)i * ldc + j], b = C0[(size_t)i * ldc + j];
-            if (fbits(a) != fbits(b) && !(feed == 3 && isnan(a) && isnan(b))) pad_bad++;
+            if (fbits(a) != fbits(b) && !(feed >= 3 && isnan(a) && isnan(b))) pad_bad++;
         }
     CHECK_MSG(bad == 0 && pad_bad == 0,
               "gemm ab=%s c_round=%s ta=%d tb=%d M=%d N=%d K=%d pad=%d bias=%d beta=%g feed=%d: %d outside the "
@@ -649,6 +658,7 @@ static void gemm_case_fed(snn_dtype ab, snn_dtype cr, int ta, int tb, int M, int
     if (dB16) dfree(dB16);
     if (dA16) dfree(dA16);
     if (dC16) dfree(dC16);
+    if (dbias16) dfree(dbias16);
 }
 
 static void gemm_case(snn_dtype ab, snn_dtype cr, int ta, int tb, int M, int N, int K, int pad, int use_bias,
@@ -689,6 +699,11 @@ static void test_gemm(void) {
         for (int ai = 1; ai < 3; ai++, ci++)
             gemm_case_fed(abs_[ai], abs_[ai], ci % 2, (ci / 2) % 2, shapes[si].M, shapes[si].N, shapes[si].K,
                           shapes[si].pad, 1 + ci % 2, 0, 3);
+    /* the same with the bias rounded and stored 16-bit (epilogue, and the unaligned kernel) */
+    for (size_t si = 1; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (int ai = 1; ai < 3; ai++, ci++)
+            gemm_case_fed(abs_[ai], abs_[ai], ci % 2, (ci / 2) % 2, shapes[si].M, shapes[si].N, shapes[si].K,
+                          shapes[si].pad, 1 + ci % 2, 0, 4);
     /* refusals */
     float *d = dnewf(NULL, 64);
     snn_gemm g;
@@ -702,6 +717,9 @@ static void test_gemm(void) {
     CHECK(gpu->gemm(gpu, NULL) == SNN_E_INVALID);
     CHECK(gpu->gemm_f32 == NULL);
     g.lda = 4, g.b_store = SNN_BF16; /* a 16-bit B needs 16-bit operands */
+    CHECK(gpu->gemm(gpu, &g) == SNN_E_INVALID);
+    CHECK(cpu->gemm(cpu, &g) == SNN_E_UNSUPPORTED);
+    g.b_store = SNN_F32, g.bias = d, g.bias_store = SNN_BF16; /* a 16-bit bias needs a C of its type */
     CHECK(gpu->gemm(gpu, &g) == SNN_E_INVALID);
     CHECK(cpu->gemm(cpu, &g) == SNN_E_UNSUPPORTED);
     dfree(d);

@@ -24,9 +24,11 @@ snn_status snn_cpu_gemm(const snn_backend *be, const snn_gemm *g) {
     if (g->lda < (a_cols > 1 ? a_cols : 1) || g->ldb < (b_cols > 1 ? b_cols : 1) || g->ldc < (g->N > 1 ? g->N : 1))
         return snn_error(SNN_E_SHAPE, "gemm: leading dimensions %d, %d, %d are smaller than the rows they hold "
                          "(%d, %d, %d)", g->lda, g->ldb, g->ldc, a_cols, b_cols, g->N);
-    if (g->a_store != SNN_F32 || g->b_store != SNN_F32 || g->c_store != SNN_F32)
-        return snn_error(SNN_E_UNSUPPORTED, "gemm: the CPU table takes FP32 operands only (stored as %s, %s, %s)",
-                         snn_dtype_name(g->a_store), snn_dtype_name(g->b_store), snn_dtype_name(g->c_store));
+    if (g->a_store != SNN_F32 || g->b_store != SNN_F32 || g->c_store != SNN_F32 || g->bias_store != SNN_F32)
+        return snn_error(SNN_E_UNSUPPORTED,
+                         "gemm: the CPU table takes FP32 operands only (stored as %s, %s, %s, bias %s)",
+                         snn_dtype_name(g->a_store), snn_dtype_name(g->b_store), snn_dtype_name(g->c_store),
+                         snn_dtype_name(g->bias_store));
     float beta = g->beta;
     if (g->bias) {
         /* C = beta C + bias, then the product accumulates onto it */

@@ -18,7 +18,7 @@ typedef struct {
     int align_a, align_b, align_c; /* pointer alignment (bytes, capped at 256) */
     int has_ascale, has_bscale, has_dscale, has_amax, beta_zero;
     int a_mode, b_mode; /* snn_cuda_scale_mode of our A and B */
-    int has_bias;       /* epilogue C[i][j] += bias[j] (FP32) */
+    int has_bias;       /* epilogue C[i][j] += bias[j]: 0 none, 1 FP32, 2 BF16, 3 F16 bias values */
     int batch;          /* strided batch count (0 or 1: one GEMM) */
     long long stride_a, stride_b, stride_c; /* elements between the batch's operands */
 } plan_key;
@@ -225,7 +225,7 @@ static snn_status plan_build(snn_cuda_gemm_state *g, const plan_key *k, plan *p)
     if (k->has_bias) {
         /* cuBLAS's rows are our columns: its per-row bias is our bias[j] */
         cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS;
-        cudaDataType_t bt32 = CUDA_R_32F;
+        cudaDataType_t bt32 = k->has_bias == 2 ? CUDA_R_16BF : k->has_bias == 3 ? CUDA_R_16F : CUDA_R_32F;
         LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
         LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt32, sizeof bt32));
     }
@@ -287,7 +287,7 @@ static snn_status plan_pointers(plan *p, const float *as, const float *bs, const
     return SNN_OK;
 }
 
-static snn_status plan_bias(plan *p, const float *bias) {
+static snn_status plan_bias(plan *p, const void *bias) {
     LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     return SNN_OK;
 }
@@ -367,12 +367,22 @@ extern "C" snn_status snn_cuda_gemm(snn_cuda *c, const snn_cuda_gemm_desc *d, fl
 
 static snn_status gemm_run(snn_cuda *c, const snn_cuda_gemm_desc *d, float alpha, const void *A, const void *B,
                            float beta, void *C, const float *a_scale, const float *b_scale, const float *d_scale,
-                           float *d_amax, const float *bias, int batch, long long sa, long long sb, long long sc);
+                           float *d_amax, const void *bias, snn_dtype bias_type, int batch, long long sa,
+                           long long sb, long long sc);
 
 snn_status snn_cuda_gemm_bias(snn_cuda *c, const snn_cuda_gemm_desc *d, float alpha, const void *A, const void *B,
                               float beta, void *C, const float *a_scale, const float *b_scale, const float *d_scale,
                               float *d_amax, const float *bias) {
-    return gemm_run(c, d, alpha, A, B, beta, C, a_scale, b_scale, d_scale, d_amax, bias, 1, 0, 0, 0);
+    return gemm_run(c, d, alpha, A, B, beta, C, a_scale, b_scale, d_scale, d_amax, bias, SNN_F32, 1, 0, 0, 0);
+}
+
+snn_status snn_cuda_gemm_bias_t(snn_cuda *c, const snn_cuda_gemm_desc *d, float alpha, const void *A, const void *B,
+                                float beta, void *C, const void *bias, snn_dtype bias_type) {
+    if (bias_type != SNN_F32 && (bias_type != d->c_type || !snn_cuda_is_16(bias_type)))
+        return snn_error(SNN_E_UNSUPPORTED, "GEMM bias epilogue: a %s bias needs a %s output (got %s)",
+                         snn_cuda_dtype_name(bias_type), snn_cuda_dtype_name(bias_type),
+                         snn_cuda_dtype_name(d->c_type));
+    return gemm_run(c, d, alpha, A, B, beta, C, NULL, NULL, NULL, NULL, bias, bias_type, 1, 0, 0, 0);
 }
 
 snn_status snn_cuda_gemm_batched(snn_cuda *c, const snn_cuda_gemm_desc *d, int batch, long long stride_a,
@@ -382,12 +392,14 @@ snn_status snn_cuda_gemm_batched(snn_cuda *c, const snn_cuda_gemm_desc *d, int b
         return snn_error(SNN_E_INVALID, "batched GEMM: batch %d must be positive and the strides non-negative", batch);
     if (snn_cuda_is_fp8(d->a_type) || snn_cuda_is_fp8(d->b_type))
         return snn_error(SNN_E_UNSUPPORTED, "batched GEMM: FP8 operands are not supported");
-    return gemm_run(c, d, alpha, A, B, beta, C, NULL, NULL, NULL, NULL, NULL, batch, stride_a, stride_b, stride_c);
+    return gemm_run(c, d, alpha, A, B, beta, C, NULL, NULL, NULL, NULL, NULL, SNN_F32, batch, stride_a, stride_b,
+                    stride_c);
 }
 
 static snn_status gemm_run(snn_cuda *c, const snn_cuda_gemm_desc *d, float alpha, const void *A, const void *B,
                            float beta, void *C, const float *a_scale, const float *b_scale, const float *d_scale,
-                           float *d_amax, const float *bias, int batch, long long sa, long long sb, long long sc) {
+                           float *d_amax, const void *bias, snn_dtype bias_type, int batch, long long sa,
+                           long long sb, long long sc) {
     SNN_TRY(check_desc(d, beta, a_scale, b_scale, d_scale, d_amax));
     if (bias && snn_cuda_is_fp8(d->a_type))
         return snn_error(SNN_E_UNSUPPORTED, "GEMM bias epilogue: FP8 operands are not supported here");
@@ -417,7 +429,7 @@ static snn_status gemm_run(snn_cuda *c, const snn_cuda_gemm_desc *d, float alpha
     k.beta_zero = beta == 0.0f;
     k.a_mode = (int)d->a_scale_mode;
     k.b_mode = (int)d->b_scale_mode;
-    k.has_bias = bias != NULL;
+    k.has_bias = !bias ? 0 : bias_type == SNN_BF16 ? 2 : bias_type == SNN_F16 ? 3 : 1;
     if (batch > 1) {
         k.batch = batch;
         k.stride_a = sa;

@@ -46,7 +46,8 @@ ln_fwd_kernel(const float *__restrict__ x, Y *__restrict__ y, size_t V, int F,
 
 template <typename Y>
 __global__ void __launch_bounds__(LN_WARPS * 32)
-ln_dx_kernel(const float *__restrict__ x, const Y *__restrict__ dy, float *dx, const float *dx_add,
+ln_dx_kernel(const float *__restrict__ x, const Y *__restrict__ dy, float *__restrict__ dx,
+             const float *__restrict__ dx_add,
              size_t V, int F, const float *__restrict__ w, const double *__restrict__ mean,
              const double *__restrict__ rstd) {
     const int lane = threadIdx.x & 31;

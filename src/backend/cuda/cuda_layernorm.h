@@ -25,7 +25,7 @@ snn_status snn_cuda_layernorm_backward(snn_cuda *c, const float *x, const float 
 snn_status snn_cuda_layernorm_forward_t(snn_cuda *c, snn_dtype yt, const float *x, void *y, size_t V, int F,
                                         const float *gamma, const float *beta, float eps, double *save_mean,
                                         double *save_rstd);
-/* dx_add (may be NULL, may be dx): dx = dx_add + the gradient (backend.h). */
+/* dx_add (may be NULL; not overlapping dx): dx = dx_add + the gradient (backend.h). */
 snn_status snn_cuda_layernorm_backward_t(snn_cuda *c, snn_dtype yt, const float *x, const void *dy, float *dx,
                                          const float *dx_add, size_t V, int F, const float *gamma, const double *save_mean,
                                          const double *save_rstd, float *dgamma, float *dbeta, void *work);

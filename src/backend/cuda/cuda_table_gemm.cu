@@ -75,19 +75,21 @@ inline size_t span(int rows, int cols, int ld) { return (size_t)(rows - 1) * (si
 /* A 16-bit C (already validated: 16-bit t, beta 0, K > 0): the product with its bias in
  * cuBLASLt's epilogue, rounded once into C; without an epilogue-able bias, an FP32 product
  * in the workspace, the bias added and the result rounded into C by one kernel. */
-template <typename T>
-__global__ void bias_round_kernel(T *C, int ldc, const float *P, int M, int N, const float *bias) {
+template <typename T, typename Bt>
+__global__ void bias_round_kernel(T *C, int ldc, const float *P, int M, int N, const Bt *bias) {
     /* rows over blockIdx.y, four columns a thread where the rows allow (vec: N % 4 == 0 and
-     * 16-byte P, 8-byte C rows): no division per element */
+     * 16-byte P, 8-byte C rows, FP32 bias; a 16-bit bias, held as T, takes the scalar loop):
+     * no division per element */
     const bool vec = N % 4 == 0 && ldc % 4 == 0 && ((uintptr_t)P & 15u) == 0 && ((uintptr_t)C & 7u) == 0 &&
-                     (!bias || ((uintptr_t)bias & 15u) == 0);
+                     (!bias || (sizeof(Bt) == 4 && ((uintptr_t)bias & 15u) == 0));
     for (int i = blockIdx.y; i < M; i += gridDim.y) {
         const float *p = P + (size_t)i * (size_t)N;
         T *c = C + (size_t)i * (size_t)ldc;
         if (vec) {
             for (int j = 4 * (blockIdx.x * blockDim.x + threadIdx.x); j < N; j += 4 * gridDim.x * blockDim.x) {
                 const float4 v = *reinterpret_cast<const float4 *>(p + j);
-                const float4 b = bias ? *reinterpret_cast<const float4 *>(bias + j) : make_float4(0.f, 0.f, 0.f, 0.f);
+                const float4 b = bias ? *reinterpret_cast<const float4 *>((const float *)bias + j)
+                                      : make_float4(0.f, 0.f, 0.f, 0.f);
                 /* backend.h's order: bias first, then the product */
                 union {
                     T h[4];
@@ -101,7 +103,7 @@ __global__ void bias_round_kernel(T *C, int ldc, const float *P, int M, int N, c
             }
         } else {
             for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < N; j += gridDim.x * blockDim.x)
-                c[j] = Io<T>::st(bias ? __fadd_rn(bias[j], p[j]) : p[j]);
+                c[j] = Io<T>::st(bias ? __fadd_rn(Io<Bt>::ld(bias[j]), p[j]) : p[j]);
         }
     }
 }
@@ -136,6 +138,9 @@ snn_status t_gemm(const snn_backend *be, const snn_gemm *g) {
                              snn_cuda_dtype_name(st3[i]), snn_cuda_dtype_name(st3[i]));
     if (g->c_store != SNN_F32 && (g->beta != 0.0f || g->K == 0))
         return snn_error(SNN_E_INVALID, "gemm: a 16-bit C is written once (beta 0, K > 0)");
+    if (g->bias_store != SNN_F32 && (!g->bias || g->bias_store != g->c_store || g->c_store != g->ab_type))
+        return snn_error(SNN_E_INVALID, "gemm: a bias stored as %s needs a C stored as that type (C: %s)",
+                         snn_cuda_dtype_name(g->bias_store), snn_cuda_dtype_name(g->c_store));
     if (g->c_store != SNN_F32) return gemm_c16(be, g, t);
     snn_cuda *c = snn_cuda_table_ctx(be);
     float beta = g->beta;
@@ -255,7 +260,8 @@ snn_status gemm_c16(const snn_backend *be, const snn_gemm *g0, snn_dtype t) {
     if (epi) {
         snn_cuda_gemm_desc d = snn_cuda_gd(g->trans_a ? 1 : 0, g->trans_b ? 1 : 0, g->M, g->N, g->K, t, t, t, g->lda,
                                            g->ldb, g->ldc, 0);
-        snn_status st = snn_cuda_gemm_bias(c, &d, g->alpha, A, B, 0.0f, g->C, NULL, NULL, NULL, NULL, g->bias);
+        /* a 16-bit bias (bias_store: the rounded bias of a 16-bit module) in the epilogue */
+        snn_status st = snn_cuda_gemm_bias_t(c, &d, g->alpha, A, B, 0.0f, g->C, g->bias, g->bias_store);
         /* a cuBLASLt without an FP32-bias epilogue for 16-bit outputs: the kernel below */
         if (st != SNN_E_UNSUPPORTED || !g->bias) return st;
         snn_clear_error();
@@ -266,11 +272,18 @@ snn_status gemm_c16(const snn_backend *be, const snn_gemm *g0, snn_dtype t) {
     SNN_TRY(snn_cuda_gemm(c, &d, g->alpha, A, B, 0.0f, P, NULL, NULL, NULL, NULL));
     const unsigned gx = (unsigned)((g->N + 1023) / 1024 < 8 ? (g->N + 1023) / 1024 : 8);
     const dim3 grid(gx, (unsigned)(g->M < 65535 ? g->M : 65535));
-    if (t == SNN_BF16)
-        bias_round_kernel<__nv_bfloat16><<<grid, 256, 0, st_of(be)>>>((__nv_bfloat16 *)g->C, g->ldc, P, g->M, g->N,
-                                                                       g->bias);
+    const bool b16 = g->bias && g->bias_store != SNN_F32;
+    if (t == SNN_BF16 && b16)
+        bias_round_kernel<__nv_bfloat16, __nv_bfloat16><<<grid, 256, 0, st_of(be)>>>(
+            (__nv_bfloat16 *)g->C, g->ldc, P, g->M, g->N, (const __nv_bfloat16 *)(const void *)g->bias);
+    else if (t == SNN_BF16)
+        bias_round_kernel<__nv_bfloat16, float><<<grid, 256, 0, st_of(be)>>>((__nv_bfloat16 *)g->C, g->ldc, P, g->M,
+                                                                              g->N, g->bias);
+    else if (b16)
+        bias_round_kernel<__half, __half><<<grid, 256, 0, st_of(be)>>>((__half *)g->C, g->ldc, P, g->M, g->N,
+                                                                        (const __half *)(const void *)g->bias);
     else
-        bias_round_kernel<__half><<<grid, 256, 0, st_of(be)>>>((__half *)g->C, g->ldc, P, g->M, g->N, g->bias);
+        bias_round_kernel<__half, float><<<grid, 256, 0, st_of(be)>>>((__half *)g->C, g->ldc, P, g->M, g->N, g->bias);
     SNN_CU_LAUNCHED("gemm 16-bit output");
     return SNN_OK;
 }
