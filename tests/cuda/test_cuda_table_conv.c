@@ -636,14 +636,25 @@ static void compare_model(int kind, const char *prec, int T, int N, int steps) {
         const float *pg = snn_model_params(g.m);
         CHECK(pg != NULL);
         if (!pg) break;
-        size_t off = 0;
+        /* AdamW's first steps move a weight by about lr whatever its gradient's size: a
+         * gradient within the comparison's own error of zero (|g| <= gbound max|g|) has no
+         * determined sign, and its weight may move either way on the two devices */
+        size_t off = 0, loose = 0;
         for (size_t i = 0; i < np; i++)
-            if (!(fabs((double)pg[i] - pc[i]) <= ptol)) off++;
+            if (!(fabs((double)pg[i] - pc[i]) <= ptol)) {
+                if (fabs((double)gc[i]) <= gbound * gm) loose++;
+                else off++;
+            }
         CHECK_MSG(off <= np / off_frac, "%s %s step %d: %zu of %zu parameters differ after the AdamW step",
                   names[kind], prec, s + 1, off, np);
         if (s == 0)
             printf("  %-20s %-5s step 1: |dy| %.2e of %.2e, |dg| %.2e of %.2e, params off %zu/%zu\n", names[kind],
                    prec, yd, ym, gd, gm, off, np);
+        if (loose) { /* the two models now differ by design: later steps would compare that */
+            printf("  %-20s %-5s step %d: %zu weights with gradients within the bound of zero moved apart; "
+                   "stopping here\n", names[kind], prec, s + 1, loose);
+            break;
+        }
     }
     free(x);
     free(dy);

@@ -440,11 +440,14 @@ __global__ void __launch_bounds__(1024) colsum_lanes_kernel(const T *x, int rows
         const T *p = x + (size_t)l * (size_t)cols + j;
         const size_t step = (size_t)32 * (size_t)cols;
         int r = l;
-        /* four loads in flight; the adds stay in row order */
-        for (; r + 96 < rows; r += 128, p += 4 * step) {
-            const float v0 = Io<T>::ld(p[0]), v1 = Io<T>::ld(p[step]), v2 = Io<T>::ld(p[2 * step]),
-                        v3 = Io<T>::ld(p[3 * step]);
-            acc = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(acc, v0), v1), v2), v3);
+        /* sixteen loads in flight, the adds in row order: with few columns (768: 24 blocks) each
+         * lane's chain of rows / 32 adds waits on memory, not on the adds */
+        for (; r + 32 * 15 < rows; r += 32 * 16, p += 16 * step) {
+            float v[16];
+#pragma unroll
+            for (int u = 0; u < 16; u++) v[u] = Io<T>::ld(p[u * step]);
+#pragma unroll
+            for (int u = 0; u < 16; u++) acc = __fadd_rn(acc, v[u]);
         }
         for (; r < rows; r += 32, p += step) acc = __fadd_rn(acc, Io<T>::ld(p[0]));
     }
