@@ -432,7 +432,11 @@ struct snn_backend {
      * precision mode): q, k, v (and the backward's dy) are t values (the caller rounded them;
      * a gemm_rounds backend rounds FP32 ones itself), P is rounded to t where it multiplies
      * (P v, P^T dy) and dZ where it does (dZ k, dZ^T q); the scores, the softmax, dP and
-     * rowsum stay FP32 / double and P is saved unrounded. work: attention_work_bytes. */
+     * rowsum stay FP32 / double and P is saved unrounded. A table may round exp(Z - running
+     * row max) instead of P where it multiplies v and divide by the row sum after the product
+     * (the CUDA flash path: FlashAttention's single sweep; the same 16-bit rounding taken
+     * before the division, so y agrees to that rounding, not bit for bit). work:
+     * attention_work_bytes. */
     snn_status (*attention_forward)(const snn_backend *be, snn_dtype t, int R, int S, int H, int G, int hd,
                                     float scale, const float *x, float *y, float *P, void *work);
     /* dx [R][S][(H + 2G) hd] overwritten from dy [R][S][H hd] and the forward's P:

@@ -9,14 +9,22 @@
  * The products are mma.sync m16n8k16 with FP32 accumulation; operands are rounded to t (RNE)
  * as the tiles are loaded from the FP32 arrays, so no cast pass runs either.
  *
- *   forward   one block per 64 queries of one head. Pass 1 over the key tiles up to the
- *             diagonal: the row max m and the sum l of exp(z - m) (online: l rescaled when m
- *             grows). Pass 2: p = exp(z - m) (1 / l) exactly as the reference normalises it,
- *             rounded to t, y += p v. Saved for the backward instead of P: [R][H][S][2] =
- *             (m, 1 / l) per query row, in the first floats of P (attention_saves_probs = 0),
- *             and the output before any rounding of y, O [R][S][H hd], in `work`.
- *             Two passes instead of the usual rescaled single pass so that the 16-bit P that
- *             multiplies v is the reference's normalised P, not exp(z - running max).
+ *   forward   one block per 128 queries of one head, 32 rows a warp (two 16-row strips that
+ *             share every key / value fragment: half the shared-memory reads a product of
+ *             16-row warps), the queries' fragments held in registers; one sweep over the key
+ *             tiles up to the block's last query with the running row max m and sum l
+ *             (FlashAttention's online softmax): p = exp(z - m_running) rounded to t multiplies
+ *             v into an FP32 accumulator that is rescaled by exp(m_old - m_new) when m grows;
+ *             y = acc (1 / l) at the end. A warp whose rows all precede a key tile skips it.
+ *             The 16-bit value that multiplies v is exp(z - m_running), not the reference's
+ *             normalised P: the same relative rounding (2^-9 for BF16) taken before instead of
+ *             after the division, so y agrees with the reference to the 16-bit rounding of P,
+ *             not bit for bit (test_cuda_table_lm's bound). Saved for the backward instead of
+ *             P: [R][H][S][2] = (m, 1 / l) per query row (final values), in the first floats
+ *             of P (attention_saves_probs = 0), and the output before any rounding of y,
+ *             O [R][S][H hd], in `work`. (Until 2026-12-07 the forward made two sweeps, the
+ *             first for m and l, so that the rounded P was the normalised one: a third more
+ *             tile products and twice the exponentials.)
  *   backward  dq: one block per 64 queries. c = rowsum(dP P) is dy . O for each query row:
  *             sum_j (dy v_j) P_ij = dy . (sum_j P_ij v_j), with the P that multiplied v (its
  *             16-bit rounding) where the reference sums the unrounded P, a relative
@@ -27,7 +35,7 @@
  *             the query tiles from the diagonal down: P^T and dZ^T recomputed (from m, 1/l, c),
  *             dv += P^T dy, dk += dZ^T q. Every output element is written by one thread once:
  *             no atomics, the same result on every run.
- * Recomputing the scores costs FLOPs (10 tile products per pair instead of the 6 of the
+ * Recomputing the scores costs FLOPs (9 tile products per pair instead of the 6 of the
  * materialised path) but only the causal half is computed, and the S x S traffic goes. */
 #include <math.h>
 #include <stdint.h>
@@ -78,10 +86,10 @@ template <> struct fa<__half> {
 /* Rows r0..r0+63 of a matrix stored as E (row stride ld elements, D columns from src) into a
  * tile s[64][D + 8] of t values: FP32 rounded (RNE), t itself copied; rows at or past S are
  * zeros. The 8 padding columns put the 8 rows a fragment load touches on distinct banks. */
-template <typename T, int D, typename E>
+template <typename T, int D, typename E, int NR = FB>
 __device__ __forceinline__ void load_tile(uint16_t *s, const E *src, size_t ld, int r0, int S) {
     constexpr int V4 = D / 4, LD = D + 8;
-    for (int e = threadIdx.x; e < FB * V4; e += FT) {
+    for (int e = threadIdx.x; e < NR * V4; e += FT) {
         const int r = e / V4, c = (e % V4) * 4;
         uint2 w = make_uint2(0u, 0u);
         if constexpr (std::is_same<E, float>::value) {
@@ -121,13 +129,13 @@ __device__ __forceinline__ void cp_wait_prev() {
     __syncthreads();
 }
 
-template <typename T, int D, typename E>
+template <typename T, int D, typename E, int NR = FB>
 __device__ __forceinline__ void fetch_tile(uint16_t *s, const E *src, size_t ld, int r0, int S) {
     if constexpr (std::is_same<E, float>::value) {
-        load_tile<T, D, E>(s, src, ld, r0, S);
+        load_tile<T, D, E, NR>(s, src, ld, r0, S);
     } else {
         constexpr int C = D / 8, LD = D + 8; /* 16-byte chunks a row */
-        for (int e = threadIdx.x; e < FB * C; e += FT) {
+        for (int e = threadIdx.x; e < NR * C; e += FT) {
             const int r = e / C, c = (e % C) * 8;
             const bool ok = r0 + r < S;
             cp_async(s + r * LD + c, ok ? (const void *)(src + (size_t)(r0 + r) * ld + c) : (const void *)src, 16,
@@ -284,82 +292,182 @@ __device__ __forceinline__ void mask_diagonal(float s[8][4], int r0, int lim) {
         }
 }
 
-template <typename T, int D, typename E>
-__global__ void __launch_bounds__(FT) fa_fwd_kernel(int S, int H, int G, float sl2, const E *x, E *y, float *ml,
-                                                    float *oc) {
+/* The A fragments of a warp's 16-row strip at r0 of sa over all D columns, held in registers
+ * for a loop in which the strip does not change (the forward's queries). */
+template <int D>
+__device__ __forceinline__ void load_strip_a(uint32_t a[D / 16][4], const uint16_t *sa, int r0) {
+#pragma unroll
+    for (int k = 0; k < D / 16; k++) ld_a(a[k], sa, D + 8, r0, k * 16);
+}
+
+/* ---- The forward takes 128 queries a block: each warp 32 rows (two 16-row strips), so every
+ * key / value fragment loaded from shared memory feeds four products instead of two. */
+constexpr int FM = 128;
+
+/* acc[2][8][4] = the two A strips (registers) times the 64 rows of sb as B columns, over D. */
+template <typename T, int D>
+__device__ __forceinline__ void strip2_product_ra(float acc[2][8][4], const uint32_t a[2][D / 16][4],
+                                                  const uint16_t *sb) {
     constexpr int LD = D + 8;
-    __shared__ __align__(16) uint16_t sq[FB * LD], sk[2][FB * LD], sv[2][FB * LD];
+#pragma unroll
+    for (int m = 0; m < 2; m++)
+#pragma unroll
+        for (int n = 0; n < 8; n++) acc[m][n][0] = acc[m][n][1] = acc[m][n][2] = acc[m][n][3] = 0.0f;
+#pragma unroll
+    for (int k = 0; k < D / 16; k++) {
+#pragma unroll
+        for (int n = 0; n < 8; n += 2) {
+            uint32_t b[4];
+            ld_b_rows2(b, sb, LD, n * 8, k * 16);
+#pragma unroll
+            for (int m = 0; m < 2; m++) {
+                fa<T>::mma(acc[m][n], a[m][k], b);
+                fa<T>::mma(acc[m][n + 1], a[m][k], b + 2);
+            }
+        }
+    }
+}
+
+/* out[2][D/8][4] += (the two 16 x 64 strips held as C tiles, rounded to T) times sb's 64 rows. */
+template <typename T, int D>
+__device__ __forceinline__ void strip2_times_tile(float out[2][D / 8][4], const float c[2][8][4], const uint16_t *sb) {
+    constexpr int LD = D + 8;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        uint32_t a[2][4];
+#pragma unroll
+        for (int m = 0; m < 2; m++) c_to_a<T>(a[m], c[m][2 * k], c[m][2 * k + 1]);
+#pragma unroll
+        for (int n = 0; n < D / 8; n += 2) {
+            uint32_t b[4];
+            ld_b_cols2(b, sb, LD, k * 16, n * 8);
+#pragma unroll
+            for (int m = 0; m < 2; m++) {
+                fa<T>::mma(out[m][n], a[m], b);
+                fa<T>::mma(out[m][n + 1], a[m], b + 2);
+            }
+        }
+    }
+}
+
+/* -inf where key k0 + c lies after query row r (rows p0 + 16 m + g + 8 h) or at or past S. */
+__device__ __forceinline__ void mask_causal2(float s[2][8][4], int p0, int k0, int S) {
+    const int g = (threadIdx.x & 31) >> 2, q = threadIdx.x & 3;
+#pragma unroll
+    for (int m = 0; m < 2; m++)
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int c = k0 + n * 8 + 2 * q + (e & 1), r = p0 + 16 * m + g + (e >> 1) * 8;
+                if (c > r || c >= S) s[m][n][e] = -INFINITY;
+            }
+}
+
+template <int D> __host__ __device__ constexpr size_t tile_elems_fwd() { return (size_t)FB * (D + 8); }
+/* the query tile (128 rows), then the key and value tiles, two each */
+template <int D> constexpr size_t fwd_smem() { return ((size_t)FM * (D + 8) + 4 * tile_elems_fwd<D>()) * 2; }
+
+template <typename T, int D, typename E>
+__global__ void __launch_bounds__(FT, 2) fa_fwd_kernel(int S, int H, int G, float sl2, const E *x, E *y, float *ml,
+                                                       float *oc) {
+    constexpr int LD = D + 8;
+    constexpr size_t TE = tile_elems_fwd<D>();
+    extern __shared__ __align__(16) uint16_t fsm[];
+    uint16_t *sq = fsm, *skb = fsm + (size_t)FM * LD, *svb = skb + 2 * TE; /* k, v: two each */
     const int qb = (int)gridDim.x - 1 - (int)blockIdx.x; /* the longest rows first */
     const int h = blockIdx.y, g = h / (H / G), W = (H + 2 * G) * D, OW = H * D;
     const size_t b = blockIdx.z;
     const E *xb = x + b * (size_t)S * W, *kx = xb + (size_t)(H + g) * D, *vx = xb + (size_t)(H + G + g) * D;
-    const int q0 = qb * FB, r0 = (threadIdx.x >> 5) * 16, gr = (threadIdx.x & 31) >> 2;
-    const int i0 = q0 + r0 + gr, i1 = i0 + 8; /* this thread's two query rows */
-    fetch_tile<T, D, E>(sq, xb + (size_t)h * D, W, q0, S);
-    fetch_tile<T, D, E>(sk[0], kx, W, 0, S);
+    const int q0 = qb * FM, w0 = (threadIdx.x >> 5) * 32, gr = (threadIdx.x & 31) >> 2;
+    const int p0 = q0 + w0; /* the warp's first query row */
+    const int last = (q0 + FM < S ? q0 + FM : S) - 1, nkb = last / FB + 1;
+    fetch_tile<T, D, E, FM>(sq, xb + (size_t)h * D, W, q0, S);
+    fetch_tile<T, D, E>(skb, kx, W, 0, S);
+    fetch_tile<T, D, E>(svb, vx, W, 0, S);
     cp_commit();
-    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f; /* m in the base-2 domain */
-    float s[8][4];
-    for (int kb = 0; kb <= qb; kb++) {
-        if (kb < qb) fetch_tile<T, D, E>(sk[(kb + 1) & 1], kx, W, (kb + 1) * FB, S);
+    float m[2][2], l[2][2], s[2][8][4], o[2][D / 8][4];
+    uint32_t qa[2][D / 16][4];
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        m[i][0] = m[i][1] = -INFINITY; /* the base-2 domain */
+        l[i][0] = l[i][1] = 0.0f;
+#pragma unroll
+        for (int n = 0; n < D / 8; n++) o[i][n][0] = o[i][n][1] = o[i][n][2] = o[i][n][3] = 0.0f;
+    }
+    for (int kb = 0; kb < nkb; kb++) {
+        if (kb + 1 < nkb) {
+            fetch_tile<T, D, E>(skb + ((kb + 1) & 1) * TE, kx, W, (kb + 1) * FB, S);
+            fetch_tile<T, D, E>(svb + ((kb + 1) & 1) * TE, vx, W, (kb + 1) * FB, S);
+        }
         cp_commit();
         cp_wait_prev();
-        strip_product<T, D>(s, sq, r0, sk[kb & 1]);
-        if (kb == qb) mask_diagonal<false>(s, r0, S - q0);
-        float x0 = -INFINITY, x1 = -INFINITY;
-#pragma unroll
-        for (int n = 0; n < 8; n++) {
-            x0 = fmaxf(x0, fmaxf(s[n][0], s[n][1]));
-            x1 = fmaxf(x1, fmaxf(s[n][2], s[n][3]));
+        if (kb == 0) {
+            load_strip_a<D>(qa[0], sq, w0);
+            load_strip_a<D>(qa[1], sq, w0 + 16);
         }
-        /* sl2 > 0: the max of the scaled scores is the scaled max */
-        const float n0 = fmaxf(m0, quad_max(x0) * sl2), n1 = fmaxf(m1, quad_max(x1) * sl2);
-        float e0 = 0.0f, e1 = 0.0f;
+        const int k0 = kb * FB;
+        if (k0 <= p0 + 31) { /* a warp whose rows all precede the tile skips it */
+            strip2_product_ra<T, D>(s, qa, skb + (kb & 1) * TE);
+            if (k0 + FB - 1 > p0 || k0 + FB > S) mask_causal2(s, p0, k0, S);
 #pragma unroll
-        for (int n = 0; n < 8; n++) {
-            e0 += ex2(fmaf(s[n][0], sl2, -n0)) + ex2(fmaf(s[n][1], sl2, -n0));
-            e1 += ex2(fmaf(s[n][2], sl2, -n1)) + ex2(fmaf(s[n][3], sl2, -n1));
+            for (int i = 0; i < 2; i++) {
+                float x0 = -INFINITY, x1 = -INFINITY;
+#pragma unroll
+                for (int n = 0; n < 8; n++) {
+                    x0 = fmaxf(x0, fmaxf(s[i][n][0], s[i][n][1]));
+                    x1 = fmaxf(x1, fmaxf(s[i][n][2], s[i][n][3]));
+                }
+                /* sl2 > 0: the max of the scaled scores is the scaled max; key 0 (first tile) is
+                 * every row's, so the maxima are finite from there on and ex2(-inf) = 0 rescales
+                 * the empty start */
+                const float n0 = fmaxf(m[i][0], quad_max(x0) * sl2), n1 = fmaxf(m[i][1], quad_max(x1) * sl2);
+                const float a0 = ex2(m[i][0] - n0), a1 = ex2(m[i][1] - n1);
+                float e0 = 0.0f, e1 = 0.0f;
+#pragma unroll
+                for (int n = 0; n < 8; n++) {
+                    s[i][n][0] = ex2(fmaf(s[i][n][0], sl2, -n0));
+                    s[i][n][1] = ex2(fmaf(s[i][n][1], sl2, -n0));
+                    s[i][n][2] = ex2(fmaf(s[i][n][2], sl2, -n1));
+                    s[i][n][3] = ex2(fmaf(s[i][n][3], sl2, -n1));
+                    e0 += s[i][n][0] + s[i][n][1];
+                    e1 += s[i][n][2] + s[i][n][3];
+                }
+                l[i][0] = l[i][0] * a0 + quad_sum(e0);
+                l[i][1] = l[i][1] * a1 + quad_sum(e1);
+                m[i][0] = n0;
+                m[i][1] = n1;
+#pragma unroll
+                for (int n = 0; n < D / 8; n++) {
+                    o[i][n][0] *= a0;
+                    o[i][n][1] *= a0;
+                    o[i][n][2] *= a1;
+                    o[i][n][3] *= a1;
+                }
+            }
+            strip2_times_tile<T, D>(o, s, svb + (kb & 1) * TE);
         }
-        /* the first tile holds key 0, which every row sees: n0, n1 are finite from here on */
-        l0 = l0 * ex2(m0 - n0) + quad_sum(e0);
-        l1 = l1 * ex2(m1 - n1) + quad_sum(e1);
-        m0 = n0;
-        m1 = n1;
         __syncthreads(); /* the next iteration fetches into the other buffer's twin */
     }
-    const float v0 = (float)(1.0 / (double)l0), v1 = (float)(1.0 / (double)l1);
-    float o[D / 8][4];
-#pragma unroll
-    for (int n = 0; n < D / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-    fetch_tile<T, D, E>(sk[0], kx, W, 0, S);
-    fetch_tile<T, D, E>(sv[0], vx, W, 0, S);
-    cp_commit();
-    for (int kb = 0; kb <= qb; kb++) {
-        if (kb < qb) {
-            fetch_tile<T, D, E>(sk[(kb + 1) & 1], kx, W, (kb + 1) * FB, S);
-            fetch_tile<T, D, E>(sv[(kb + 1) & 1], vx, W, (kb + 1) * FB, S);
-        }
-        cp_commit();
-        cp_wait_prev();
-        strip_product<T, D>(s, sq, r0, sk[kb & 1]);
-        if (kb == qb) mask_diagonal<false>(s, r0, S - q0);
-#pragma unroll
-        for (int n = 0; n < 8; n++) {
-            s[n][0] = prob(s[n][0], sl2, m0, v0);
-            s[n][1] = prob(s[n][1], sl2, m0, v0);
-            s[n][2] = prob(s[n][2], sl2, m1, v1);
-            s[n][3] = prob(s[n][3], sl2, m1, v1);
-        }
-        strip_times_tile<T, D>(o, s, sv[kb & 1]);
-        __syncthreads();
-    }
-    /* y, and the same values into O for the backward's rowsum (the caller may round y) */
     const size_t yoff = b * (size_t)S * OW + (size_t)h * D;
-    store_strip<T, D, E>(y + yoff, OW, i0, S, o, 1.0f);
-    store_strip<T, D, float>(oc + yoff, OW, i0, S, o, 1.0f);
-    if ((threadIdx.x & 3) == 0) {
-        if (i0 < S) *reinterpret_cast<float2 *>(ml + ((b * H + h) * (size_t)S + i0) * 2) = make_float2(m0, v0);
-        if (i1 < S) *reinterpret_cast<float2 *>(ml + ((b * H + h) * (size_t)S + i1) * 2) = make_float2(m1, v1);
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const float v0 = (float)(1.0 / (double)l[i][0]), v1 = (float)(1.0 / (double)l[i][1]);
+#pragma unroll
+        for (int n = 0; n < D / 8; n++) {
+            o[i][n][0] = __fmul_rn(o[i][n][0], v0);
+            o[i][n][1] = __fmul_rn(o[i][n][1], v0);
+            o[i][n][2] = __fmul_rn(o[i][n][2], v1);
+            o[i][n][3] = __fmul_rn(o[i][n][3], v1);
+        }
+        const int i0 = p0 + 16 * i + gr, i1 = i0 + 8;
+        /* y, and the same values into O for the backward's rowsum (the caller may round y) */
+        store_strip<T, D, E>(y + yoff, OW, i0, S, o[i], 1.0f);
+        store_strip<T, D, float>(oc + yoff, OW, i0, S, o[i], 1.0f);
+        if ((threadIdx.x & 3) == 0) {
+            if (i0 < S) *reinterpret_cast<float2 *>(ml + ((b * H + h) * (size_t)S + i0) * 2) = make_float2(m[i][0], v0);
+            if (i1 < S) *reinterpret_cast<float2 *>(ml + ((b * H + h) * (size_t)S + i1) * 2) = make_float2(m[i][1], v1);
+        }
     }
 }
 
@@ -523,12 +631,14 @@ void launch_fwd(cudaStream_t st, int R, int S, int H, int G, float scale, const 
                 float *work) {
     const int W = (H + 2 * G) * D, OW = H * D;
     float *oc = work + o_offset(R, H, S);
+    /* above the 48 kB default (see launch_bwd) */
+    cudaFuncSetAttribute(fa_fwd_kernel<T, D, E>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fwd_smem<D>());
     for (int r0 = 0; r0 < R; r0 += ZMAX) {
         const int n = R - r0 < ZMAX ? R - r0 : ZMAX;
         const size_t rs = (size_t)r0 * S;
-        const dim3 grid((unsigned)((S + FB - 1) / FB), (unsigned)H, (unsigned)n);
-        fa_fwd_kernel<T, D, E><<<grid, FT, 0, st>>>(S, H, G, scale * LOG2E, (const E *)x + rs * W, (E *)y + rs * OW,
-                                                    ml + rs * H * 2, oc + rs * OW);
+        const dim3 grid((unsigned)((S + FM - 1) / FM), (unsigned)H, (unsigned)n);
+        fa_fwd_kernel<T, D, E><<<grid, FT, fwd_smem<D>(), st>>>(S, H, G, scale * LOG2E, (const E *)x + rs * W,
+                                                                (E *)y + rs * OW, ml + rs * H * 2, oc + rs * OW);
     }
 }
 
