@@ -350,7 +350,7 @@ static void test_attention(void) {
         attn_case_t(SNN_BF16, 3, 129, 3, 3, 32);
         attn_case_t(SNN_F16, 2, 100, 4, 1, 64);
         attn_case_t(SNN_BF16, 1, 300, 2, 2, 64); /* five tiles of keys */
-        attn_case_t(SNN_BF16, 1, 1024, 2, 1, 64); /* GPT-2's length: sixteen query blocks */
+        attn_case_t(SNN_BF16, 1, 1024, 2, 1, 64); /* GPT-2's length: eight forward query blocks */
         attn_case_t(SNN_BF16, 65537, 2, 1, 1, 32); /* more folded rows than one grid holds */
         attn_case_t(SNN_BF16, 3, 7, 4, 2, 8);
         attn_case_t(SNN_F16, 1, 150, 4, 1, 16);
