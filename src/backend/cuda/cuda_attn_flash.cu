@@ -83,8 +83,8 @@ template <> struct fa<__half> {
     }
 };
 
-/* Rows r0..r0+63 of a matrix stored as E (row stride ld elements, D columns from src) into a
- * tile s[64][D + 8] of t values: FP32 rounded (RNE), t itself copied; rows at or past S are
+/* Rows r0..r0+NR-1 of a matrix stored as E (row stride ld elements, D columns from src) into
+ * a tile s[NR][D + 8] of t values: FP32 rounded (RNE), t itself copied; rows at or past S are
  * zeros. The 8 padding columns put the 8 rows a fragment load touches on distinct banks. */
 template <typename T, int D, typename E, int NR = FB>
 __device__ __forceinline__ void load_tile(uint16_t *s, const E *src, size_t ld, int r0, int S) {
@@ -300,6 +300,9 @@ __device__ __forceinline__ void load_strip_a(uint32_t a[D / 16][4], const uint16
     for (int k = 0; k < D / 16; k++) ld_a(a[k], sa, D + 8, r0, k * 16);
 }
 
+/* Elements of one 64-row tile in shared memory (rows padded to D + 8). */
+template <int D> __host__ __device__ constexpr size_t tile_elems() { return (size_t)FB * (D + 8); }
+
 /* ---- The forward takes 128 queries a block: each warp 32 rows (two 16-row strips), so every
  * key / value fragment loaded from shared memory feeds four products instead of two. */
 constexpr int FM = 128;
@@ -364,15 +367,14 @@ __device__ __forceinline__ void mask_causal2(float s[2][8][4], int p0, int k0, i
             }
 }
 
-template <int D> __host__ __device__ constexpr size_t tile_elems_fwd() { return (size_t)FB * (D + 8); }
 /* the query tile (128 rows), then the key and value tiles, two each */
-template <int D> constexpr size_t fwd_smem() { return ((size_t)FM * (D + 8) + 4 * tile_elems_fwd<D>()) * 2; }
+template <int D> constexpr size_t fwd_smem() { return ((size_t)FM * (D + 8) + 4 * tile_elems<D>()) * 2; }
 
 template <typename T, int D, typename E>
 __global__ void __launch_bounds__(FT, 2) fa_fwd_kernel(int S, int H, int G, float sl2, const E *x, E *y, float *ml,
                                                        float *oc) {
     constexpr int LD = D + 8;
-    constexpr size_t TE = tile_elems_fwd<D>();
+    constexpr size_t TE = tile_elems<D>();
     extern __shared__ __align__(16) uint16_t fsm[];
     uint16_t *sq = fsm, *skb = fsm + (size_t)FM * LD, *svb = skb + 2 * TE; /* k, v: two each */
     const int qb = (int)gridDim.x - 1 - (int)blockIdx.x; /* the longest rows first */
@@ -478,7 +480,6 @@ __device__ __forceinline__ float2 row_state(const float *ml, size_t row0, int i,
 }
 
 /* Shared memory of the backward kernels (dynamic: more than the 48 kB of a static array). */
-template <int D> __host__ __device__ constexpr size_t tile_elems() { return (size_t)FB * (D + 8); }
 template <int D> constexpr size_t dq_smem() { return 6 * tile_elems<D>() * 2; }
 template <int D> constexpr size_t kv_smem() { return 6 * tile_elems<D>() * 2 + 2 * FB * (8 + 4); }
 
