@@ -11,6 +11,7 @@
 #include "harness.h"
 #include "nn/layers.h"
 #include "nn/model_internal.h"
+#include "optim/optim_internal.h"
 #include "snn/optim.h"
 
 static uint64_t rng_state;
@@ -271,6 +272,45 @@ static void test_clip(void) {
     free(g), free(g0);
 }
 
+/* The clip folded into the update (the distributed optimizer's path): the coefficient
+ * applied by the update gives the weights and state of a scaling pass and an ordinary step,
+ * bit for bit, for every optimizer kind, and leaves the gradient array unclipped. */
+static void test_clip_fold(void) {
+    const size_t n = 40009; /* the parallel paths and a vector tail */
+    float *p = fresh(n, -1, 1), *g = fresh(n, -2, 2);
+    for (int k = 0; k < 3; k++) {
+        snn_optim_opts o = make_opts((snn_optim_kind)k);
+        float *p1 = dup(p, n), *p2 = dup(p, n), *g1 = dup(g, n), *g2 = dup(g, n);
+        snn_optimizer *a = NULL, *b = NULL;
+        CHECK(snn_optimizer_create(&o, n, p1, g1, NULL, &a) == SNN_OK);
+        CHECK(snn_optimizer_create(&o, n, p2, g2, NULL, &b) == SNN_OK);
+        for (int step = 0; step < 3; step++) {
+            memcpy(g1, g, n * sizeof(float));
+            memcpy(g2, g, n * sizeof(float));
+            float n1 = snn_clip_grad_norm(g1, n, 3.0f), n2 = NAN, coef = NAN;
+            CHECK(snn_optimizer_step(a, -1.0f, 0) == SNN_OK);
+            CHECK(snn_clip_coef_on(snn_backend_cpu(), g2, n, 3.0f, &n2, &coef) == SNN_OK);
+            CHECK_MSG(coef > 0.0f && coef < 1.0f, "kind %d: clip coefficient %g", k, (double)coef);
+            CHECK(snn_optimizer_step_scaled(b, -1.0f, 0, coef) == SNN_OK);
+            CHECK(memcmp(&n1, &n2, sizeof n1) == 0);
+            CHECK_MSG(same_bits(p1, p2, n), "kind %d step %d: folded clip changed the weights", k, step);
+            CHECK(same_bits(g2, g, n)); /* not written */
+        }
+        for (size_t s = 0; s < snn_optimizer_num_states(a); s++) {
+            snn_optim_state ia, ib;
+            CHECK(snn_optimizer_state(a, s, &ia) == SNN_OK && snn_optimizer_state(b, s, &ib) == SNN_OK);
+            CHECK(same_bits(ia.data, ib.data, n));
+        }
+        /* the factor must be in (0, 1] */
+        CHECK(snn_optimizer_step_scaled(b, -1.0f, 0, 0.0f) == SNN_E_INVALID);
+        CHECK(snn_optimizer_step_scaled(b, -1.0f, 0, 1.5f) == SNN_E_INVALID);
+        CHECK(snn_optimizer_step_scaled(b, -1.0f, 0, NAN) == SNN_E_INVALID);
+        snn_optimizer_free(a), snn_optimizer_free(b);
+        free(p1), free(p2), free(g1), free(g2);
+    }
+    free(p), free(g);
+}
+
 static void test_errors(void) {
     const size_t n = 16;
     float *p = fresh(n, -1, 1), *g = fresh(n, -1, 1);
@@ -352,6 +392,7 @@ int main(void) {
     test_model();
     test_threads();
     test_clip();
+    test_clip_fold();
     test_errors();
     test_schedule();
     return snn_test_finish("test_optim");

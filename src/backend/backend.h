@@ -79,6 +79,9 @@ typedef struct snn_gemm {
  * (torch.optim, operation for operation). The scalars are the step's, computed on the host
  * in double and rounded once; a backend does exactly these rounded FP32 operations per
  * element (FMA where written), so every backend gives the same bits.
+ *   First, with gscale != 1 (the clip's coefficient): g = gscale·g, one rounded product —
+ *   the value a scaling pass over the gradients would have stored, without that pass; the
+ *   gradient array itself is not written.
  *   SGD:  d = l2 && decay ? fma(w, wd, g) : g
  *         momentum 0:  w = fma(d, nlr, w)
  *         else         b = first ? d : fma(d, keep, b·mom); d = nesterov ? fma(b, mom, d) : b;
@@ -94,6 +97,7 @@ typedef struct snn_optim_update {
     int nesterov, first;           /* SGD: Nesterov; first step (buffer = d) */
     float fb1, fc1, fb2, fc2, neg_step, bc2_sqrt, eps, shrink; /* Adam */
     int decoupled;                 /* AdamW's decay */
+    float gscale;                  /* the gradient's factor (exactly 1: as it is) */
 } snn_optim_update;
 
 /* FP8 quantise-dequantise of one GEMM operand (the rules of snn_fp8_prepare_operand,

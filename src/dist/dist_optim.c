@@ -185,11 +185,10 @@ static snn_status gather_params(snn_dist_optim *d) {
 
 snn_status snn_dist_optim_step(snn_dist_optim *d, float lr, float clip, int skip_in, float *grad_norm, int *skipped) {
     if (!d) return snn_error(SNN_E_INVALID, "distributed optimizer is NULL");
-    float norm;
-    if (d->dev && d->size == 1) {
-        SNN_TRY(snn_clip_grad_norm_on(d->dev, d->grads, d->n, clip > 0 ? clip : -1.0f, &norm));
-    } else if (d->size == 1) {
-        norm = snn_clip_grad_norm(d->grads, d->n, clip > 0 ? clip : -1.0f);
+    float norm, coef = 1.0f;
+    if (d->size == 1) { /* the clip's coefficient is applied inside the update */
+        SNN_TRY(snn_clip_coef_on(d->dev ? d->dev : snn_backend_cpu(), d->grads, d->n, clip > 0 ? clip : -1.0f, &norm,
+                                 &coef));
     } else if (d->dev) {
         /* through the host: the same arithmetic as a host model, then this rank's slice of
          * the reduced, clipped gradients back to the device for its optimizer */
@@ -200,7 +199,7 @@ snn_status snn_dist_optim_step(snn_dist_optim *d, float lr, float clip, int skip
         SNN_TRY(reduce_and_clip(d, d->grads, clip, &norm));
     }
     int skip = skip_in || !isfinite(norm);
-    SNN_TRY(snn_optimizer_step(d->local, lr, skip));
+    SNN_TRY(snn_optimizer_step_scaled(d->local, lr, skip, coef));
     if (!skip && d->size > 1) SNN_TRY(gather_params(d));
     if (grad_norm) *grad_norm = norm;
     if (skipped) *skipped = skip;

@@ -7,8 +7,10 @@
 #include "optim/optim_internal.h"
 #include "snn/optim.h"
 
-snn_status snn_clip_grad_norm_on(const snn_backend *be, float *grads, size_t n, float max_norm, float *norm_out) {
+snn_status snn_clip_coef_on(const snn_backend *be, float *grads, size_t n, float max_norm, float *norm_out,
+                            float *coef_out) {
     *norm_out = 0.0f;
+    *coef_out = 1.0f;
     if (!grads || n == 0) return SNN_OK;
     double total = 0.0;
     SNN_TRY(be->sumsq(be, grads, n, &total));
@@ -18,6 +20,15 @@ snn_status snn_clip_grad_norm_on(const snn_backend *be, float *grads, size_t n, 
     if (!(max_norm >= 0.0f)) return SNN_OK;  /* negative or NaN limit: measure only */
     /* torch: coef = max_norm / (total_norm + 1e-6), all in FP32, clamped to 1 */
     const float coef = max_norm / (norm + 1e-6f);
+    if (coef < 1.0f && coef > 0.0f) *coef_out = coef;
+    /* a coefficient that underflowed to zero is outside the update's (0, 1]: scaled here */
+    else if (coef <= 0.0f) SNN_TRY(be->scale(be, grads, grads, coef, n));
+    return SNN_OK;
+}
+
+snn_status snn_clip_grad_norm_on(const snn_backend *be, float *grads, size_t n, float max_norm, float *norm_out) {
+    float coef = 1.0f;
+    SNN_TRY(snn_clip_coef_on(be, grads, n, max_norm, norm_out, &coef));
     if (coef < 1.0f) SNN_TRY(be->scale(be, grads, grads, coef, n));
     return SNN_OK;
 }

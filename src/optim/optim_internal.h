@@ -8,6 +8,18 @@
  * with max_norm >= 0 the gradients are scaled by max_norm / (norm + 1e-6) when that is < 1. */
 snn_status snn_clip_grad_norm_on(const snn_backend *be, float *grads, size_t n, float max_norm, float *norm_out);
 
+/* The same measurement without the scaling pass: *coef_out is the factor the gradients
+ * would be multiplied by (1 when they are not clipped), for snn_optimizer_step_scaled to
+ * apply inside the update. One pass over the gradients fewer, the same updated weights bit
+ * for bit; the gradient array keeps the unclipped values (a coefficient that underflows to
+ * zero is the exception: it is applied to the array here and *coef_out stays 1). */
+snn_status snn_clip_coef_on(const snn_backend *be, float *grads, size_t n, float max_norm, float *norm_out,
+                            float *coef_out);
+
+/* snn_optimizer_step with every gradient multiplied by gscale (in (0, 1]; one rounded
+ * product per element, backend.h's snn_optim_update.gscale) as the update reads it. */
+snn_status snn_optimizer_step_scaled(snn_optimizer *opt, float lr, int skip, float gscale);
+
 /* snn_optimizer_create over arrays in the memory of `be`'s device (params, grads and the
  * state live there; decay_mask is host memory, copied). */
 snn_status snn_optimizer_create_on(const snn_backend *be, const snn_optim_opts *o, size_t n, float *params,

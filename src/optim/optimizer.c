@@ -250,6 +250,7 @@ static snn_optim_update step_scalars(const snn_optimizer *opt, double lr) {
     memset(&u, 0, sizeof u);
     const snn_optim_opts *o = &opt->o;
     u.wd = o->weight_decay;
+    u.gscale = 1.0f;
     if (o->kind == SNN_OPTIM_SGD) {
         u.adam = 0;
         u.l2 = o->weight_decay != 0;
@@ -279,7 +280,13 @@ static snn_optim_update step_scalars(const snn_optimizer *opt, double lr) {
 }
 
 snn_status snn_optimizer_step(snn_optimizer *opt, float lr, int skip) {
+    return snn_optimizer_step_scaled(opt, lr, skip, 1.0f);
+}
+
+snn_status snn_optimizer_step_scaled(snn_optimizer *opt, float lr, int skip, float gscale) {
     if (!opt) return snn_error(SNN_E_INVALID, "snn_optimizer_step: optimizer is NULL");
+    if (!(gscale > 0.0f && gscale <= 1.0f))
+        return snn_error(SNN_E_INVALID, "snn_optimizer_step: gradient factor %g outside (0, 1]", (double)gscale);
     if (skip) {
         opt->nonfinite = 0;
         return SNN_OK;
@@ -293,6 +300,7 @@ snn_status snn_optimizer_step(snn_optimizer *opt, float lr, int skip) {
         opt->host_live = 0;
     }
     snn_optim_update u = step_scalars(opt, (double)lr);
+    u.gscale = gscale;
     int bad = 0;
     SNN_TRY(opt->be->optim_update(opt->be, &u, opt->n, opt->params, opt->grads, opt->state[0], opt->state[1],
                                   opt->mask, &bad));

@@ -1144,6 +1144,7 @@ static snn_optim_update make_update(int adam, int decoupled, double lr, double w
     memset(&u, 0, sizeof u);
     u.adam = adam;
     u.wd = (float)wd;
+    u.gscale = 1.0f;
     if (!adam) {
         u.l2 = wd != 0;
         u.nlr = (float)(-lr);
@@ -1240,6 +1241,16 @@ static void test_optim(void) {
             optim_case("adamw inf gradient", &u, n, mask, 1, 1);
             u = make_update(0, 0, 0.1, 0.0, 0.9, 0.0, 0, 1, 1);
             optim_case("sgd inf gradient", &u, n, mask, 1, 1);
+            /* the clip's coefficient inside the update */
+            u = make_update(1, 1, 3e-4, 0.1, 0, 0, 0, 0, 3);
+            u.gscale = 0.3712f;
+            optim_case("adamw scaled gradient", &u, n, mask, 1, 0);
+            u = make_update(0, 0, 0.1, 5e-4, 0.9, 0.1, 0, 0, 1);
+            u.gscale = 0.0913f;
+            optim_case("sgd momentum scaled gradient", &u, n, mask, 1, 0);
+            u = make_update(0, 0, 0.05, 1e-3, 0.0, 0.0, 0, 1, 1);
+            u.gscale = 0.61f;
+            optim_case("sgd l2 scaled gradient", &u, n, mask, 0, 0);
         }
     }
     snn_optim_update u = make_update(1, 0, 1e-3, 0.0, 0, 0, 0, 0, 1);

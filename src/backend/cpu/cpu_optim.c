@@ -32,13 +32,14 @@ static int decays(const uint8_t *dm, size_t i) { return dm ? dm[i] != 0 : 1; }
 
 static int sgd_update(const snn_optim_update *u, size_t n, float *restrict p, const float *restrict g,
                       float *restrict buf, const uint8_t *restrict dm) {
-    const float wd = u->wd, mom = u->mom, keep = u->keep, nlr = u->nlr;
-    const int l2 = u->l2, nest = u->nesterov, first = u->first;
+    const float wd = u->wd, mom = u->mom, keep = u->keep, nlr = u->nlr, gs = u->gscale;
+    const int l2 = u->l2, nest = u->nesterov, first = u->first, scaled = gs != 1.0f;
     int bad = 0;
     if (mom == 0 || !buf) {
 #pragma omp parallel for simd schedule(static) reduction(|:bad) if (n >= OPT_PAR_MIN)
         for (size_t i = 0; i < n; i++) {
-            float d = (l2 && decays(dm, i)) ? OPT_FMA(p[i], wd, g[i]) : g[i];
+            const float gi = scaled ? gs * g[i] : g[i];
+            float d = (l2 && decays(dm, i)) ? OPT_FMA(p[i], wd, gi) : gi;
             float q = OPT_FMA(d, nlr, p[i]);
             p[i] = q;
             bad |= OPT_BAD(q);
@@ -47,7 +48,8 @@ static int sgd_update(const snn_optim_update *u, size_t n, float *restrict p, co
     }
 #pragma omp parallel for simd schedule(static) reduction(|:bad) if (n >= OPT_PAR_MIN)
     for (size_t i = 0; i < n; i++) {
-        float d = (l2 && decays(dm, i)) ? OPT_FMA(p[i], wd, g[i]) : g[i];
+        const float gi = scaled ? gs * g[i] : g[i];
+        float d = (l2 && decays(dm, i)) ? OPT_FMA(p[i], wd, gi) : gi;
         float b = first ? d : OPT_FMA(d, keep, buf[i] * mom);
         buf[i] = b;
         d = nest ? OPT_FMA(b, mom, d) : b;
@@ -59,6 +61,7 @@ static int sgd_update(const snn_optim_update *u, size_t n, float *restrict p, co
 }
 
 static inline float adam_one(const snn_optim_update *a, float pi, float gi, float *mi_io, float *vi_io, int decay) {
+    if (a->gscale != 1.0f) gi = a->gscale * gi;
     if (a->l2 && decay) gi = OPT_FMA(pi, a->wd, gi);
     if (a->decoupled && decay) pi = pi * a->shrink;
     float mi = OPT_FMA(gi, a->fc1, *mi_io * a->fb1);
@@ -84,11 +87,13 @@ static int adam_range(const snn_optim_update *a, float *restrict p, const float 
     const __m256 fb2 = _mm256_set1_ps(a->fb2), fc2 = _mm256_set1_ps(a->fc2);
     const __m256 nstep = _mm256_set1_ps(a->neg_step), bc2s = _mm256_set1_ps(a->bc2_sqrt);
     const __m256 eps = _mm256_set1_ps(a->eps), wd = _mm256_set1_ps(a->wd);
-    const __m256 shrink = _mm256_set1_ps(a->shrink);
+    const __m256 shrink = _mm256_set1_ps(a->shrink), gs = _mm256_set1_ps(a->gscale);
+    const int scaled = a->gscale != 1.0f;
     const __m256i zero = _mm256_setzero_si256();
     __m256 badv = _mm256_setzero_ps();
     for (; i + 8 <= hi; i += 8) {
         __m256 pi = _mm256_loadu_ps(p + i), gi = _mm256_loadu_ps(g + i);
+        if (scaled) gi = _mm256_mul_ps(gs, gi);
         if (a->l2 || a->decoupled) {
             __m256 sel;
             if (dm) {

@@ -26,7 +26,7 @@ __global__ void __launch_bounds__(256)
     bool bad = false;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += stride) {
         const bool decay = !mask || mask[i] != 0;
-        float p = w[i], gi = g[i], q;
+        float p = w[i], gi = u.gscale != 1.0f ? __fmul_rn(u.gscale, g[i]) : g[i], q;
         if (!u.adam) {
             float d = (u.l2 && decay) ? __fmaf_rn(p, u.wd, gi) : gi;
             if (u.mom != 0.0f && s0) { /* no buffer: plain SGD, as the CPU */
