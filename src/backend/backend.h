@@ -500,6 +500,14 @@ struct snn_backend {
                                   float *y, float *v);
     snn_status (*bispike_backward)(const snn_backend *be, int T, size_t E, float decay, float amp, const float *v,
                                    const float *y, const float *dy, float *dx);
+    /* CUDA only (NULL elsewhere): y and dy stored as yt (FP32, or 16-bit: y rounded RNE once,
+     * the value a 16-bit GEMM reading it would round it to); x, v and dx FP32. The backward
+     * takes s_{t-1} again from the saved v (s is a function of v: the forward's values), so
+     * it reads no y. With yt FP32 the results are the plain entries', bit for bit. */
+    snn_status (*bispike_forward_io)(const snn_backend *be, int T, size_t E, float decay, float amp, snn_dtype yt,
+                                     const float *x, void *y, float *v);
+    snn_status (*bispike_backward_io)(const snn_backend *be, int T, size_t E, float decay, float amp, snn_dtype yt,
+                                      const float *v, const void *dy, float *dx);
     /* The LM cross-entropy of include/snn/lm.h (snn_lm_cross_entropy) on the table's memory:
      * logits [T][N][S][V], labels [N][S] (int32), mask [N][S] (may be NULL), token_loss
      * [N][S] (double), dlogits (may be NULL) [T][N][S][V] = grad_scale d(loss_sum)/d(logits);

@@ -38,7 +38,12 @@ static void bis_reserve(snn_module *m, snn_arena *a, int T, int N) {
 static snn_status bis_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
     bis_impl *s = m->impl;
     if (!s->v) return snn_error(SNN_E_STATE, "%s: reserve must run before forward", m->name);
-    SNN_TRY(m->be->bispike_forward(m->be, r->T, (size_t)r->N * snn_shape_numel(m->in), s->decay, s->amp, x, y, s->v));
+    const size_t E = (size_t)r->N * snn_shape_numel(m->in);
+    /* y stored 16-bit before a 16-bit GEMM that rounds it (prec_store.c): the typed entry */
+    if (m->out_store)
+        SNN_TRY(m->be->bispike_forward_io(m->be, r->T, E, s->decay, s->amp, (snn_dtype)m->out_store, x, y, s->v));
+    else
+        SNN_TRY(m->be->bispike_forward(m->be, r->T, E, s->decay, s->amp, x, y, s->v));
     s->have_forward = 1;
     return SNN_OK;
 }
@@ -49,13 +54,16 @@ static snn_status bis_backward(snn_module *m, const snn_run *r, const float *x, 
     bis_impl *s = m->impl;
     if (!s->have_forward) return snn_error(SNN_E_STATE, "%s: backward called before forward", m->name);
     if (!dx) return SNN_OK;
-    return m->be->bispike_backward(m->be, r->T, (size_t)r->N * snn_shape_numel(m->in), s->decay, s->amp, s->v, y, dy,
-                                   dx);
+    const size_t E = (size_t)r->N * snn_shape_numel(m->in);
+    if (m->out_store)
+        return m->be->bispike_backward_io(m->be, r->T, E, s->decay, s->amp, (snn_dtype)m->out_store, s->v, dy, dx);
+    return m->be->bispike_backward(m->be, r->T, E, s->decay, s->amp, s->v, y, dy, dx);
 }
 
 static const snn_module_ops bis_ops = {
     .id = SNN_KIND_ELASTIC_BISPIKE, .kind = "ElasticBiSpike",
     .devices = SNN_DEVMASK_ALL,
+    .flags = SNN_MODULE_TYPED_IO, /* y and dy: 16-bit before a 16-bit GEMM (prec_store.c) */
     .setup = bis_setup,
     .reserve = bis_reserve,
     .forward = bis_forward,

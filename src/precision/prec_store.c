@@ -18,7 +18,10 @@
  * are the first one's rounded output, y is rounded by the second as its input, and the
  * gradients likewise), on a table whose attention takes 16-bit storage (attention_io16);
  * and a LayerNorm's output before such a GEMM module (it rounds its input and writes its dx
- * rounded; the norm's x and dx stay FP32: layernorm_forward_io). Storing such a boundary in
+ * rounded; the norm's x and dx stay FP32: layernorm_forward_io), and SpikeLM's bi-spike
+ * transition before such a GEMM module in the same way (bispike_forward_io: y rounded once,
+ * the value the GEMM would round it to; its backward takes the spikes from the saved v and
+ * reads dy 16-bit). Storing such a boundary in
  * d changes no value; it removes the passes that rounded FP32 copies and converted them for
  * the GEMM. On a table with
  * neuron_forward_io_bias a Linear with a bias before such a neuron also leaves its bias and
@@ -37,8 +40,12 @@ int snn_prec_gemm16_direct(const snn_precision *p, const snn_prec_module *pm) {
 /* What kind of boundary end m is: 1 a direct 16-bit GEMM module, 2 a plain neuron, 3 an
  * elementwise kind that computes in FP32 from whatever its sides store (GELU, on a table with
  * its typed entries), 4 the causal attention (both sides or neither), 5 a LayerNorm (its
- * output side only), 0 none of these. */
+ * output side only), 6 SpikeLM's bi-spike transition (its output side only: before a 16-bit
+ * GEMM that rounds its input and writes its dx rounded; its x and dx stay FP32), 0 none of
+ * these. */
 static int end_kind(const snn_precision *p, const snn_module *m) {
+    if (!m->prec && snn_module_kind_is(m, SNN_KIND_ELASTIC_BISPIKE) && (m->ops->flags & SNN_MODULE_TYPED_IO))
+        return p->be->bispike_forward_io && p->be->bispike_backward_io ? 6 : 0;
     if (!m->prec && snn_module_kind_is(m, SNN_KIND_GELU) && (m->ops->flags & SNN_MODULE_TYPED_IO))
         return p->be->gelu_forward_io && p->be->gelu_backward_io ? 3 : 0;
     if (!m->prec && snn_module_kind_is(m, SNN_KIND_LAYERNORM) && (m->ops->flags & SNN_MODULE_TYPED_IO))
@@ -106,7 +113,7 @@ static void visit(snn_module *m, void *ctx) {
         /* GEMM -> neuron, neuron -> GEMM, GEMM -> GEMM, GEMM -> elementwise, elementwise ->
          * GEMM (both directions hold: see above, the GEMM side rounds); neuron -> neuron has
          * no rounding on either side, and an elementwise kind only meets a GEMM */
-        if (kp && kq && (kp == 1 || kq == 1) && (kp < 3 || kq == 1) && (kq < 3 || kp == 1) && kq != 5)
+        if (kp && kq && (kp == 1 || kq == 1) && (kp < 3 || kq == 1) && (kq < 3 || kp == 1) && kq != 5 && kq != 6)
             P->out_store = Q->in_store = (int)c->p->half;
     }
     /* a neuron's typed io has one type for x, spikes and both gradients, and the attention's

@@ -32,7 +32,8 @@
  *                    sign of their own, up to 0.1 % x lr each, sqrt(1e-3) ~ 3e-2 of the
  *                    update in the worst case, typically far less) or 1e-1 (spikelm);
  *   validation loss  the loss bound of the model;
- *   bf16, fp16 gpt   (bf16: 2 microbatches; fp16: 1, the fused step with its loss scaler)
+ *   bf16, fp16 gpt,  (bf16: 2 microbatches; fp16: 1, the fused step with its loss scaler;
+ *   bf16 spikelm     spikelm's bi-spike writes its output 16-bit for its Linear on the GPU)
  *                    loss 1e-2, grad norm 1e-1, update 2e-1: both devices round the same FP32
  *                    values to the same 16-bit operands, but a GEMM output that differs by one
  *                    FP32 ulp (another summation order) can round to a neighbouring 16-bit
@@ -277,6 +278,8 @@ int main(void) {
     run_model(SNN_LM_MODEL_SPIKELM, "spikelm", data, root, self);
     g_prec = 1;
     run_model(SNN_LM_MODEL_GPT, "gpt-bf16", data, root, self);
+    /* the bi-spike's output stored 16-bit before its 16-bit Linear on the GPU */
+    run_model(SNN_LM_MODEL_SPIKELM, "spikelm-bf16", data, root, self);
     g_prec = 2; /* the fused backward + step of snn_precision_backward, its loss scaler in the checkpoint */
     run_model(SNN_LM_MODEL_GPT, "gpt-fp16", data, root, self);
     snn_comm_free(self);

@@ -449,6 +449,45 @@ static void bis_case(int T, size_t E, float decay, float amp) {
     OK(gpu->bispike_backward(gpu, T, E, decay, amp, d_v, d_y, d_dy, d_dx));
     float *gdx = downf(d_dx, n);
     CHECK_BITS("bispike_backward", gdx, dx, n);
+    /* the typed entries: y stored 16-bit is the CPU's y rounded once, v the same bits; the
+     * backward from a 16-bit dy (and no y: the spikes come from v) is the CPU's backward from
+     * the same dy values in FP32, bit for bit; FP32 storage is the plain entries' */
+    static const snn_dtype yts[] = {SNN_F32, SNN_BF16, SNN_F16};
+    for (int k = 0; gpu->bispike_forward_io && k < 3; k++) {
+        const snn_dtype t = yts[k];
+        const size_t es = t == SNN_F32 ? 4 : 2;
+        float *dyr = hcopy(dy, n), *dxr = hpoisoned(n);
+        for (size_t i = 0; t != SNN_F32 && i < n; i++) dyr[i] = snn_round_to(t, dy[i], 0);
+        OK(cpu->bispike_backward(cpu, T, E, decay, amp, v, y, dyr, dxr));
+        unsigned char *dyt = xmalloc(n * es), *yt = xmalloc(n * es);
+        for (size_t i = 0; i < n; i++) {
+            if (t == SNN_F32) memcpy(dyt + 4 * i, &dyr[i], 4);
+            else {
+                const uint16_t h = to16(t, dyr[i]);
+                memcpy(dyt + 2 * i, &h, 2);
+            }
+        }
+        void *d_yt = dnew(NULL, n * es), *d_dyt = dnew(dyt, n * es);
+        float *d_v2 = dnewf(NULL, n), *d_dx2 = dnewf(NULL, n);
+        OK(gpu->bispike_forward_io(gpu, T, E, decay, amp, t, d_x, d_yt, d_v2));
+        OK(gpu->bispike_backward_io(gpu, T, E, decay, amp, t, d_v2, d_dyt, d_dx2));
+        down(yt, d_yt, n * es);
+        float *gv2 = downf(d_v2, n), *gdx2 = downf(d_dx2, n);
+        size_t by = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (t == SNN_F32) by += memcmp(yt + 4 * i, &y[i], 4) != 0;
+            else {
+                const uint16_t h = to16(t, y[i]);
+                by += memcmp(yt + 2 * i, &h, 2) != 0;
+            }
+        }
+        CHECK_MSG(by == 0, "bispike_forward_io %s T %d E %zu: %zu y values differ from the CPU's rounded",
+                  snn_dtype_name(t), T, E, by);
+        CHECK_BITS("bispike_forward_io v", gv2, v, n);
+        CHECK_BITS("bispike_backward_io dx", gdx2, dxr, n);
+        free(dyr), free(dxr), free(dyt), free(yt), free(gv2), free(gdx2);
+        dfree(d_yt), dfree(d_dyt), dfree(d_v2), dfree(d_dx2);
+    }
     free(x), free(dy), free(y), free(v), free(dx), free(gy), free(gv), free(gdx);
     dfree(d_x), dfree(d_dy), dfree(d_y), dfree(d_v), dfree(d_dx);
 }
@@ -458,6 +497,7 @@ static void test_bispike(void) {
     bis_case(5, 1001, 0.25f, 1.0f);
     bis_case(3, 77, 0.9f, 0.5f);
     bis_case(4, 4099, 1.0f, 1.5f);
+    bis_case(4, 3001, 0.5f, 0.3f); /* an amplitude that is no 16-bit value: y rounds */
 }
 
 /* ------------------------------------------------------------------ LM loss */

@@ -618,6 +618,74 @@ __global__ void bis_bwd_kernel(int T, size_t E, float d, float a, const float *v
     }
 }
 
+/* The typed forms: y / dy stored as Y; the backward takes s_{t-1} from v again. */
+template <typename Y>
+__global__ void bis_fwd_io_kernel(int T, size_t E, float d, float a, const float *x, Y *y, float *v) {
+    GRID_STRIDE(e, E) {
+        float vv = 0.0f, sp = 0.0f;
+        for (int t = 0; t < T; t++) {
+            const size_t i = (size_t)t * E + e;
+            vv = t == 0 ? x[i] : __fadd_rn(__fmul_rn(__fmul_rn(vv, d), __fsub_rn(a, sp)), x[i]);
+            sp = bis_fire(vv, a);
+            v[i] = vv;
+            y[i] = Io<Y>::st(sp);
+        }
+    }
+}
+
+template <typename Y>
+__global__ void bis_bwd_io_kernel(int T, size_t E, float d, float a, const float *v, const Y *dy, float *dx) {
+    GRID_STRIDE(e, E) {
+        float carry = 0.0f;
+        for (int t = T - 1; t >= 0; t--) {
+            const size_t i = (size_t)t * E + e;
+            const float dv = __fadd_rn(fabsf(__fdiv_rn(v[i], a)) <= 1.0f ? Io<Y>::ld(dy[i]) : 0.0f, carry);
+            dx[i] = dv;
+            if (t > 0) carry = __fmul_rn(__fmul_rn(dv, d), __fsub_rn(a, bis_fire(v[i - E], a)));
+        }
+    }
+}
+
+static snn_status bis_io_check(const snn_backend *be, const char *what, int T, snn_dtype yt) {
+    SNN_TRY(snn_cuda_table_check(be, what));
+    if (T < 0) return snn_error(SNN_E_INVALID, "%s: negative T (%d)", what, T);
+    if (yt != SNN_F32 && yt != SNN_BF16 && yt != SNN_F16)
+        return snn_error(SNN_E_INVALID, "%s: y stored as %s (FP32, BF16 or FP16)", what, snn_dtype_name(yt));
+    return SNN_OK;
+}
+
+snn_status t_bispike_forward_io(const snn_backend *be, int T, size_t E, float decay, float amp, snn_dtype yt,
+                                const float *x, void *y, float *v) {
+    SNN_TRY(bis_io_check(be, "bispike_forward", T, yt));
+    if (!T || !E) return SNN_OK;
+    if (!x || !y || !v) return snn_error(SNN_E_INVALID, "bispike_forward: NULL pointer");
+    const unsigned g = snn_cuda_table_grid(be, E, 256);
+    if (yt == SNN_BF16)
+        bis_fwd_io_kernel<<<g, 256, 0, st_of(be)>>>(T, E, decay, amp, x, (__nv_bfloat16 *)y, v);
+    else if (yt == SNN_F16)
+        bis_fwd_io_kernel<<<g, 256, 0, st_of(be)>>>(T, E, decay, amp, x, (__half *)y, v);
+    else
+        bis_fwd_io_kernel<<<g, 256, 0, st_of(be)>>>(T, E, decay, amp, x, (float *)y, v);
+    SNN_CU_LAUNCHED("bispike_forward");
+    return SNN_OK;
+}
+
+snn_status t_bispike_backward_io(const snn_backend *be, int T, size_t E, float decay, float amp, snn_dtype yt,
+                                 const float *v, const void *dy, float *dx) {
+    SNN_TRY(bis_io_check(be, "bispike_backward", T, yt));
+    if (!T || !E) return SNN_OK;
+    if (!v || !dy || !dx) return snn_error(SNN_E_INVALID, "bispike_backward: NULL pointer");
+    const unsigned g = snn_cuda_table_grid(be, E, 256);
+    if (yt == SNN_BF16)
+        bis_bwd_io_kernel<<<g, 256, 0, st_of(be)>>>(T, E, decay, amp, v, (const __nv_bfloat16 *)dy, dx);
+    else if (yt == SNN_F16)
+        bis_bwd_io_kernel<<<g, 256, 0, st_of(be)>>>(T, E, decay, amp, v, (const __half *)dy, dx);
+    else
+        bis_bwd_io_kernel<<<g, 256, 0, st_of(be)>>>(T, E, decay, amp, v, (const float *)dy, dx);
+    SNN_CU_LAUNCHED("bispike_backward");
+    return SNN_OK;
+}
+
 snn_status t_bispike_forward(const snn_backend *be, int T, size_t E, float decay, float amp, const float *x, float *y,
                              float *v) {
     SNN_TRY(snn_cuda_table_check(be, "bispike_forward"));
@@ -948,6 +1016,8 @@ void snn_cuda_install_lm(snn_backend *be) {
     be->swiglu_backward = t_swiglu_backward;
     be->bispike_forward = t_bispike_forward;
     be->bispike_backward = t_bispike_backward;
+    be->bispike_forward_io = t_bispike_forward_io;
+    be->bispike_backward_io = t_bispike_backward_io;
     be->lm_cross_entropy = t_lm_cross_entropy;
     be->lm_cross_entropy16 = t_lm_cross_entropy16;
 }
