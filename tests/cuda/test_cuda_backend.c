@@ -480,7 +480,12 @@ static void test_layernorm_io(void) {
 /* ------------------------------------------------------------------ reductions */
 
 static void test_colsum(void) {
-    static const struct { int rows, cols; } shapes[] = {{1, 1}, {1, 513}, {300, 77}, {1025, 3}, {37, 1}, {4096, 130}};
+    /* from 1024 rows the lanes of a column group split over several blocks (the last one to
+     * finish adds the tree): a GPT-2 bias (8192 x 768), a wide one with a row remainder, and
+     * narrow ones; one after another, so each also checks that the counters were reset */
+    static const struct { int rows, cols; } shapes[] = {{1, 1},     {1, 513},     {300, 77},   {1025, 3},
+                                                        {37, 1},    {4096, 130},  {8192, 768}, {5000, 3072},
+                                                        {2047, 2304}, {1024, 1}, {8192, 768}};
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const int rows = shapes[si].rows, cols = shapes[si].cols;
         const size_t n = (size_t)rows * cols;
@@ -891,8 +896,8 @@ static void test_neuron_io(void) {
 
 /* colsum16_add: the same sums of the stored 16-bit values, bit for bit against the CPU */
 static void test_colsum16(void) {
-    static const int shapes[][2] = {{1, 1}, {37, 129}, {4096, 17}};
-    for (int si = 0; si < 3; si++)
+    static const int shapes[][2] = {{1, 1}, {37, 129}, {4096, 17}, {8192, 768}, {3000, 3072}, {1031, 33}};
+    for (int si = 0; si < 6; si++)
         for (int ti = 0; ti < 2; ti++) {
             const snn_dtype t = ti ? SNN_F16 : SNN_BF16;
             const int R = shapes[si][0], C = shapes[si][1];

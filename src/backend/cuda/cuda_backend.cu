@@ -67,6 +67,8 @@ struct cuda_table {
     void *ws;
     size_t ws_bytes;
     void *scratch; /* SCRATCH_BYTES: flags, the FP32 gk, sumsq's total */
+    unsigned *cnt; /* colsum's arrival counters, one per 32-column group, zero between calls */
+    int cnt_n;
 };
 
 inline cuda_table *tab(const snn_backend *be) { return (cuda_table *)be; }
@@ -460,8 +462,98 @@ __global__ void __launch_bounds__(1024) colsum_lanes_kernel(const T *x, int rows
     if (l == 0 && j < cols) out[j] = __fadd_rn(out[j], a[0][threadIdx.x]);
 }
 
+/* The same order with the 32 lanes of a column group split over NS blocks of 32 / NS lanes,
+ * so that a narrow sum (768 columns: 24 groups) spreads over the GPU: each block writes its
+ * lanes' partials to part[group][lane][32]; the block that arrives last at its group's counter
+ * reads the 32 partials back and runs the halving tree and the add into out, then zeroes the
+ * counter for the next call. Every partial and every tree add is the one-block kernel's. */
+template <typename T>
+__global__ void __launch_bounds__(256) colsum_split_kernel(const T *x, int rows, int cols, int lanes, float *part,
+                                                           unsigned *cnt, float *out) {
+    __shared__ float a[32][33];
+    __shared__ bool last;
+    const int g = blockIdx.x, j = g * 32 + threadIdx.x, l = blockIdx.y * lanes + threadIdx.y;
+    float acc = 0.0f;
+    if (j < cols) {
+        const T *p = x + (size_t)l * (size_t)cols + j;
+        const size_t step = (size_t)32 * (size_t)cols;
+        int r = l;
+        /* 32 loads in flight: each lane's chain of rows / 32 adds waits on memory */
+        for (; r + 32 * 31 < rows; r += 32 * 32, p += 32 * step) {
+            float v[32];
+#pragma unroll
+            for (int u = 0; u < 32; u++) v[u] = Io<T>::ld(p[u * step]);
+#pragma unroll
+            for (int u = 0; u < 32; u++) acc = __fadd_rn(acc, v[u]);
+        }
+        for (; r < rows; r += 32, p += step) acc = __fadd_rn(acc, Io<T>::ld(p[0]));
+    }
+    part[((size_t)g * 32 + l) * 32 + threadIdx.x] = acc;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0 && threadIdx.y == 0) last = atomicAdd(&cnt[g], 1u) == gridDim.y - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    const int tid = threadIdx.y * 32 + threadIdx.x, nt = blockDim.y * 32;
+    for (int k = tid; k < 32 * 32; k += nt) a[k / 32][k % 32] = __ldcg(&part[(size_t)g * 1024 + k]);
+    __syncthreads();
+    for (int h = 16; h >= 1; h /= 2) {
+        for (int k = tid; k < h * 32; k += nt)
+            a[k / 32][k % 32] = __fadd_rn(a[k / 32][k % 32], a[k / 32 + h][k % 32]);
+        __syncthreads();
+    }
+    if (tid < 32 && g * 32 + tid < cols) out[g * 32 + tid] = __fadd_rn(out[g * 32 + tid], a[0][tid]);
+    if (tid == 0) cnt[g] = 0u;
+}
+
+/* The counters of `groups` column groups (zeroed once; each call leaves them zero). */
+snn_status colsum_counters(const snn_backend *be, int groups, unsigned **out) {
+    cuda_table *t = tab(be);
+    if (groups > t->cnt_n) {
+        const int n = groups < 256 ? 256 : groups;
+        SNN_CU_TRY(cudaStreamSynchronize(stream(be)));
+        if (t->cnt) cudaFree(t->cnt);
+        t->cnt = NULL;
+        t->cnt_n = 0;
+        cudaError_t e = cudaMalloc(&t->cnt, (size_t)n * sizeof(unsigned));
+        if (e == cudaSuccess) e = cudaMemset(t->cnt, 0, (size_t)n * sizeof(unsigned));
+        if (e != cudaSuccess) {
+            cudaGetLastError();
+            if (t->cnt) cudaFree(t->cnt);
+            t->cnt = NULL;
+            return snn_error(SNN_E_NOMEM, "CUDA table: column-sum counters: %s", cudaGetErrorString(e));
+        }
+        t->cnt_n = n;
+    }
+    *out = t->cnt;
+    return SNN_OK;
+}
+
 snn_status colsum_lanes(const snn_backend *be, snn_dtype t, const void *x, int rows, int cols, float *out) {
-    const dim3 grid((unsigned)((cols + 31) / 32)), block(32, 32);
+    const int groups = (cols + 31) / 32, sms = snn_cuda_sm_count(tab(be)->c);
+    /* lanes split over ns blocks until there are about two blocks an SM */
+    int ns = 1;
+    while (ns < 16 && groups * ns < 2 * sms) ns *= 2;
+    if (ns > 1 && rows >= 32 * 32) {
+        float *part = NULL;
+        unsigned *cnt = NULL;
+        SNN_TRY(ws_get(be, (size_t)groups * 32 * 32 * sizeof(float), (void **)&part));
+        SNN_TRY(colsum_counters(be, groups, &cnt));
+        const dim3 grid((unsigned)groups, (unsigned)ns), block(32, 32 / ns);
+        if (t == SNN_F32)
+            colsum_split_kernel<float><<<grid, block, 0, stream(be)>>>((const float *)x, rows, cols, 32 / ns, part,
+                                                                       cnt, out);
+        else if (t == SNN_BF16)
+            colsum_split_kernel<__nv_bfloat16><<<grid, block, 0, stream(be)>>>((const __nv_bfloat16 *)x, rows, cols,
+                                                                               32 / ns, part, cnt, out);
+        else
+            colsum_split_kernel<__half><<<grid, block, 0, stream(be)>>>((const __half *)x, rows, cols, 32 / ns, part,
+                                                                        cnt, out);
+        SNN_CU_LAUNCHED("colsum_add");
+        return SNN_OK;
+    }
+    const dim3 grid((unsigned)groups), block(32, 32);
     if (t == SNN_F32) colsum_lanes_kernel<float><<<grid, block, 0, stream(be)>>>((const float *)x, rows, cols, out);
     else if (t == SNN_BF16)
         colsum_lanes_kernel<__nv_bfloat16><<<grid, block, 0, stream(be)>>>((const __nv_bfloat16 *)x, rows, cols, out);
@@ -838,6 +930,7 @@ extern "C" void snn_backend_cuda_destroy(snn_backend *be) {
     if (check_be(be, "destroy") == SNN_OK) snn_cuda_synchronize(t->c);
     if (t->ws) cudaFree(t->ws);
     if (t->scratch) snn_cuda_free(t->scratch);
+    if (t->cnt) cudaFree(t->cnt);
     snn_cuda_destroy(t->c);
     free(t);
 }

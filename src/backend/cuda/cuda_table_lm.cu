@@ -793,8 +793,31 @@ __global__ void __launch_bounds__(CE_THREADS, Z16 ? 2 : 1) ce_row_kernel(const L
         else if (STAGED) zs[v] = z;
         mx = fmaxf(mx, z);
     }
+    /* Z16 (TS == 1): four 16-byte loads in flight a thread before their stores to shared memory */
+    int k0 = threadIdx.x;
+    if (Z16)
+        for (; k0 + 3 * (int)blockDim.x < n4; k0 += 4 * blockDim.x) {
+            uint4 g[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) g[u] = *reinterpret_cast<const uint4 *>(l + head + VW * (k0 + u * blockDim.x));
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const int v = head + VW * (k0 + u * blockDim.x);
+                union {
+                    uint4 u4;
+                    L x[VW];
+                } c;
+                c.u4 = g[u];
+                if (head % VW == 0) *reinterpret_cast<uint4 *>(zh + v) = g[u]; /* aligned here too */
+                else
+#pragma unroll
+                    for (int w = 0; w < VW; w++) zh[v + w] = c.x[w];
+#pragma unroll
+                for (int w = 0; w < VW; w++) mx = fmaxf(mx, Io<L>::ld(c.x[w]));
+            }
+        }
 #pragma unroll(Z16 ? 1 : 4)
-    for (int k = threadIdx.x; k < n4; k += blockDim.x) {
+    for (int k = k0; k < n4; k += blockDim.x) {
         const int v = head + VW * k;
         float s[VW];
 #pragma unroll
