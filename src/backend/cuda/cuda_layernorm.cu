@@ -71,6 +71,121 @@ ln_dx_kernel(const float *__restrict__ x, const Y *__restrict__ dy, float *__res
     }
 }
 
+static snn_status ln_check(const char *what, size_t V, int F) {
+    if (V == 0 || F <= 0)
+        return snn_error(SNN_E_INVALID, "%s needs positive vector count and features (got %zu, %d)",
+                         what, V, F);
+    return SNN_OK;
+}
+
+static unsigned ln_blocks(snn_cuda *c, size_t V) {
+    size_t g = (V + LN_WARPS - 1) / LN_WARPS, cap = (size_t)snn_cuda_sm_count(c) * 32;
+    return (unsigned)(g < cap ? g : cap);
+}
+
+/* dx with the row held in registers: lane l owns features 4 (l + 32 k) .. + 3 for k < K
+ * (16-byte loads of x, dy and w; dy 8-byte for a 16-bit Y), so x and dy are read once. The
+ * same double arithmetic per element as ln_dx_kernel, each lane's sums over its own features
+ * in k order, then the warp's tree. For rows of F = 4 q features, F <= 128 K. */
+template <typename Y> struct Vec4;
+template <> struct Vec4<float> {
+    using T = float4;
+    static __device__ __forceinline__ void ld(const float *p, float v[4]) {
+        const float4 a = *reinterpret_cast<const float4 *>(p);
+        v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
+    }
+};
+template <typename H> struct Vec4h {
+    static __device__ __forceinline__ void ld(const H *p, float v[4]) {
+        union {
+            uint2 u;
+            H h[4];
+        } a;
+        a.u = *reinterpret_cast<const uint2 *>(p);
+#pragma unroll
+        for (int i = 0; i < 4; i++) v[i] = Io<H>::ld(a.h[i]);
+    }
+};
+template <> struct Vec4<__nv_bfloat16> : Vec4h<__nv_bfloat16> {};
+template <> struct Vec4<__half> : Vec4h<__half> {};
+
+template <typename Y, int K>
+__global__ void __launch_bounds__(LN_WARPS * 32)
+ln_dx_reg_kernel(const float *__restrict__ x, const Y *__restrict__ dy, float *__restrict__ dx,
+                 const float *__restrict__ dx_add, size_t V, int F, const float *__restrict__ w,
+                 const double *__restrict__ mean, const double *__restrict__ rstd) {
+    const int lane = threadIdx.x & 31;
+    for (size_t v = (size_t)blockIdx.x * LN_WARPS + threadIdx.x / 32; v < V;
+         v += (size_t)gridDim.x * LN_WARPS) {
+        const size_t o = v * F;
+        const double mu = mean[v], is = rstd[v];
+        float xr[K][4], gr[K][4];
+        double s0 = 0.0, s1 = 0.0;
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            const int j = 4 * (lane + 32 * k);
+            if (j < F) {
+                Vec4<float>::ld(x + o + j, xr[k]);
+                Vec4<Y>::ld(dy + o + j, gr[k]);
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            const int j = 4 * (lane + 32 * k);
+            if (j < F) {
+                float wv[4];
+                Vec4<float>::ld(w + j, wv);
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const double g = (double)gr[k][e] * wv[e];
+                    s0 += g;
+                    s1 += g * ((xr[k][e] - mu) * is);
+                }
+            }
+        }
+        const double a = warp_sum_d(s0) / (double)F, bb = warp_sum_d(s1) / (double)F;
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            const int j = 4 * (lane + 32 * k);
+            if (j < F) {
+                float wv[4], ad[4] = {0.0f, 0.0f, 0.0f, 0.0f}, d[4];
+                Vec4<float>::ld(w + j, wv);
+                if (dx_add) Vec4<float>::ld(dx_add + o + j, ad);
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const double g = (double)gr[k][e] * wv[e];
+                    const double xh = (xr[k][e] - mu) * is;
+                    const float t = (float)(is * (g - a - xh * bb));
+                    d[e] = dx_add ? __fadd_rn(ad[e], t) : t;
+                }
+                *reinterpret_cast<float4 *>(dx + o + j) = make_float4(d[0], d[1], d[2], d[3]);
+            }
+        }
+    }
+}
+
+/* The register form where the row fits (F = 4 q <= 1024) and every row starts 16-byte
+ * aligned; 0 when it does not apply. */
+template <typename Y>
+static int ln_dx_reg(snn_cuda *c, const float *x, const Y *dy, float *dx, const float *dx_add, size_t V, int F,
+                     const float *w, const double *mean, const double *rstd) {
+    const int K = (F + 127) / 128;
+    auto al = [](const void *p, size_t b) { return p == NULL || (uintptr_t)p % b == 0; };
+    if (F % 4 || K > 8 || !al(x, 16) || !al(dx, 16) || !al(dx_add, 16) || !al(w, 16) || !al(dy, 4 * sizeof(Y)))
+        return 0;
+    const unsigned g = ln_blocks(c, V);
+    cudaStream_t sm = snn_cuda_stream_of(c);
+#define LN_DX_K(KK)                                                                                          \
+    case KK:                                                                                                 \
+        ln_dx_reg_kernel<Y, KK><<<g, LN_WARPS * 32, 0, sm>>>(x, dy, dx, dx_add, V, F, w, mean, rstd);          \
+        return 1;
+    switch (K) {
+        LN_DX_K(1) LN_DX_K(2) LN_DX_K(3) LN_DX_K(4) LN_DX_K(5) LN_DX_K(6) LN_DX_K(7) LN_DX_K(8)
+    }
+#undef LN_DX_K
+    return 0;
+}
+
 /* Stage 1: chunk c of the vectors, feature j -> work[c][j] (dw part) and work[c][F + j]. */
 template <typename Y>
 __global__ void ln_wsum_kernel(const float *__restrict__ x, const Y *__restrict__ dy, size_t V,
@@ -121,18 +236,6 @@ __global__ void __launch_bounds__(LN_FWARPS * 32)
     db[j] += (float)ab;
 }
 
-static snn_status ln_check(const char *what, size_t V, int F) {
-    if (V == 0 || F <= 0)
-        return snn_error(SNN_E_INVALID, "%s needs positive vector count and features (got %zu, %d)",
-                         what, V, F);
-    return SNN_OK;
-}
-
-static unsigned ln_blocks(snn_cuda *c, size_t V) {
-    size_t g = (V + LN_WARPS - 1) / LN_WARPS, cap = (size_t)snn_cuda_sm_count(c) * 32;
-    return (unsigned)(g < cap ? g : cap);
-}
-
 extern "C" size_t snn_cuda_layernorm_work_bytes(size_t V, int F) {
     (void)V;
     return (size_t)LN_CHUNKS * 2 * (size_t)(F > 0 ? F : 0) * sizeof(double);
@@ -160,8 +263,9 @@ snn_status ln_backward(snn_cuda *c, const float *x, const void *dyv, float *dx, 
     const Y *dy = (const Y *)dyv;
     cudaStream_t sm = snn_cuda_stream_of(c);
     if (dx) {
-        ln_dx_kernel<Y><<<ln_blocks(c, V), LN_WARPS * 32, 0, sm>>>(x, dy, dx, dx_add, V, F, gamma, save_mean,
-                                                                           save_rstd);
+        if (!ln_dx_reg<Y>(c, x, dy, dx, dx_add, V, F, gamma, save_mean, save_rstd))
+            ln_dx_kernel<Y><<<ln_blocks(c, V), LN_WARPS * 32, 0, sm>>>(x, dy, dx, dx_add, V, F, gamma, save_mean,
+                                                                       save_rstd);
         SNN_CU_LAUNCHED("LayerNorm backward (dx)");
     }
     size_t per = (V + LN_CHUNKS - 1) / LN_CHUNKS;
