@@ -485,7 +485,7 @@ static void test_colsum(void) {
      * narrow ones; one after another, so each also checks that the counters were reset */
     static const struct { int rows, cols; } shapes[] = {{1, 1},     {1, 513},     {300, 77},   {1025, 3},
                                                         {37, 1},    {4096, 130},  {8192, 768}, {5000, 3072},
-                                                        {2047, 2304}, {1024, 1}, {8192, 768}};
+                                                        {2047, 2304}, {1024, 1}, {8192, 768}, {1500, 4500}};
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const int rows = shapes[si].rows, cols = shapes[si].cols;
         const size_t n = (size_t)rows * cols;

@@ -468,7 +468,7 @@ __global__ void __launch_bounds__(1024) colsum_lanes_kernel(const T *x, int rows
  * reads the 32 partials back and runs the halving tree and the add into out, then zeroes the
  * counter for the next call. Every partial and every tree add is the one-block kernel's. */
 template <typename T>
-__global__ void __launch_bounds__(256) colsum_split_kernel(const T *x, int rows, int cols, int lanes, float *part,
+__global__ void __launch_bounds__(512) colsum_split_kernel(const T *x, int rows, int cols, int lanes, float *part,
                                                            unsigned *cnt, float *out) {
     __shared__ float a[32][33];
     __shared__ bool last;
