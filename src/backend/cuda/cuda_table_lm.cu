@@ -592,6 +592,19 @@ __device__ __forceinline__ float bis_fire(float v, float a) {
     return __fmul_rn(a, rintf(z));
 }
 
+__global__ void bis_fwd_kernel(int T, size_t E, float d, float a, const float *x, float *y, float *v) {
+    GRID_STRIDE(e, E) {
+        float vv = 0.0f, sp = 0.0f;
+        for (int t = 0; t < T; t++) {
+            const size_t i = (size_t)t * E + e;
+            vv = t == 0 ? x[i] : __fadd_rn(__fmul_rn(__fmul_rn(vv, d), __fsub_rn(a, sp)), x[i]);
+            sp = bis_fire(vv, a);
+            v[i] = vv;
+            y[i] = sp;
+        }
+    }
+}
+
 __global__ void bis_bwd_kernel(int T, size_t E, float d, float a, const float *v, const float *y, const float *dy,
                                float *dx) {
     GRID_STRIDE(e, E) {
@@ -734,8 +747,7 @@ snn_status t_bispike_forward(const snn_backend *be, int T, size_t E, float decay
     if (T < 0) return snn_error(SNN_E_INVALID, "bispike_forward: negative T (%d)", T);
     if (!T || !E) return SNN_OK;
     if (!x || !y || !v) return snn_error(SNN_E_INVALID, "bispike_forward: NULL pointer");
-    const unsigned g = snn_cuda_table_grid(be, E, 256); /* the typed kernel with FP32 y */
-    BIS_LAUNCH(bis_fwd_io_kernel, float, T, E, decay, amp, x, y, v)
+    bis_fwd_kernel<<<snn_cuda_table_grid(be, E, 256), 256, 0, st_of(be)>>>(T, E, decay, amp, x, y, v);
     SNN_CU_LAUNCHED("bispike_forward");
     return SNN_OK;
 }
