@@ -433,27 +433,31 @@ snn_status t_gelu_backward(const snn_backend *be, const float *x, const float *d
 /* backend.h's column-sum order: a block of 32 columns (x) by 32 lanes (y); lane y adds rows
  * y, y + 32, ... in order (warps read 32 consecutive columns of a row), then the halving tree
  * in shared memory and out[j] += a[0]: the CPU table's bits. */
+/* Lane l's partial of column j: rows l, l + 32, ... added in order from 0, U loads in flight
+ * (with few columns each lane's chain of rows / 32 adds waits on memory, not on the adds). */
+template <typename T, int U>
+__device__ __forceinline__ float colsum_lane(const T *x, int rows, int cols, int j, int l) {
+    float acc = 0.0f;
+    if (j >= cols) return acc;
+    const T *p = x + (size_t)l * (size_t)cols + j;
+    const size_t step = (size_t)32 * (size_t)cols;
+    int r = l;
+    for (; r + 32 * (U - 1) < rows; r += 32 * U, p += U * step) {
+        float v[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) v[u] = Io<T>::ld(p[u * step]);
+#pragma unroll
+        for (int u = 0; u < U; u++) acc = __fadd_rn(acc, v[u]);
+    }
+    for (; r < rows; r += 32, p += step) acc = __fadd_rn(acc, Io<T>::ld(p[0]));
+    return acc;
+}
+
 template <typename T>
 __global__ void __launch_bounds__(1024) colsum_lanes_kernel(const T *x, int rows, int cols, float *out) {
     __shared__ float a[32][33];
     const int j = blockIdx.x * 32 + threadIdx.x, l = threadIdx.y;
-    float acc = 0.0f;
-    if (j < cols) {
-        const T *p = x + (size_t)l * (size_t)cols + j;
-        const size_t step = (size_t)32 * (size_t)cols;
-        int r = l;
-        /* sixteen loads in flight, the adds in row order: with few columns (768: 24 blocks) each
-         * lane's chain of rows / 32 adds waits on memory, not on the adds */
-        for (; r + 32 * 15 < rows; r += 32 * 16, p += 16 * step) {
-            float v[16];
-#pragma unroll
-            for (int u = 0; u < 16; u++) v[u] = Io<T>::ld(p[u * step]);
-#pragma unroll
-            for (int u = 0; u < 16; u++) acc = __fadd_rn(acc, v[u]);
-        }
-        for (; r < rows; r += 32, p += step) acc = __fadd_rn(acc, Io<T>::ld(p[0]));
-    }
-    a[l][threadIdx.x] = acc;
+    a[l][threadIdx.x] = colsum_lane<T, 16>(x, rows, cols, j, l);
     __syncthreads();
     for (int h = 16; h >= 1; h /= 2) {
         if (l < h) a[l][threadIdx.x] = __fadd_rn(a[l][threadIdx.x], a[l + h][threadIdx.x]);
@@ -473,22 +477,7 @@ __global__ void __launch_bounds__(512) colsum_split_kernel(const T *x, int rows,
     __shared__ float a[32][33];
     __shared__ bool last;
     const int g = blockIdx.x, j = g * 32 + threadIdx.x, l = blockIdx.y * lanes + threadIdx.y;
-    float acc = 0.0f;
-    if (j < cols) {
-        const T *p = x + (size_t)l * (size_t)cols + j;
-        const size_t step = (size_t)32 * (size_t)cols;
-        int r = l;
-        /* 32 loads in flight: each lane's chain of rows / 32 adds waits on memory */
-        for (; r + 32 * 31 < rows; r += 32 * 32, p += 32 * step) {
-            float v[32];
-#pragma unroll
-            for (int u = 0; u < 32; u++) v[u] = Io<T>::ld(p[u * step]);
-#pragma unroll
-            for (int u = 0; u < 32; u++) acc = __fadd_rn(acc, v[u]);
-        }
-        for (; r < rows; r += 32, p += step) acc = __fadd_rn(acc, Io<T>::ld(p[0]));
-    }
-    part[((size_t)g * 32 + l) * 32 + threadIdx.x] = acc;
+    part[((size_t)g * 32 + l) * 32 + threadIdx.x] = colsum_lane<T, 32>(x, rows, cols, j, l);
     __threadfence();
     __syncthreads();
     if (threadIdx.x == 0 && threadIdx.y == 0) last = atomicAdd(&cnt[g], 1u) == gridDim.y - 1;
@@ -920,6 +909,7 @@ extern "C" snn_status snn_backend_cuda_create(int device, snn_backend **out) {
     snn_cuda_install_conv(be);
     snn_cuda_install_norm(be);
     snn_cuda_install_lm(be);
+    snn_cuda_install_lm_loss(be);
     *out = be;
     return SNN_OK;
 }

@@ -65,5 +65,6 @@ void snn_cuda_install_gemm(snn_backend *be);  /* cuda_table_gemm.cu: the GEMM en
 void snn_cuda_install_conv(snn_backend *be);  /* cuda_table_conv.cu: im2col, pooling */
 void snn_cuda_install_norm(snn_backend *be);  /* cuda_table_norm.cu: BatchNorm, dropout, token mean, SSA */
 void snn_cuda_install_lm(snn_backend *be);    /* cuda_table_lm.cu: the language-model ops */
+void snn_cuda_install_lm_loss(snn_backend *be); /* cuda_table_lm_loss.cu: the LM cross-entropy */
 
 #endif
