@@ -89,7 +89,6 @@ static unsigned ln_blocks(snn_cuda *c, size_t V) {
  * in k order, then the warp's tree. For rows of F = 4 q features, F <= 128 K. */
 template <typename Y> struct Vec4;
 template <> struct Vec4<float> {
-    using T = float4;
     static __device__ __forceinline__ void ld(const float *p, float v[4]) {
         const float4 a = *reinterpret_cast<const float4 *>(p);
         v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
