@@ -73,6 +73,14 @@ typedef struct snn_gemm {
     int a_zero_pad;
     int c_zero_pad;
     snn_dtype bias_store;
+    /* FP8 codes (a_store and b_store SNN_F8E4M3 / SNN_F8E5M2, on a table with fp8_codes; not
+     * both E5M2): A and B hold one byte a value with K contiguous (trans_a 0, trans_b 1: the
+     * layout Hopper's FP8 GEMMs take), lda and ldb multiples of 16, K a multiple of 16 (pad
+     * with zero codes), C FP32 (c_round as usual), ab_type the A type. The product is the
+     * GEMM of the dequantised operands: alpha · a_scale[0] · b_scale[0] · Σ_k decode(a)·decode(b),
+     * FP32 accumulation (within the GEMM bound of the FP32 GEMM of fp8_qdq's outputs).
+     * a_scale / b_scale: device FP32 (snn_fp8_codes.sinv). */
+    const float *a_scale, *b_scale;
 } snn_gemm;
 
 /* One SGD / Adam / AdamW update of n FP32 values with the rules of src/optim/optimizer.c
@@ -120,6 +128,29 @@ typedef struct snn_fp8_qdq {
     const float *x;
     float *out;
 } snn_fp8_qdq;
+
+/* FP8 codes of one GEMM operand with one per-tensor scale (recipes delayed and current): what
+ * an FP8 GEMM (snn_gemm.a_scale) reads, the codes of fp8_qdq's values with the same scale.
+ * x [rows][cols] row-major FP32 (device). The scale s: current = 1: snn_fp8_scale_from_amax of
+ * this tensor's amax (value_for_inf FLT_MAX, pow2), computed on the device; current = 0: the
+ * given scale / scale_inv (delayed scaling's state; 1, 1 for spikes). Outputs (device; any
+ * but sinv may be NULL):
+ *   q  [rows][ldq] (ldq >= cols): sat_rne(x·s), columns cols..ldq-1 written 0;
+ *   qt [cols][ldqt] (ldqt >= rows): the transpose, columns rows..ldqt-1 written 0;
+ *   sinv[0] = 1/s (current: IEEE division; else scale_inv as given);
+ *   amax[0] = max(amax[0], max|x|) (NaN ignored, as the CPU's amax), no host round trip. */
+typedef struct snn_fp8_codes {
+    snn_dtype fp8;                 /* SNN_F8E4M3 or SNN_F8E5M2 */
+    int rows, cols;
+    const float *x;
+    int current, pow2;
+    float scale, scale_inv;        /* current = 0 */
+    void *q;
+    int ldq;
+    void *qt;
+    int ldqt;
+    float *sinv, *amax;
+} snn_fp8_codes;
 
 typedef struct snn_backend snn_backend;
 
@@ -199,6 +230,9 @@ struct snn_backend {
 
     /* ---- FP8 ---- */
     snn_status (*fp8_qdq)(const snn_backend *be, const snn_fp8_qdq *q, float *amax);
+    /* snn_fp8_codes (above), stream-ordered, no host wait; NULL where the GEMM takes no FP8
+     * codes (the CPU, which multiplies fp8_qdq's values in FP32: the exact reference). */
+    snn_status (*fp8_codes)(const snn_backend *be, const snn_fp8_codes *q);
 
     /* ---- neurons (the kernels of include/snn/neuron.h on [T][n] arrays) ---- */
     /* Plain FP32: spikes y, h_seq (may be NULL in inference), v_last [n] written; every

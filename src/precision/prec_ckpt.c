@@ -38,6 +38,7 @@ static snn_status save_impl(snn_model *m, const snn_precision_config *cfg, snn_p
     if (opt && !state_of_model(opt, m))
         return snn_error(SNN_E_INVALID, "training checkpoint save: the optimizer belongs to another model");
     SNN_TRY(snn_model_pull_host(m)); /* a device model: save what the device holds */
+    if (p) SNN_TRY(snn_precision_fp8_flush(p)); /* and the FP8 amaxes it holds */
     snn_ckpt_writer *w = NULL;
     SNN_TRY(snn_ckpt_writer_begin(&w));
     snn_status st = SNN_OK;
@@ -184,6 +185,7 @@ static snn_status restore_impl(snn_model *m, const snn_precision_config *cfg, sn
     snn_precision_config def = snn_precision_config_default();
     SNN_TRY(snn_precision_check_checkpoint(cfg ? cfg : &def, c));
     SNN_TRY(snn_model_check_weights(m, c));
+    if (p) SNN_TRY(snn_precision_fp8_flush(p)); /* nothing of the old state left on the device */
     uint64_t model_step, opt_steps;
     SNN_TRY(meta_uint(c, "model_step", UINT64_MAX, &model_step));
     SNN_TRY(meta_uint(c, "optimizer_steps", (uint64_t)LONG_MAX, &opt_steps));

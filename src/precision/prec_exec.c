@@ -246,6 +246,7 @@ static snn_status qdq(const snn_module *m, snn_fp8_tensor_state *st, snn_fp8_rol
 static snn_status fp8_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
     snn_prec_module *pm = pm_of(m);
     snn_precision *p = pm->p;
+    if (snn_prec_fp8_codes_on(p, pm)) return snn_prec_fp8_codes_forward(m, r, x, y); /* FP8 GEMMs (GPU) */
     int L, rows = fp8_rows(m, r, &L), K = pm->in, No = pm->out;
     size_t sx = (size_t)rows * K;
     float *xt = p->scratch, *xq = xt + sx, *wq = xq + sx, *yt = wq + (size_t)No * K;
@@ -273,6 +274,7 @@ static snn_status fp8_backward(snn_module *m, const snn_run *r, const float *x, 
     (void)y;
     snn_prec_module *pm = pm_of(m);
     snn_precision *p = pm->p;
+    if (snn_prec_fp8_codes_on(p, pm)) return snn_prec_fp8_codes_backward(m, r, x, dy, dx);
     const snn_backend *be = m->be;
     int L, rows = fp8_rows(m, r, &L), K = pm->in, No = pm->out;
     size_t sx = (size_t)rows * K, sy = (size_t)rows * No, sw = (size_t)No * K;

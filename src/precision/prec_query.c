@@ -20,6 +20,7 @@ snn_status snn_precision_fp8_export_state(const snn_precision *p, int *n_modules
     if (!p) return snn_error(SNN_E_INVALID, "snn_precision_fp8_export_state: precision is NULL");
     /* the internal accessor takes a mutable precision; nothing is written through it here */
     snn_precision *q = (snn_precision *)p;
+    SNN_TRY(snn_precision_fp8_flush(q)); /* amaxes still on the device (FP8 codes) */
     size_t ns = snn_precision_fp8_state_count(q);
     if (ns / 3 > (size_t)0x7fffffff) return snn_error(SNN_E_INVALID, "too many FP8 modules (%zu)", ns / 3);
     int n = (int)(ns / 3);
@@ -48,6 +49,7 @@ snn_status snn_precision_fp8_load_state(snn_precision *p, int n_modules, int his
     if (history_len < 0 || n_modules < 0 || !scales || !histories)
         return snn_error(SNN_E_INVALID, "snn_precision_fp8_load_state: needs scales, histories and non-negative "
                          "sizes (got %d modules, history %d)", n_modules, history_len);
+    SNN_TRY(snn_precision_fp8_flush(p)); /* nothing of the old state left on the device */
     size_t ns = snn_precision_fp8_state_count(p), hl = (size_t)history_len;
     for (size_t i = 0; i < ns; i++) {
         snn_fp8_tensor_state *t = snn_precision_fp8_state(p, i);

@@ -394,6 +394,9 @@ void snn_precision_free(snn_precision *p) {
     free(p->report);
     free(p->describe);
     free(p->amax_pack);
+    p->be->free(p->be, p->fp8_dev);
+    free(p->fp8_host);
+    free(p->fp8_used);
     free(p);
 }
 
@@ -429,6 +432,9 @@ snn_status snn_precision_plan(snn_precision *p, int T, int N) {
         else if (pm->kind == SNN_PM_GEMM16) s = nx + (snn_prec_gemm_weight(pm) ? snn_prec_gemm_weight(pm)->numel : 0) + ny;
         else s = 3 * nx + 2 * ny + nw;
         if (s > need) need = s;
+        /* FP8 codes (bytes) of a Linear on a table with fp8_codes */
+        const size_t s8 = snn_prec_fp8_codes_scratch(p, pm, pm->in > 0 ? nx / (size_t)pm->in : 0);
+        if (s8 > need) need = s8;
         if (snn_prec_gemm16_direct(p, pm) && nw && !pm->w16)
             SNN_TRY(p->be->alloc(p->be, nw * 2, &pm->w16));
         const snn_param *bias = pm->kind == SNN_PM_GEMM16 ? snn_prec_gemm_bias(pm) : NULL;
@@ -451,6 +457,7 @@ snn_status snn_precision_plan(snn_precision *p, int T, int N) {
         }
     }
     size_t ndy = B * snn_shape_numel(p->model->root->out);
+    SNN_TRY(snn_prec_fp8_codes_plan(p));
     /* on the model's device; planned once per (T, N), nothing is allocated in a step */
     if (need > p->scratch_cap) {
         float *s = NULL;
@@ -513,6 +520,7 @@ snn_status snn_precision_backward(snn_precision *p, const float *dy, snn_optimiz
     if ((clip_norm > 0 || grad_norm) && !found_inf) SNN_TRY(snn_clip_grad_norm_on(be, grads, n, clip_norm > 0 ? clip_norm : -1.0f, &norm));
     SNN_TRY(snn_optimizer_step(opt, lr, found_inf));
     if (p->use_scaler) SNN_TRY(snn_loss_scaler_update(&p->scaler, found_inf));
+    SNN_TRY(snn_precision_fp8_flush(p)); /* the step's amaxes from the device (codes path) */
     if (p->sync.amax) SNN_TRY(snn_precision_sync_amax(p));
     for (int i = 0; i < p->n_mods; i++) {
         snn_prec_module *pm = &p->mods[i];

@@ -79,6 +79,13 @@ struct snn_precision {
     int spike_fp8;                /* use the spike path where it applies (default 1) */
     snn_precision_sync sync;      /* data-parallel hook (zero: none) */
     float *amax_pack;             /* [3 * FP8 modules] for sync.amax (prec_sync.c) */
+    /* FP8 GEMMs on codes (prec_fp8_codes.c; a table with fp8_codes, per-tensor recipes):
+     * device [2][3 * n_mods] (each state's 1/s, then its amax), the host copy of the amaxes,
+     * which states were quantised since the last flush, and whether any was */
+    float *fp8_dev;
+    float *fp8_host;
+    unsigned char *fp8_used;
+    int fp8_pending;
 };
 
 /* Install (or with NULL remove) the data-parallel hook; sizes the amax pack up front so
@@ -88,6 +95,16 @@ snn_status snn_precision_set_sync(struct snn_precision *p, const snn_precision_s
  * count, and the i-th (NULL past the end). Delayed scaling's amax histories live here. */
 size_t snn_precision_fp8_state_count(const struct snn_precision *p);
 snn_fp8_tensor_state *snn_precision_fp8_state(struct snn_precision *p, size_t i);
+/* FP8 GEMMs on codes (prec_fp8_codes.c): whether module pm takes them, the scratch floats
+ * they need at `rows` rows, the device slots (allocated once, by snn_precision_plan), the
+ * module's forward and backward, and the flush of the device amaxes into the host states
+ * (before the delayed-scaling update, a checkpoint or an export of the state). */
+int snn_prec_fp8_codes_on(const struct snn_precision *p, const snn_prec_module *pm);
+size_t snn_prec_fp8_codes_scratch(const struct snn_precision *p, const snn_prec_module *pm, size_t rows);
+snn_status snn_prec_fp8_codes_plan(struct snn_precision *p);
+snn_status snn_prec_fp8_codes_forward(snn_module *m, const snn_run *r, const float *x, float *y);
+snn_status snn_prec_fp8_codes_backward(snn_module *m, const snn_run *r, const float *x, const float *dy, float *dx);
+snn_status snn_precision_fp8_flush(struct snn_precision *p);
 /* Called by snn_precision_backward before the delayed-scaling update. */
 snn_status snn_precision_sync_amax(struct snn_precision *p);
 

@@ -27,7 +27,8 @@
  *     one FP32 on the device, downloaded); the mixed ones through snn_cuda_neuron_*_mp with
  *     x / h_seq / v_last converted to and from the storage type in the workspace;
  *   rmsnorm: cuda_rmsnorm.cu; optim_update: cuda_optim_table.cu (bit-identical);
- *   fp8_qdq: cuda_fp8_qdq.cu (every recipe, bit-identical; the amax word in the scratch). */
+ *   fp8_qdq: cuda_fp8_qdq.cu (every recipe, bit-identical; the amax word in the scratch);
+ *   fp8_codes: the same file (per-tensor scales; the codes an FP8 GEMM reads). */
 #include <math.h>
 #include <stdlib.h>
 
@@ -617,6 +618,12 @@ snn_status t_fp8_qdq(const snn_backend *be, const snn_fp8_qdq *q, float *amax) {
     return snn_cuda_fp8_qdq(tab(be)->c, q, tab(be)->scratch, amax);
 }
 
+snn_status t_fp8_codes(const snn_backend *be, const snn_fp8_codes *q) {
+    SNN_TRY(check_be(be, "fp8_codes"));
+    /* the scratch's first word holds the current recipe's amax (stream-ordered) */
+    return snn_cuda_fp8_codes(tab(be)->c, q, tab(be)->scratch);
+}
+
 /* ---------------------------------------------------------------- neurons */
 
 snn_status check_neuron(const snn_neuron_opts *o, int T, const char *what) {
@@ -894,6 +901,7 @@ extern "C" snn_status snn_backend_cuda_create(int device, snn_backend **out) {
     be->sumsq = t_sumsq;
     be->nonfinite = t_nonfinite;
     be->fp8_qdq = t_fp8_qdq;
+    be->fp8_codes = t_fp8_codes;
     be->neuron_forward = t_neuron_forward;
     be->neuron_backward = t_neuron_backward;
     be->neuron_forward_io = t_neuron_forward_io;

@@ -217,7 +217,100 @@ snn_status launch_tensor(snn_cuda *c, int e5, const float *x, size_t n, float s,
     return SNN_OK;
 }
 
+/* FP8 codes (backend.h's snn_fp8_codes): 32 x 32 tiles, rows on x (the long dimension). Each
+ * tile writes its codes row-major into q and, through shared memory, transposed into qt; the
+ * padding of either (columns past cols in q, past rows in qt) gets code 0. current: the scale
+ * comes from the amax word of the pass before (*cur_bits). Block (0, 0) stores 1/s. */
+template <int E5>
+__global__ void __launch_bounds__(256)
+    codes_kernel(const float *__restrict__ x, int rows, int cols, int current, float fmax, int pow2, float s0,
+                 float d0, uint8_t *q, int ldq, uint8_t *qt, int ldqt, const unsigned *cur_bits, float *sinv,
+                 unsigned *amax_bits) {
+    typedef typename std::conditional<E5 != 0, snn_e5m2, snn_e4m3>::type Q;
+    __shared__ uint8_t tile[32][33];
+    float s = s0, d = d0;
+    if (current) {
+        s = q_scale_from_amax(__uint_as_float(*cur_bits), fmax, pow2, FLT_MAX);
+        d = q_div(1.0f, s);
+    }
+    const int r0 = blockIdx.x * 32, k0 = blockIdx.y * 32;
+    float m = 0.0f;
+    for (int j = threadIdx.y; j < 32; j += 8) {
+        const int r = r0 + j, k = k0 + threadIdx.x;
+        uint8_t code = 0;
+        if (r < rows && k < cols) {
+            const float v = x[(size_t)r * (size_t)cols + (size_t)k];
+            const float a = fabsf(v);
+            m = a > m ? a : m; /* NaN ignored */
+            code = Io<Q>::st(q_mul(v, s)).b;
+        }
+        if (q && r < rows && k < ldq) q[(size_t)r * (size_t)ldq + (size_t)k] = code;
+        tile[j][threadIdx.x] = code;
+    }
+    if (qt) {
+        __syncthreads();
+        for (int j = threadIdx.y; j < 32; j += 8) {
+            const int k = k0 + j, r = r0 + threadIdx.x;
+            if (k < cols && r < ldqt) qt[(size_t)k * (size_t)ldqt + (size_t)r] = tile[threadIdx.x][j];
+        }
+    }
+    const bool first = blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0 && threadIdx.y == 0;
+    if (first) *sinv = d;
+    if (amax_bits) {
+        if (current) {
+            if (first && *cur_bits) atomicMax(amax_bits, *cur_bits);
+        } else {
+            cta_max_to_global(m, amax_bits); /* warps are the tile's rows (blockDim.x == 32) */
+        }
+    }
+}
+
 } // namespace
+
+extern "C" snn_status snn_cuda_fp8_codes(snn_cuda *c, const snn_fp8_codes *q, void *scratch) {
+    if (!c || !scratch) return snn_error(SNN_E_INVALID, "fp8_codes: no CUDA context");
+    if (!q || q->rows < 0 || q->cols < 0) return snn_error(SNN_E_INVALID, "fp8_codes: bad arguments");
+    const float fmax = snn_fp8_max(q->fp8);
+    if (fmax == 0.0f) return snn_error(SNN_E_INVALID, "fp8_codes: %s is not an FP8 format", snn_dtype_name(q->fp8));
+    if (!q->sinv) return snn_error(SNN_E_INVALID, "fp8_codes: sinv (the GEMM's factor) is required");
+    if ((q->q && q->ldq < q->cols) || (q->qt && q->ldqt < q->rows))
+        return snn_error(SNN_E_SHAPE, "fp8_codes: leading dimensions too small (ldq %d for %d columns, ldqt %d "
+                                      "for %d rows)", q->ldq, q->cols, q->ldqt, q->rows);
+    if (!q->current && !(q->scale > 0.0f && q->scale_inv > 0.0f))
+        return snn_error(SNN_E_INVALID, "fp8_codes: a given scale must be positive (%g, %g)", (double)q->scale,
+                         (double)q->scale_inv);
+    const size_t n = (size_t)q->rows * (size_t)q->cols;
+    if (n && !q->x) return snn_error(SNN_E_INVALID, "fp8_codes: NULL input");
+    const int rp = q->qt && q->ldqt > q->rows ? q->ldqt : q->rows;
+    const int cp = q->q && q->ldq > q->cols ? q->ldq : q->cols;
+    const long long gx = ((long long)rp + 31) / 32, gy = ((long long)cp + 31) / 32;
+    if (gy > 65535 || gx > 0x7FFFFFFFLL)
+        return snn_error(SNN_E_SHAPE, "fp8_codes: %d x %d is too large for one launch", q->rows, q->cols);
+    const int e5 = q->fp8 == SNN_F8E5M2;
+    unsigned *cur = (unsigned *)scratch;
+    cudaStream_t st = snn_cuda_stream_of(c);
+    if (q->current) {
+        /* this tensor's amax first (the scale of every code depends on it) */
+        SNN_CU_TRY(cudaMemsetAsync(cur, 0, sizeof(unsigned), st));
+        if (n) SNN_TRY(launch_tensor(c, e5, q->x, n, 1.0f, 1.0f, 1, 0, NULL, cur));
+    }
+    if (!gx || !gy) { /* nothing to code: the factor alone */
+        const float d = q->current ? 1.0f : q->scale_inv;
+        return snn_cuda_upload(c, q->sinv, &d, sizeof d);
+    }
+    const dim3 grid((unsigned)gx, (unsigned)gy), block(32, 8);
+    unsigned *ab = (unsigned *)q->amax;
+    if (e5)
+        codes_kernel<1><<<grid, block, 0, st>>>(q->x, q->rows, q->cols, q->current, fmax, q->pow2, q->scale,
+                                                q->scale_inv, (uint8_t *)q->q, q->ldq, (uint8_t *)q->qt, q->ldqt,
+                                                cur, q->sinv, ab);
+    else
+        codes_kernel<0><<<grid, block, 0, st>>>(q->x, q->rows, q->cols, q->current, fmax, q->pow2, q->scale,
+                                                q->scale_inv, (uint8_t *)q->q, q->ldq, (uint8_t *)q->qt, q->ldqt,
+                                                cur, q->sinv, ab);
+    SNN_CU_LAUNCHED("fp8_codes");
+    return SNN_OK;
+}
 
 extern "C" snn_status snn_cuda_fp8_qdq(snn_cuda *c, const snn_fp8_qdq *q, void *scratch, float *amax) {
     if (!c || !scratch) return snn_error(SNN_E_INVALID, "fp8_qdq: no CUDA context");

@@ -17,6 +17,9 @@ extern "C" {
  * block amax). scratch: 4 bytes of device memory the entry may overwrite (the amax word).
  * Checks the arguments as the CPU does. Waits for the stream (the amax comes back). */
 snn_status snn_cuda_fp8_qdq(snn_cuda *c, const snn_fp8_qdq *q, void *scratch, float *amax);
+/* The fp8_codes entry (backend.h, struct snn_fp8_codes): stream-ordered, no host wait; the
+ * current recipe's amax word in scratch (4 bytes of device memory). */
+snn_status snn_cuda_fp8_codes(snn_cuda *c, const snn_fp8_codes *q, void *scratch);
 
 #ifdef __cplusplus
 }

@@ -5,7 +5,8 @@
  * FP8 value. A bias or K = 0: a kernel first makes C = beta C + bias, then the product
  * accumulates with beta 1 (backend.h's order), unless the bias fits cuBLASLt's epilogue;
  * c_round: a rounding pass over the M x N block of C after everything else; a 16-bit C is
- * written once; unaligned 16-bit operands are copied padded with zeros (below). */
+ * written once; unaligned 16-bit operands are copied padded with zeros (below). FP8 codes
+ * (a_store FP8, snn_gemm.a_scale): cuBLASLt's FP8 GEMM, gemm_fp8. */
 #include "backend/cuda/cuda_gemm.h"
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cuda_table.h"
@@ -110,6 +111,42 @@ __global__ void bias_round_kernel(T *C, int ldc, const float *P, int M, int N, c
 
 snn_status gemm_c16(const snn_backend *be, const snn_gemm *g, snn_dtype t);
 
+inline bool is_fp8(snn_dtype t) { return t == SNN_F8E4M3 || t == SNN_F8E5M2; }
+
+/* FP8 codes (snn_gemm.a_scale): cuBLASLt's FP8 GEMM with one factor per operand into an FP32
+ * C; the bias, K = 0 and c_round as for FP32 operands. */
+snn_status gemm_fp8(const snn_backend *be, const snn_gemm *g) {
+    if (!is_fp8(g->a_store) || !is_fp8(g->b_store) || (g->a_store == SNN_F8E5M2 && g->b_store == SNN_F8E5M2))
+        return snn_error(SNN_E_INVALID, "gemm: FP8 codes need both operands FP8, not both E5M2 (A %s, B %s)",
+                         snn_cuda_dtype_name(g->a_store), snn_cuda_dtype_name(g->b_store));
+    if (g->trans_a || !g->trans_b)
+        return snn_error(SNN_E_INVALID, "gemm: FP8 codes are K-contiguous (trans_a 0, trans_b 1)");
+    if (g->K % 16 || g->lda % 16 || g->ldb % 16 || g->lda < g->K || g->ldb < g->K || g->ldc < g->N)
+        return snn_error(SNN_E_SHAPE, "gemm: FP8 codes need K, lda, ldb multiples of 16 (K=%d lda=%d ldb=%d, "
+                                      "ldc=%d for N=%d)", g->K, g->lda, g->ldb, g->ldc, g->N);
+    if (g->c_store != SNN_F32 || g->bias_store != SNN_F32)
+        return snn_error(SNN_E_INVALID, "gemm: FP8 codes write an FP32 C");
+    if (!g->a_scale || !g->b_scale)
+        return snn_error(SNN_E_INVALID, "gemm: FP8 codes need their factors (a_scale, b_scale)");
+    if (!g->C || (g->K > 0 && (!g->A || !g->B || !snn_aligned(g->A, 16) || !snn_aligned(g->B, 16))))
+        return snn_error(SNN_E_INVALID, "gemm: FP8 codes need 16-byte aligned operands");
+    float beta = g->beta;
+    const int M = g->M, N = g->N, K = g->K;
+    if (g->bias || K == 0) {
+        const size_t total = (size_t)M * (size_t)N;
+        gemm_pre_kernel<<<snn_cuda_table_grid(be, total, 256), 256, 0, st_of(be)>>>(g->C, g->ldc, M, N, beta, g->bias);
+        SNN_CU_LAUNCHED("gemm bias");
+        beta = 1.0f;
+    }
+    if (K > 0) {
+        snn_cuda_gemm_desc d = snn_cuda_gd(0, 1, M, N, K, g->a_store, g->b_store, SNN_F32, g->lda, g->ldb, g->ldc, 0);
+        SNN_TRY(snn_cuda_gemm(snn_cuda_table_ctx(be), &d, g->alpha, g->A, g->B, beta, g->C, g->a_scale, g->b_scale,
+                              NULL, NULL));
+    }
+    if (g->c_round != SNN_F32) SNN_TRY(launch_round2d(be, g->c_round, g->C, g->ldc, M, N));
+    return SNN_OK;
+}
+
 snn_status t_gemm(const snn_backend *be, const snn_gemm *g) {
     SNN_TRY(snn_cuda_table_check(be, "gemm"));
     if (!g) return snn_error(SNN_E_INVALID, "gemm: NULL descriptor");
@@ -122,6 +159,7 @@ snn_status t_gemm(const snn_backend *be, const snn_gemm *g) {
         return snn_error(SNN_E_INVALID, "gemm: c_round %s is not supported (f32, f16, bf16)",
                          snn_cuda_dtype_name(g->c_round));
     if (g->M == 0 || g->N == 0) return SNN_OK; /* nothing to write (cblas quick return) */
+    if (is_fp8(g->a_store) || is_fp8(g->b_store)) return gemm_fp8(be, g);
     const int ra = g->trans_a ? g->K : g->M, ca = g->trans_a ? g->M : g->K;
     const int rb = g->trans_b ? g->N : g->K, cb = g->trans_b ? g->K : g->N;
     if (g->ldc < g->N || (g->K > 0 && (g->lda < (ca > 1 ? ca : 1) || g->ldb < (cb > 1 ? cb : 1))))
