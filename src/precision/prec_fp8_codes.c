@@ -12,7 +12,8 @@
  *   dgrad     dX = dY W:     dY codes [rows][O16], W^T codes [K][O16]
  *   wgrad     dW += dY^T X:  dY^T codes [No][R16], X^T codes [K][R16]
  * where K16, O16, R16 are K, No and rows rounded up to 16; the codes kernel writes the padding
- * as zero codes, so every extent works. The codes live in the precision's scratch (bytes).
+ * as zero codes, so every extent works. The activations' codes live in the precision's
+ * scratch (bytes), the weight's in buffers of the module (weight_codes).
  *
  * Recipe state stays on the host (snn_fp8_tensor_state), without a host round trip per GEMM:
  * delayed scaling quantises with the state's scale (known on the host) and current scaling
@@ -42,8 +43,8 @@ int snn_prec_fp8_codes_on(const snn_precision *p, const snn_prec_module *pm) {
 
 /* Bytes of scratch the codes of one module take (the larger of forward and backward). */
 static size_t codes_bytes(size_t rows, size_t K, size_t No) {
-    const size_t fwd = up256(rows * r16(K)) + up256(No * r16(K));
-    const size_t bwd = up256(rows * r16(No)) + up256(K * r16(No)) + up256(No * r16(rows)) + up256(K * r16(rows));
+    const size_t fwd = up256(rows * r16(K));
+    const size_t bwd = up256(rows * r16(No)) + up256(No * r16(rows)) + up256(K * r16(rows));
     return (fwd > bwd ? fwd : bwd) + 256;
 }
 
@@ -60,6 +61,14 @@ snn_status snn_prec_fp8_codes_plan(snn_precision *p) {
     const size_t n = 3 * (size_t)p->n_mods;
     /* [0, n): each state's 1/s, the GEMMs' factors; [n, 2n): each state's amax (zeroed) */
     SNN_TRY(p->be->alloc(p->be, 2 * n * sizeof(float), (void **)&p->fp8_dev));
+    for (int i = 0; i < p->n_mods; i++) {
+        snn_prec_module *pm = &p->mods[i];
+        if (!snn_prec_fp8_codes_on(p, pm)) continue;
+        const size_t K = (size_t)pm->in, No = (size_t)pm->out;
+        SNN_TRY(p->be->alloc(p->be, No * r16(K), &pm->w8));
+        SNN_TRY(p->be->alloc(p->be, K * r16(No), &pm->w8t));
+        pm->w8_valid = 0;
+    }
     p->fp8_host = calloc(n, sizeof(float));
     p->fp8_used = calloc(n, 1);
     if (!p->fp8_host || !p->fp8_used) return snn_error(SNN_E_NOMEM, "no memory for %zu FP8 amax values", n);
@@ -125,6 +134,23 @@ static snn_status codes(snn_prec_module *pm, int k, int spike, const float *x, i
     return p->be->fp8_codes(p->be, &c);
 }
 
+/* The weight's codes, both layouts in one pass, kept while the weights (param_version) and
+ * the weight's scale (delayed; current scaling's depends on the weights alone) stay: a
+ * training step quantises W once for its forward and backward, inference once per update.
+ * The amax a skipped pass would record is the one recorded at this version already. */
+static snn_status weight_codes(snn_prec_module *pm, snn_module *m) {
+    snn_precision *p = pm->p;
+    const uint64_t ver = p->model->param_version;
+    const float sc = p->fp8.recipe == SNN_FP8_RECIPE_DELAYED ? pm->sw.scale : 0.0f;
+    if (pm->w8_valid && pm->w8_version == ver && pm->w8_scale == sc) return SNN_OK;
+    const int K = pm->in, No = pm->out;
+    SNN_TRY(codes(pm, 1, 0, m->params[0].data, No, K, pm->w8, (int)r16((size_t)K), pm->w8t, (int)r16((size_t)No)));
+    pm->w8_version = ver;
+    pm->w8_scale = sc;
+    pm->w8_valid = 1;
+    return SNN_OK;
+}
+
 static int rows_of(const snn_module *m, const snn_run *r, int K) {
     return (int)(snn_rows(r) * (snn_shape_numel(m->in) / (size_t)K));
 }
@@ -136,13 +162,13 @@ snn_status snn_prec_fp8_codes_forward(snn_module *m, const snn_run *r, const flo
     const int K = pm->in, No = pm->out, rows = rows_of(m, r, K), K16 = (int)r16((size_t)K);
     const size_t i3 = 3 * (size_t)(pm - p->mods);
     codes_buf b = {(unsigned char *)p->scratch, 0};
-    void *xq = take(&b, (size_t)rows * (size_t)K16), *wq = take(&b, (size_t)No * (size_t)K16);
+    void *xq = take(&b, (size_t)rows * (size_t)K16);
     const int spike = pm->spike_input && p->spike_fp8;
     SNN_TRY(codes(pm, 0, spike, x, rows, K, xq, K16, NULL, 0));
-    SNN_TRY(codes(pm, 1, 0, m->params[0].data, No, K, wq, K16, NULL, 0));
+    SNN_TRY(weight_codes(pm, m));
     /* the FP8 GEMM writes its output in the BF16 base precision (bias first, then rounding) */
     snn_gemm g = {.trans_a = 0, .trans_b = 1, .M = rows, .N = No, .K = K16, .alpha = 1.0f, .beta = 0.0f,
-                  .A = (const float *)xq, .lda = K16, .B = (const float *)wq, .ldb = K16, .C = y, .ldc = No,
+                  .A = (const float *)xq, .lda = K16, .B = (const float *)pm->w8, .ldb = K16, .C = y, .ldc = No,
                   .ab_type = snn_fp8_role_dtype(&p->fp8, SNN_FP8_ROLE_INPUT),
                   .bias = m->n_params > 1 ? m->params[1].data : NULL, .c_round = p->half,
                   .a_store = spike ? SNN_F8E4M3 : snn_fp8_role_dtype(&p->fp8, SNN_FP8_ROLE_INPUT),
@@ -167,14 +193,13 @@ snn_status snn_prec_fp8_codes_backward(snn_module *m, const snn_run *r, const fl
     if (m->n_params > 1) SNN_TRY(be->colsum_add(be, dy, rows, No, m->params[1].grad));
     codes_buf b = {(unsigned char *)p->scratch, 0};
     void *dyq = dx ? take(&b, (size_t)rows * (size_t)O16) : NULL;
-    void *wqt = dx ? take(&b, (size_t)K * (size_t)O16) : NULL;
     void *dyqt = take(&b, (size_t)No * (size_t)R16), *xqt = take(&b, (size_t)K * (size_t)R16);
     /* dY row-wise and column-wise in one pass (one scale: per tensor) */
     SNN_TRY(codes(pm, 2, 0, dy, rows, No, dyq, O16, dyqt, R16));
     if (dx) {
-        SNN_TRY(codes(pm, 1, 0, m->params[0].data, No, K, NULL, 0, wqt, O16));
+        SNN_TRY(weight_codes(pm, m)); /* the forward's, unless the weights changed since */
         snn_gemm g = {.trans_a = 0, .trans_b = 1, .M = rows, .N = K, .K = O16, .alpha = 1.0f, .beta = 0.0f,
-                      .A = (const float *)dyq, .lda = O16, .B = (const float *)wqt, .ldb = O16, .C = dx, .ldc = K,
+                      .A = (const float *)dyq, .lda = O16, .B = (const float *)pm->w8t, .ldb = O16, .C = dx, .ldc = K,
                       .ab_type = gt, .c_round = p->half, .a_store = gt, .b_store = wt, .a_scale = p->fp8_dev + i3 + 2,
                       .b_scale = p->fp8_dev + i3 + 1};
         SNN_TRY(be->gemm(be, &g));

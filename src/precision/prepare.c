@@ -381,6 +381,8 @@ void snn_precision_free(snn_precision *p) {
         if (pm->b32) p->be->free(p->be, pm->b32);
         if (p->model) pm->m->bias_rounded = NULL;
         if (pm->x16) p->be->free(p->be, pm->x16);
+        if (pm->w8) p->be->free(p->be, pm->w8);
+        if (pm->w8t) p->be->free(p->be, pm->w8t);
         if (pm->has_fp8_state) {
             snn_fp8_state_free(&pm->sx);
             snn_fp8_state_free(&pm->sw);

@@ -40,6 +40,13 @@ typedef struct snn_prec_module {
                                     gradient multiplies again (snn_run.x16); x16_cap elements */
     size_t x16_cap;
     int x16_valid;
+    /* An FP8 Linear on codes (prec_fp8_codes.c): its weight's codes row-wise [out][in16] and
+     * transposed [in][out16], written by a forward and read by the backward and by later
+     * forwards while the weights and the weight's scale stay (w8_version, w8_scale). */
+    void *w8, *w8t;
+    uint64_t w8_version;
+    float w8_scale;
+    int w8_valid;
 } snn_prec_module;
 
 /* m->precision_flags bits */
