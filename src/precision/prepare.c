@@ -580,9 +580,18 @@ const char *snn_precision_describe(snn_precision *p) {
         cJSON_AddStringToObject(cap, "fp8_recipe_resolved", snn_fp8_recipe_name(p->resolved_recipe));
     }
     cJSON_AddStringToObject(cap, "execution_note",
-                            p->cfg.mode == SNN_PRECISION_FP8
-                                ? "CPU reference: FP8 GEMMs run exactly as quantise -> dequantise -> FP32 GEMM; "
-                                  "recipe auto resolves as on Hopper (sm_90): delayed"
+                            p->cfg.mode == SNN_PRECISION_FP8 && on_cuda && p->be->fp8_codes &&
+                                    (p->fp8.recipe == SNN_FP8_RECIPE_DELAYED || p->fp8.recipe == SNN_FP8_RECIPE_CURRENT)
+                                ? "CUDA: FP8 Linear GEMMs on FP8 codes (cuBLASLt, one factor per operand, FP32 "
+                                  "accumulation), the products of the CPU reference's quantise -> dequantise -> FP32 "
+                                  "GEMM; pointwise Conv1d as the CPU reference; recipe auto resolves as on Hopper "
+                                  "(sm_90): delayed"
+                            : p->cfg.mode == SNN_PRECISION_FP8
+                                ? (on_cuda ? "CUDA: FP8 GEMMs as the CPU reference: quantise -> dequantise -> FP32 GEMM "
+                                             "(the block and mxfp8 recipes); recipe auto resolves as on Hopper (sm_90): "
+                                             "delayed"
+                                           : "CPU reference: FP8 GEMMs run exactly as quantise -> dequantise -> FP32 "
+                                             "GEMM; recipe auto resolves as on Hopper (sm_90): delayed")
                             : on_cuda ? (p->cfg.mode == SNN_PRECISION_FP32
                                              ? "CUDA: FP32 GEMMs without TF32, the CPU reference's rules"
                                              : "CUDA: 16-bit GEMMs with FP32 accumulation on operands rounded as the CPU "
