@@ -59,8 +59,9 @@ snn_status snn_prec_fp8_codes_plan(snn_precision *p) {
     for (int i = 0; i < p->n_mods; i++) any |= snn_prec_fp8_codes_on(p, &p->mods[i]);
     if (!any) return SNN_OK;
     const size_t n = 3 * (size_t)p->n_mods;
-    /* [0, n): each state's 1/s, the GEMMs' factors; [n, 2n): each state's amax (zeroed) */
-    SNN_TRY(p->be->alloc(p->be, 2 * n * sizeof(float), (void **)&p->fp8_dev));
+    /* [n][4]: each state's 1/s, the GEMMs' factors, 16 bytes apart (cuBLASLt takes aligned
+     * scale pointers only); then [n]: each state's amax (zeroed) */
+    SNN_TRY(p->be->alloc(p->be, 5 * n * sizeof(float), (void **)&p->fp8_dev));
     for (int i = 0; i < p->n_mods; i++) {
         snn_prec_module *pm = &p->mods[i];
         if (!snn_prec_fp8_codes_on(p, pm)) continue;
@@ -78,8 +79,8 @@ snn_status snn_prec_fp8_codes_plan(snn_precision *p) {
 snn_status snn_precision_fp8_flush(snn_precision *p) {
     if (!p || !p->fp8_dev || !p->fp8_pending) return SNN_OK;
     const size_t n = 3 * (size_t)p->n_mods;
-    SNN_TRY(p->be->download(p->be, p->fp8_host, p->fp8_dev + n, n * sizeof(float)));
-    SNN_TRY(p->be->fill(p->be, p->fp8_dev + n, 0.0f, n));
+    SNN_TRY(p->be->download(p->be, p->fp8_host, p->fp8_dev + 4 * n, n * sizeof(float)));
+    SNN_TRY(p->be->fill(p->be, p->fp8_dev + 4 * n, 0.0f, n));
     for (int i = 0; i < p->n_mods; i++) {
         snn_prec_module *pm = &p->mods[i];
         snn_fp8_tensor_state *st[3] = {&pm->sx, &pm->sw, &pm->sdy};
@@ -108,6 +109,9 @@ static void *take(codes_buf *b, size_t bytes) {
     return r;
 }
 
+/* The device factor 1/s of state j (module j / 3, operand j % 3: x, w, dy). */
+static float *sinv_of(const snn_precision *p, size_t j) { return p->fp8_dev + 4 * j; }
+
 /* Codes of one operand of module i with state k (0 x, 1 w, 2 dy); spikes: unit scale, no amax. */
 static snn_status codes(snn_prec_module *pm, int k, int spike, const float *x, int rows, int cols, void *q, int ldq,
                         void *qt, int ldqt) {
@@ -117,7 +121,7 @@ static snn_status codes(snn_prec_module *pm, int k, int spike, const float *x, i
     const snn_fp8_role role = k == 0 ? SNN_FP8_ROLE_INPUT : k == 1 ? SNN_FP8_ROLE_WEIGHT : SNN_FP8_ROLE_GRAD;
     snn_fp8_codes c = {.fp8 = spike ? SNN_F8E4M3 : snn_fp8_role_dtype(&p->fp8, role), .rows = rows, .cols = cols,
                        .x = x, .pow2 = p->fp8.pow2_scales, .scale = 1.0f, .scale_inv = 1.0f, .q = q, .ldq = ldq,
-                       .qt = qt, .ldqt = ldqt, .sinv = p->fp8_dev + j};
+                       .qt = qt, .ldqt = ldqt, .sinv = sinv_of(p, j)};
     if (!spike) {
         if (p->fp8.recipe == SNN_FP8_RECIPE_CURRENT) {
             c.current = 1;
@@ -127,7 +131,7 @@ static snn_status codes(snn_prec_module *pm, int k, int spike, const float *x, i
             c.scale = st->scale;
             c.scale_inv = st->scale_inv;
         }
-        c.amax = p->fp8_dev + n + j;
+        c.amax = p->fp8_dev + 4 * n + j;
         p->fp8_used[j] = 1;
         p->fp8_pending = 1;
     }
@@ -172,8 +176,8 @@ snn_status snn_prec_fp8_codes_forward(snn_module *m, const snn_run *r, const flo
                   .ab_type = snn_fp8_role_dtype(&p->fp8, SNN_FP8_ROLE_INPUT),
                   .bias = m->n_params > 1 ? m->params[1].data : NULL, .c_round = p->half,
                   .a_store = spike ? SNN_F8E4M3 : snn_fp8_role_dtype(&p->fp8, SNN_FP8_ROLE_INPUT),
-                  .b_store = snn_fp8_role_dtype(&p->fp8, SNN_FP8_ROLE_WEIGHT), .a_scale = p->fp8_dev + i3,
-                  .b_scale = p->fp8_dev + i3 + 1};
+                  .b_store = snn_fp8_role_dtype(&p->fp8, SNN_FP8_ROLE_WEIGHT), .a_scale = sinv_of(p, i3),
+                  .b_scale = sinv_of(p, i3 + 1)};
     return p->be->gemm(p->be, &g);
 }
 
@@ -200,14 +204,14 @@ snn_status snn_prec_fp8_codes_backward(snn_module *m, const snn_run *r, const fl
         SNN_TRY(weight_codes(pm, m)); /* the forward's, unless the weights changed since */
         snn_gemm g = {.trans_a = 0, .trans_b = 1, .M = rows, .N = K, .K = O16, .alpha = 1.0f, .beta = 0.0f,
                       .A = (const float *)dyq, .lda = O16, .B = (const float *)pm->w8t, .ldb = O16, .C = dx, .ldc = K,
-                      .ab_type = gt, .c_round = p->half, .a_store = gt, .b_store = wt, .a_scale = p->fp8_dev + i3 + 2,
-                      .b_scale = p->fp8_dev + i3 + 1};
+                      .ab_type = gt, .c_round = p->half, .a_store = gt, .b_store = wt, .a_scale = sinv_of(p, i3 + 2),
+                      .b_scale = sinv_of(p, i3 + 1)};
         SNN_TRY(be->gemm(be, &g));
     }
     SNN_TRY(codes(pm, 0, spike, x, rows, K, NULL, 0, xqt, R16));
     snn_gemm g = {.trans_a = 0, .trans_b = 1, .M = No, .N = K, .K = R16, .alpha = 1.0f, .beta = 1.0f,
                   .A = (const float *)dyqt, .lda = R16, .B = (const float *)xqt, .ldb = R16, .C = m->params[0].grad,
                   .ldc = K, .ab_type = gt, .c_round = SNN_F32, .a_store = gt, .b_store = spike ? SNN_F8E4M3 : xt,
-                  .a_scale = p->fp8_dev + i3 + 2, .b_scale = p->fp8_dev + i3};
+                  .a_scale = sinv_of(p, i3 + 2), .b_scale = sinv_of(p, i3)};
     return be->gemm(be, &g);
 }

@@ -87,7 +87,8 @@ struct snn_precision {
     snn_precision_sync sync;      /* data-parallel hook (zero: none) */
     float *amax_pack;             /* [3 * FP8 modules] for sync.amax (prec_sync.c) */
     /* FP8 GEMMs on codes (prec_fp8_codes.c; a table with fp8_codes, per-tensor recipes):
-     * device [2][3 * n_mods] (each state's 1/s, then its amax), the host copy of the amaxes,
+     * device [3 * n_mods][4] (each state's 1/s, 16 bytes apart) then [3 * n_mods] (its amax),
+     * the host copy of the amaxes,
      * which states were quantised since the last flush, and whether any was */
     float *fp8_dev;
     float *fp8_host;

@@ -132,17 +132,28 @@ snn_status gemm_fp8(const snn_backend *be, const snn_gemm *g) {
         return snn_error(SNN_E_INVALID, "gemm: FP8 codes need 16-byte aligned operands");
     float beta = g->beta;
     const int M = g->M, N = g->N, K = g->K;
+    snn_cuda *c = snn_cuda_table_ctx(be);
+    snn_cuda_gemm_desc d = snn_cuda_gd(0, 1, M, N, K, g->a_store, g->b_store, SNN_F32, g->lda, g->ldb, g->ldc, 0);
+    /* an aligned bias in cuBLASLt's epilogue where it has one for FP8 operands (the product
+     * plus the bias: with beta 0 the same FP32 sum as bias first, then the product) */
+    static int bias_epilogue = 1; /* 0 once cuBLASLt said it has none (the same library all along) */
+    if (bias_epilogue && g->bias && K > 0 && snn_aligned(g->bias, 16)) {
+        const snn_status st = snn_cuda_gemm_bias(c, &d, g->alpha, g->A, g->B, beta, g->C, g->a_scale, g->b_scale,
+                                                 NULL, NULL, g->bias);
+        if (st != SNN_E_UNSUPPORTED) {
+            if (st == SNN_OK && g->c_round != SNN_F32) return launch_round2d(be, g->c_round, g->C, g->ldc, M, N);
+            return st;
+        }
+        snn_clear_error();
+        bias_epilogue = 0;
+    }
     if (g->bias || K == 0) {
         const size_t total = (size_t)M * (size_t)N;
         gemm_pre_kernel<<<snn_cuda_table_grid(be, total, 256), 256, 0, st_of(be)>>>(g->C, g->ldc, M, N, beta, g->bias);
         SNN_CU_LAUNCHED("gemm bias");
         beta = 1.0f;
     }
-    if (K > 0) {
-        snn_cuda_gemm_desc d = snn_cuda_gd(0, 1, M, N, K, g->a_store, g->b_store, SNN_F32, g->lda, g->ldb, g->ldc, 0);
-        SNN_TRY(snn_cuda_gemm(snn_cuda_table_ctx(be), &d, g->alpha, g->A, g->B, beta, g->C, g->a_scale, g->b_scale,
-                              NULL, NULL));
-    }
+    if (K > 0) SNN_TRY(snn_cuda_gemm(c, &d, g->alpha, g->A, g->B, beta, g->C, g->a_scale, g->b_scale, NULL, NULL));
     if (g->c_round != SNN_F32) SNN_TRY(launch_round2d(be, g->c_round, g->C, g->ldc, M, N));
     return SNN_OK;
 }
