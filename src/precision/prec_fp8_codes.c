@@ -34,7 +34,7 @@ static size_t r16(size_t v) { return (v + 15) / 16 * 16; }
 static size_t up256(size_t b) { return (b + 255) & ~(size_t)255; }
 
 int snn_prec_fp8_codes_on(const snn_precision *p, const snn_prec_module *pm) {
-    if (!p->be->fp8_codes || pm->kind != SNN_PM_FP8_LINEAR) return 0;
+    if (p->fp8_emulate || !p->be->fp8_codes || pm->kind != SNN_PM_FP8_LINEAR) return 0;
     if (p->fp8.recipe != SNN_FP8_RECIPE_DELAYED && p->fp8.recipe != SNN_FP8_RECIPE_CURRENT) return 0;
     /* cuBLASLt has no E5M2 x E5M2 GEMM: the forward's operands must not both be E5M2 */
     return snn_fp8_role_dtype(&p->fp8, SNN_FP8_ROLE_INPUT) == SNN_F8E4M3 ||

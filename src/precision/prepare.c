@@ -309,6 +309,12 @@ snn_status snn_prepare_model_for_precision(snn_model *m, const char *device, con
                        "IF/LIF/PLIF neurons",
                        snn_neuron_storage_name(cfg.neuron_storage));
     p->spike_fp8 = 1;
+    /* SNN_FP8_GEMM=emulate keeps a GPU's FP8 GEMMs on the CPU's emulation (quantise ->
+     * dequantise -> FP32 GEMM): the A/B of the codes path, in one binary */
+    const char *fg = getenv("SNN_FP8_GEMM");
+    if (st == SNN_OK && fg && strcmp(fg, "codes") && strcmp(fg, "emulate"))
+        st = snn_error(SNN_E_INVALID, "SNN_FP8_GEMM must be 'codes' or 'emulate' (got '%s')", fg);
+    p->fp8_emulate = fg && !strcmp(fg, "emulate");
     if (st == SNN_OK && fp8) mark_spike_inputs(m->root);
     if (st == SNN_OK) {
         convert_ctx cc = {.p = p, .count_only = 1};
@@ -580,7 +586,7 @@ const char *snn_precision_describe(snn_precision *p) {
         cJSON_AddStringToObject(cap, "fp8_recipe_resolved", snn_fp8_recipe_name(p->resolved_recipe));
     }
     cJSON_AddStringToObject(cap, "execution_note",
-                            p->cfg.mode == SNN_PRECISION_FP8 && on_cuda && p->be->fp8_codes &&
+                            p->cfg.mode == SNN_PRECISION_FP8 && on_cuda && p->be->fp8_codes && !p->fp8_emulate &&
                                     (p->fp8.recipe == SNN_FP8_RECIPE_DELAYED || p->fp8.recipe == SNN_FP8_RECIPE_CURRENT)
                                 ? "CUDA: FP8 Linear GEMMs on FP8 codes (cuBLASLt, one factor per operand, FP32 "
                                   "accumulation), the products of the CPU reference's quantise -> dequantise -> FP32 "
