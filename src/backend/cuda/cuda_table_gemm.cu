@@ -44,6 +44,29 @@ snn_status launch_round2d(const snn_backend *be, snn_dtype t, float *C, int ldc,
     return SNN_OK;
 }
 
+/* C = round(C + bias[j]) in place (R: 0 none, 1 BF16, 2 F16): an FP8 product's bias and output
+ * rounding in one pass. */
+template <int R> __global__ void bias_round2d_kernel(float *C, int ldc, int M, int N, const float *bias) {
+    const size_t total = (size_t)M * (size_t)N;
+    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < total; e += (size_t)gridDim.x * blockDim.x) {
+        const size_t j = e % (size_t)N;
+        float *p = C + (e / (size_t)N) * (size_t)ldc + j;
+        float v = __fadd_rn(*p, bias[j]);
+        if (R == 1) v = snn_rnd16<__nv_bfloat16>(v);
+        if (R == 2) v = snn_rnd16<__half>(v);
+        *p = v;
+    }
+}
+
+snn_status launch_bias_round2d(const snn_backend *be, snn_dtype t, float *C, int ldc, int M, int N, const float *bias) {
+    const unsigned grid = snn_cuda_table_grid(be, (size_t)M * (size_t)N, 256);
+    if (t == SNN_BF16) bias_round2d_kernel<1><<<grid, 256, 0, st_of(be)>>>(C, ldc, M, N, bias);
+    else if (t == SNN_F16) bias_round2d_kernel<2><<<grid, 256, 0, st_of(be)>>>(C, ldc, M, N, bias);
+    else bias_round2d_kernel<0><<<grid, 256, 0, st_of(be)>>>(C, ldc, M, N, bias);
+    SNN_CU_LAUNCHED("gemm bias and rounding");
+    return SNN_OK;
+}
+
 /* C = beta C + P (C not read when beta is 0), then c_round: the copy-out of a product computed
  * in aligned rows of the workspace (t_gemm). R: 0 none, 1 BF16, 2 F16. */
 template <int R>
@@ -132,28 +155,22 @@ snn_status gemm_fp8(const snn_backend *be, const snn_gemm *g) {
         return snn_error(SNN_E_INVALID, "gemm: FP8 codes need 16-byte aligned operands");
     float beta = g->beta;
     const int M = g->M, N = g->N, K = g->K;
-    snn_cuda *c = snn_cuda_table_ctx(be);
-    snn_cuda_gemm_desc d = snn_cuda_gd(0, 1, M, N, K, g->a_store, g->b_store, SNN_F32, g->lda, g->ldb, g->ldc, 0);
-    /* an aligned bias in cuBLASLt's epilogue where it has one for FP8 operands (the product
-     * plus the bias: with beta 0 the same FP32 sum as bias first, then the product) */
-    static int bias_epilogue = 1; /* 0 once cuBLASLt said it has none (the same library all along) */
-    if (bias_epilogue && g->bias && K > 0 && snn_aligned(g->bias, 16)) {
-        const snn_status st = snn_cuda_gemm_bias(c, &d, g->alpha, g->A, g->B, beta, g->C, g->a_scale, g->b_scale,
-                                                 NULL, NULL, g->bias);
-        if (st != SNN_E_UNSUPPORTED) {
-            if (st == SNN_OK && g->c_round != SNN_F32) return launch_round2d(be, g->c_round, g->C, g->ldc, M, N);
-            return st;
-        }
-        snn_clear_error();
-        bias_epilogue = 0;
-    }
-    if (g->bias || K == 0) {
+    /* beta 0: the product first, then one pass adds the bias and rounds (round(P + bias): the
+     * CPU's bias-then-product sum, an FP32 add either way); otherwise C = beta C + bias before
+     * the product, as for FP32 operands */
+    const bool post_bias = g->bias && beta == 0.0f && K > 0;
+    if ((g->bias && !post_bias) || K == 0) {
         const size_t total = (size_t)M * (size_t)N;
         gemm_pre_kernel<<<snn_cuda_table_grid(be, total, 256), 256, 0, st_of(be)>>>(g->C, g->ldc, M, N, beta, g->bias);
         SNN_CU_LAUNCHED("gemm bias");
         beta = 1.0f;
     }
-    if (K > 0) SNN_TRY(snn_cuda_gemm(c, &d, g->alpha, g->A, g->B, beta, g->C, g->a_scale, g->b_scale, NULL, NULL));
+    if (K > 0) {
+        snn_cuda_gemm_desc d = snn_cuda_gd(0, 1, M, N, K, g->a_store, g->b_store, SNN_F32, g->lda, g->ldb, g->ldc, 0);
+        SNN_TRY(snn_cuda_gemm(snn_cuda_table_ctx(be), &d, g->alpha, g->A, g->B, beta, g->C, g->a_scale, g->b_scale,
+                              NULL, NULL));
+    }
+    if (post_bias) return launch_bias_round2d(be, g->c_round, g->C, g->ldc, M, N, g->bias);
     if (g->c_round != SNN_F32) SNN_TRY(launch_round2d(be, g->c_round, g->C, g->ldc, M, N));
     return SNN_OK;
 }
