@@ -180,6 +180,7 @@ static void run_recipe(const char *recipe, uint64_t seed) {
 
 int main(void) {
     rs = snn_test_seed();
+    setenv("SNN_FP8_GEMM", "codes", 1); /* whatever the default */
     codes_be = *snn_backend_cpu();
     codes_be.fp8_codes = host_codes;
     codes_be.gemm = host_gemm;
