@@ -7,6 +7,7 @@
 #   fcsnn-W4096.json  snn bench fcsnn --device cuda, T 16, batch 256, width 4096, depth 20
 #   fcsnn-W8192.json  the same at width 8192, depth 10 (bf16 and fp8)
 #   fcsnn-W*-delayed.json  both FC-SNN runs again with --fp8-recipe delayed
+#   fcsnn-W8192-delayed-codes.json, -emulate.json  W 8192 delayed with SNN_FP8_GEMM=codes / emulate
 #   fcsnn-W*-block.json, linear-W*-block.json  --fp8-recipe block (1x128 / 128x128 scaling)
 #   fcsnn-W4096-nprec-bf16.json, fcsnn-W4096-nprec-fp8.json  the W 4096 FC-SNN in bf16 with its
 #                     LIF layers on the mixed-precision GPU neurons: --neuron-storage bf16
@@ -57,6 +58,15 @@ run fcsnn-W4096-delayed bench fcsnn --device cuda --time-steps 16 --batch-size 2
 run fcsnn-W8192-delayed bench fcsnn --device cuda --time-steps 16 --batch-size 256 --input-dim 8192 --hidden-dim 8192 \
     --depth 10 --num-classes 10 --precisions bf16 fp8 --fp8-recipe delayed --baseline-precision bf16 \
     --warmup 3 --training-steps 10 --inference-steps 20 --trials 3 --output "$OUTD/fcsnn-W8192-delayed.json"
+# the W 8192 delayed run with the FP8 Linears on FP8 codes (SNN_FP8_GEMM=codes) and on the
+# emulation (the default), for the A/B of the two paths
+for fg in codes emulate; do
+  export SNN_FP8_GEMM=$fg
+  run "fcsnn-W8192-delayed-$fg" bench fcsnn --device cuda --time-steps 16 --batch-size 256 --input-dim 8192 \
+      --hidden-dim 8192 --depth 10 --num-classes 10 --precisions bf16 fp8 --fp8-recipe delayed --baseline-precision bf16 \
+      --warmup 3 --training-steps 10 --inference-steps 20 --trials 3 --output "$OUTD/fcsnn-W8192-delayed-$fg.json"
+done
+unset SNN_FP8_GEMM
 # block scaling (Float8BlockScaling through cuBLASLt's block-scale modes)
 for W in 3072 3200; do
   run "linear-W$W-block" bench linear --device cuda --batch-size 4096 --width "$W" --depth 8 --num-classes "$W" \

@@ -90,7 +90,7 @@ struct snn_precision {
      * device [3 * n_mods][4] (each state's 1/s, 16 bytes apart) then [3 * n_mods] (its amax),
      * the host copy of the amaxes,
      * which states were quantised since the last flush, and whether any was */
-    int fp8_emulate;              /* SNN_FP8_GEMM=emulate: no codes path */
+    int fp8_emulate;              /* no codes path (SNN_FP8_GEMM unset or 'emulate') */
     float *fp8_dev;
     float *fp8_host;
     unsigned char *fp8_used;
