@@ -59,21 +59,21 @@ snn_status snn_prec_fp8_codes_plan(snn_precision *p) {
     for (int i = 0; i < p->n_mods; i++) any |= snn_prec_fp8_codes_on(p, &p->mods[i]);
     if (!any) return SNN_OK;
     const size_t n = 3 * (size_t)p->n_mods;
-    /* [n][4]: each state's 1/s, the GEMMs' factors, 16 bytes apart (cuBLASLt takes aligned
-     * scale pointers only); then [n]: each state's amax (zeroed) */
-    SNN_TRY(p->be->alloc(p->be, 5 * n * sizeof(float), (void **)&p->fp8_dev));
     for (int i = 0; i < p->n_mods; i++) {
         snn_prec_module *pm = &p->mods[i];
         if (!snn_prec_fp8_codes_on(p, pm)) continue;
         const size_t K = (size_t)pm->in, No = (size_t)pm->out;
-        SNN_TRY(p->be->alloc(p->be, No * r16(K), &pm->w8));
-        SNN_TRY(p->be->alloc(p->be, K * r16(No), &pm->w8t));
+        if (!pm->w8) SNN_TRY(p->be->alloc(p->be, No * r16(K), &pm->w8));
+        if (!pm->w8t) SNN_TRY(p->be->alloc(p->be, K * r16(No), &pm->w8t));
         pm->w8_valid = 0;
     }
-    p->fp8_host = calloc(n, sizeof(float));
-    p->fp8_used = calloc(n, 1);
+    if (!p->fp8_host) p->fp8_host = calloc(n, sizeof(float));
+    if (!p->fp8_used) p->fp8_used = calloc(n, 1);
     if (!p->fp8_host || !p->fp8_used) return snn_error(SNN_E_NOMEM, "no memory for %zu FP8 amax values", n);
-    return SNN_OK;
+    /* [n][4]: each state's 1/s, the GEMMs' factors, 16 bytes apart (cuBLASLt takes aligned
+     * scale pointers only); then [n]: each state's amax (zeroed). Allocated last: its
+     * presence says the plan is complete (a failed one is retried by the next plan). */
+    return p->be->alloc(p->be, 5 * n * sizeof(float), (void **)&p->fp8_dev);
 }
 
 snn_status snn_precision_fp8_flush(snn_precision *p) {
