@@ -187,24 +187,13 @@ const snn_module_ops snn_prec_gemm16_ops = {
  * Token-major operands: X [rows, K], W [Nout, K], Y [rows, Nout]. A pointwise Conv1d
  * sample [C, L] is transposed to [L, C] (L rows of K = C) and back. */
 
-static void to_token_major(const float *src, float *dst, size_t B, int C, int L) {
-#pragma omp parallel for schedule(static) if (B * (size_t)C * L > 65536)
-    for (size_t b = 0; b < B; b++) {
-        const float *s = src + b * (size_t)C * L;
-        float *d = dst + b * (size_t)C * L;
-        for (int c = 0; c < C; c++)
-            for (int l = 0; l < L; l++) d[(size_t)l * C + c] = s[(size_t)c * L + l];
-    }
+/* [B][C][L] <-> [B][L][C] through the op table (exact copies, on the model's device) */
+static snn_status to_token_major(const snn_backend *be, const float *src, float *dst, size_t B, int C, int L) {
+    return be->transpose(be, B, C, L, src, dst);
 }
 
-static void from_token_major(const float *src, float *dst, size_t B, int C, int L) {
-#pragma omp parallel for schedule(static) if (B * (size_t)C * L > 65536)
-    for (size_t b = 0; b < B; b++) {
-        const float *s = src + b * (size_t)C * L;
-        float *d = dst + b * (size_t)C * L;
-        for (int l = 0; l < L; l++)
-            for (int c = 0; c < C; c++) d[(size_t)c * L + l] = s[(size_t)l * C + c];
-    }
+static snn_status from_token_major(const snn_backend *be, const float *src, float *dst, size_t B, int C, int L) {
+    return be->transpose(be, B, L, C, src, dst);
 }
 
 /* rows of the token-major GEMM, and L for Conv1d (1 for Linear). */
@@ -252,7 +241,7 @@ static snn_status fp8_forward(snn_module *m, const snn_run *r, const float *x, f
     float *xt = p->scratch, *xq = xt + sx, *wq = xq + sx, *yt = wq + (size_t)No * K;
     const float *X = x;
     if (pm->kind == SNN_PM_FP8_CONV1D) {
-        to_token_major(x, xt, snn_rows(r), K, L);
+        SNN_TRY(to_token_major(m->be, x, xt, snn_rows(r), K, L));
         X = xt;
     }
     /* Spikes are E4M3 with unit scale as they are: no amax pass, no quantisation. */
@@ -265,7 +254,7 @@ static snn_status fp8_forward(snn_module *m, const snn_run *r, const float *x, f
                   .lda = K, .B = wq, .ldb = K, .C = Y, .ldc = No, .ab_type = SNN_F32,
                   .bias = m->n_params > 1 ? m->params[1].data : NULL, .c_round = p->half};
     SNN_TRY(m->be->gemm(m->be, &g));
-    if (pm->kind == SNN_PM_FP8_CONV1D) from_token_major(yt, y, snn_rows(r), No, L);
+    if (pm->kind == SNN_PM_FP8_CONV1D) SNN_TRY(from_token_major(m->be, yt, y, snn_rows(r), No, L));
     return SNN_OK;
 }
 
@@ -281,8 +270,8 @@ static snn_status fp8_backward(snn_module *m, const snn_run *r, const float *x, 
     float *xt = p->scratch, *xc = xt + sx, *dyt = xc + sx, *dyq = dyt + sy, *wc = dyq + sy, *dxt = wc + sw;
     const float *X = x, *DY = dy;
     if (pm->kind == SNN_PM_FP8_CONV1D) {
-        to_token_major(x, xt, snn_rows(r), K, L);
-        to_token_major(dy, dyt, snn_rows(r), No, L);
+        SNN_TRY(to_token_major(be, x, xt, snn_rows(r), K, L));
+        SNN_TRY(to_token_major(be, dy, dyt, snn_rows(r), No, L));
         X = xt;
         DY = dyt;
     }
@@ -297,7 +286,7 @@ static snn_status fp8_backward(snn_module *m, const snn_run *r, const float *x, 
         snn_gemm g = {.trans_a = 0, .trans_b = 0, .M = rows, .N = K, .K = No, .alpha = 1.0f, .beta = 0.0f, .A = dyq,
                       .lda = No, .B = wc, .ldb = K, .C = DX, .ldc = K, .ab_type = SNN_F32, .c_round = p->half};
         SNN_TRY(be->gemm(be, &g));
-        if (pm->kind == SNN_PM_FP8_CONV1D) from_token_major(dxt, dx, snn_rows(r), K, L);
+        if (pm->kind == SNN_PM_FP8_CONV1D) SNN_TRY(from_token_major(be, dxt, dx, snn_rows(r), K, L));
     }
     /* wgrad: dW += dY^T X, both reduced along the rows (column-wise) */
     SNN_TRY(qdq(m, &pm->sdy, SNN_FP8_ROLE_GRAD, SNN_FP8_COLWISE, DY, rows, No, dyq));

@@ -3,7 +3,8 @@
  * prepared for the same precision, with AdamW created after prepare, and driven by the same
  * loop (the precision guide's first path, examples/custom_loop.c's loop). After every step
  * the outputs, the gradients and the updated parameters of the GPU model are compared with
- * the CPU's (the reference).
+ * the CPU's (the reference). Networks: an MLP, odd shapes, a spiking one, a pre-norm block
+ * and pointwise Conv1d layers (FP8 runs those token-major through the op table's transpose).
  *
  * Bounds: FP32 runs FP32 GEMMs without TF32 on both devices, so only the summation order
  * differs: outputs and gradients within 2e-5 of max|ref|. In FP16 / BF16 the operands are
@@ -49,7 +50,9 @@ typedef struct {
     int in, hidden, out;
     int spiking; /* 1: Linear, LIF, RMSNorm, Linear, PLIF, Flatten, Linear instead of the MLP;
                     2: Linear, Residual(Sequential(LayerNorm, Linear, GELU, Linear)), LayerNorm,
-                    Linear (a pre-norm block, no spikes) */
+                    Linear (a pre-norm block, no spikes);
+                    3: pointwise Conv1d(16, hidden), GELU, Conv1d(hidden, 16), Flatten,
+                    Linear(in, out) over [16][in / 16] (in a multiple of 16) */
 } net;
 
 /* made is the status of a constructor that wrote *child (read only after it ran). */
@@ -69,6 +72,19 @@ static snn_status add(snn_module *seq, snn_status made, snn_module **child) {
 static snn_status build(const net *n, uint64_t seed, snn_model **out) {
     snn_module *seq = NULL, *c = NULL;
     TRY(snn_sequential_create(&seq));
+    if (n->spiking == 3) { /* pointwise Conv1d over [16][in / 16] (FP8 converts them token-major) */
+        snn_status st = add(seq, snn_conv1d_create(16, n->hidden, 1, 1, 0, 1, &c), &c);
+        if (st == SNN_OK) st = add(seq, snn_gelu_create(&c), &c);
+        if (st == SNN_OK) st = add(seq, snn_conv1d_create(n->hidden, 16, 1, 1, 0, 1, &c), &c);
+        if (st == SNN_OK) st = add(seq, snn_flatten_create(&c), &c);
+        if (st == SNN_OK) st = add(seq, snn_linear_create(n->in, n->out, 1, &c), &c);
+        if (st != SNN_OK) {
+            snn_module_destroy(seq);
+            return st;
+        }
+        int shape2[2] = {16, n->in / 16};
+        return snn_model_create_from_module(seq, 2, shape2, seed, out);
+    }
     snn_status st = add(seq, snn_linear_create(n->in, n->hidden, 1, &c), &c);
     if (n->spiking == 2) {
         snn_module *inner = NULL, *res = NULL;
@@ -333,7 +349,7 @@ int main(void) {
     }
     snn_model_free(probe);
     misuse();
-    net mlp = {256, 512, 96, 0}, odd = {67, 45, 13, 0}, spk = {128, 256, 32, 1}, blk = {64, 128, 32, 2};
+    net mlp = {256, 512, 96, 0}, odd = {67, 45, 13, 0}, spk = {128, 256, 32, 1}, blk = {64, 128, 32, 2}, pw = {80, 32, 24, 3};
     const char *precs[] = {"fp32", "bf16", "fp16", "fp8:delayed", "fp8:current", "fp8:block", "fp8:mxfp8"};
     for (int i = 0; i < 7; i++) {
         compare_steps("mlp", &mlp, precs[i], 1, 32, 3);
@@ -341,6 +357,7 @@ int main(void) {
         if (i < 3) compare_steps("odd", &odd, precs[i], 1, 7, 2);
         compare_steps("spiking", &spk, precs[i], 4, 16, 3);
         compare_steps("block", &blk, precs[i], 2, 8, 2);
+        compare_steps("conv1d", &pw, precs[i], 2, 8, 2);
     }
     return snn_test_finish("test_cuda_engine");
 }
