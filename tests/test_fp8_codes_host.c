@@ -16,6 +16,7 @@
  *   at step 0 (the same x and W; dY within the bound: compared relatively). The spike
  *   operands record nothing on either path. The codes path is really taken: its scratch and
  *   device slots exist, and a tampered weight cache changes the output.
+ *   A pointwise Conv1d network (token-major GEMMs through the op table's transpose) the same way.
  *   Also: SNN_FP8_GEMM=emulate turns the codes path off, another value is refused. */
 #include <float.h>
 #include <math.h>
@@ -178,6 +179,68 @@ static void run_recipe(const char *recipe, uint64_t seed) {
     snn_model_free(a), snn_model_free(b);
 }
 
+/* A pointwise Conv1d network over [16][5] (its FP8 GEMMs token-major: 90 rows, padded) on
+ * both tables, loss mean(y²), three AdamW steps: outputs and weights within the bounds above. */
+static snn_model *make_conv(uint64_t seed, const char *recipe, int codes, snn_precision **p, snn_optimizer **opt) {
+    snn_module *seq = NULL, *c = NULL;
+    CHECK(snn_sequential_create(&seq) == SNN_OK);
+    CHECK(snn_conv1d_create(16, 32, 1, 1, 0, 1, &c) == SNN_OK && snn_sequential_add(seq, c) == SNN_OK);
+    CHECK(snn_gelu_create(&c) == SNN_OK && snn_sequential_add(seq, c) == SNN_OK);
+    CHECK(snn_conv1d_create(32, 16, 1, 1, 0, 1, &c) == SNN_OK && snn_sequential_add(seq, c) == SNN_OK);
+    CHECK(snn_flatten_create(&c) == SNN_OK && snn_sequential_add(seq, c) == SNN_OK);
+    CHECK(snn_linear_create(80, 24, 1, &c) == SNN_OK && snn_sequential_add(seq, c) == SNN_OK);
+    int shape[2] = {16, 5};
+    snn_model *m = NULL;
+    CHECK_MSG(snn_model_create_from_module(seq, 2, shape, seed, &m) == SNN_OK, "%s", snn_last_error());
+    if (codes) {
+        m->run.be = &codes_be;
+        snn_model_bind_storage(m);
+    }
+    snn_precision_config cf;
+    CHECK(snn_precision_config_parse("fp8", recipe, NULL, NULL, NULL, &cf) == SNN_OK);
+    CHECK_MSG(snn_prepare_model_for_precision(m, "cpu", &cf, p) == SNN_OK, "prepare conv %s: %s", recipe, snn_last_error());
+    snn_optim_opts oo = snn_optim_defaults(SNN_OPTIM_ADAMW);
+    oo.lr = 1e-3f;
+    CHECK(snn_optimizer_create_for_model(&oo, m, opt) == SNN_OK);
+    CHECK(snn_model_plan(m, T, N) == SNN_OK);
+    return m;
+}
+
+static void run_conv(const char *recipe, uint64_t seed) {
+    snn_precision *pa = NULL, *pb = NULL;
+    snn_optimizer *oa = NULL, *ob = NULL;
+    snn_model *a = make_conv(seed, recipe, 0, &pa, &oa), *b = make_conv(seed, recipe, 1, &pb, &ob);
+    int on = 0;
+    for (int i = 0; i < pb->n_mods; i++) on += snn_prec_fp8_codes_on(pb, &pb->mods[i]);
+    CHECK_MSG(on == 3, "conv %s: %d modules on codes, expected 3 (two Conv1d, the Linear)", recipe, on);
+    const size_t nx = (size_t)T * N * 80, ny = (size_t)T * N * 24, np = snn_model_num_params(a);
+    float *x = malloc(nx * sizeof(float)), *ya = malloc(ny * sizeof(float)), *dy = malloc(ny * sizeof(float));
+    for (int s = 0; s < 3; s++) {
+        snn_test_fill_uniform(x, nx, -2.0f, 2.0f, &rs);
+        const float *y;
+        CHECK(snn_model_forward(a, x, 1, &y) == SNN_OK);
+        memcpy(ya, y, ny * sizeof(float));
+        for (size_t i = 0; i < ny; i++) dy[i] = 2.0f * y[i] / (float)ny;
+        CHECK_MSG(snn_precision_backward(pa, dy, oa, -1, 0, NULL, NULL) == SNN_OK, "%s", snn_last_error());
+        CHECK(snn_model_forward(b, x, 1, &y) == SNN_OK);
+        double d = 0, m = max_abs(ya, ny);
+        for (size_t i = 0; i < ny; i++) d = fmax(d, fabs((double)y[i] - ya[i]));
+        CHECK_MSG(d <= m * 0x1p-7, "conv %s step %d: outputs differ by %.3g (max|y| %.3g)", recipe, s, d, m);
+        for (size_t i = 0; i < ny; i++) dy[i] = 2.0f * y[i] / (float)ny;
+        CHECK_MSG(snn_precision_backward(pb, dy, ob, -1, 0, NULL, NULL) == SNN_OK, "%s", snn_last_error());
+        const float *wa = snn_model_params(a), *wb = snn_model_params(b);
+        double e = 0, n2 = 0;
+        for (size_t i = 0; i < np; i++) e += ((double)wa[i] - wb[i]) * ((double)wa[i] - wb[i]), n2 += (double)wa[i] * wa[i];
+        CHECK_MSG(sqrt(e / n2) <= 1e-5, "conv %s step %d: weights differ by %.3g normwise", recipe, s, sqrt(e / n2));
+        CHECK_MSG(pa->mods[0].sw.last_amax == pb->mods[0].sw.last_amax || s > 0, "conv %s: weight amax %g vs %g", recipe,
+                  pa->mods[0].sw.last_amax, pb->mods[0].sw.last_amax);
+    }
+    free(x), free(ya), free(dy);
+    snn_optimizer_free(oa), snn_optimizer_free(ob);
+    snn_precision_free(pa), snn_precision_free(pb);
+    snn_model_free(a), snn_model_free(b);
+}
+
 int main(void) {
     rs = snn_test_seed();
     setenv("SNN_FP8_GEMM", "codes", 1); /* whatever the default */
@@ -186,6 +249,8 @@ int main(void) {
     codes_be.gemm = host_gemm;
     run_recipe("delayed", rs);
     run_recipe("current", rs + 1);
+    run_conv("delayed", rs + 2);
+    run_conv("current", rs + 3);
     /* SNN_FP8_GEMM: emulate turns the path off, anything but codes / emulate is refused */
     snn_precision *p = NULL;
     snn_optimizer *o = NULL;

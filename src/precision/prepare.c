@@ -589,10 +589,10 @@ const char *snn_precision_describe(snn_precision *p) {
     cJSON_AddStringToObject(cap, "execution_note",
                             p->cfg.mode == SNN_PRECISION_FP8 && on_cuda && p->be->fp8_codes && !p->fp8_emulate &&
                                     (p->fp8.recipe == SNN_FP8_RECIPE_DELAYED || p->fp8.recipe == SNN_FP8_RECIPE_CURRENT)
-                                ? "CUDA: FP8 Linear GEMMs on FP8 codes (cuBLASLt, one factor per operand, FP32 "
+                                ? "CUDA: FP8 GEMMs on FP8 codes (cuBLASLt, one factor per operand, FP32 "
                                   "accumulation), the products of the CPU reference's quantise -> dequantise -> FP32 "
-                                  "GEMM; pointwise Conv1d as the CPU reference; recipe auto resolves as on Hopper "
-                                  "(sm_90): delayed"
+                                  "GEMM, for Linear and pointwise Conv1d; recipe auto resolves as on Hopper (sm_90): "
+                                  "delayed"
                             : p->cfg.mode == SNN_PRECISION_FP8
                                 ? (on_cuda ? "CUDA: FP8 GEMMs as the CPU reference: quantise -> dequantise -> FP32 GEMM "
                                              "(the block and mxfp8 recipes); recipe auto resolves as on Hopper (sm_90): "
