@@ -83,11 +83,10 @@ static snn_status host_gemm(const snn_backend *be, const snn_gemm *g) {
     return st;
 }
 
-static snn_model *make(uint64_t seed, const char *recipe, int codes, snn_precision **p, snn_optimizer **opt) {
-    snn_fcsnn_opts fo = {.in_features = IN, .hidden = HID, .depth = DEPTH, .classes = CLASSES};
-    snn_model *m = NULL;
-    CHECK_MSG(snn_fcsnn_create(&fo, seed, &m) == SNN_OK, "%s", snn_last_error());
-    if (codes) { /* every module on the codes table, before prepare (as snn_model_to would) */
+/* codes: every module on the codes table, before prepare (as snn_model_to would); then fp8
+ * with the recipe, AdamW after prepare, the plan for (T, N) */
+static void set_up(snn_model *m, const char *recipe, int codes, snn_precision **p, snn_optimizer **opt) {
+    if (codes) {
         m->run.be = &codes_be;
         snn_model_bind_storage(m);
     }
@@ -98,6 +97,13 @@ static snn_model *make(uint64_t seed, const char *recipe, int codes, snn_precisi
     oo.lr = 1e-3f;
     CHECK(snn_optimizer_create_for_model(&oo, m, opt) == SNN_OK);
     CHECK(snn_model_plan(m, T, N) == SNN_OK);
+}
+
+static snn_model *make(uint64_t seed, const char *recipe, int codes, snn_precision **p, snn_optimizer **opt) {
+    snn_fcsnn_opts fo = {.in_features = IN, .hidden = HID, .depth = DEPTH, .classes = CLASSES};
+    snn_model *m = NULL;
+    CHECK_MSG(snn_fcsnn_create(&fo, seed, &m) == SNN_OK, "%s", snn_last_error());
+    set_up(m, recipe, codes, p, opt);
     float *w = snn_model_params(m); /* every layer fires (the default init leaves them silent) */
     for (size_t i = 0; i < snn_model_num_params(m); i++) w[i] *= 6.0f;
     return m;
@@ -192,17 +198,7 @@ static snn_model *make_conv(uint64_t seed, const char *recipe, int codes, snn_pr
     int shape[2] = {16, 5};
     snn_model *m = NULL;
     CHECK_MSG(snn_model_create_from_module(seq, 2, shape, seed, &m) == SNN_OK, "%s", snn_last_error());
-    if (codes) {
-        m->run.be = &codes_be;
-        snn_model_bind_storage(m);
-    }
-    snn_precision_config cf;
-    CHECK(snn_precision_config_parse("fp8", recipe, NULL, NULL, NULL, &cf) == SNN_OK);
-    CHECK_MSG(snn_prepare_model_for_precision(m, "cpu", &cf, p) == SNN_OK, "prepare conv %s: %s", recipe, snn_last_error());
-    snn_optim_opts oo = snn_optim_defaults(SNN_OPTIM_ADAMW);
-    oo.lr = 1e-3f;
-    CHECK(snn_optimizer_create_for_model(&oo, m, opt) == SNN_OK);
-    CHECK(snn_model_plan(m, T, N) == SNN_OK);
+    set_up(m, recipe, codes, p, opt);
     return m;
 }
 

@@ -232,29 +232,42 @@ static snn_status qdq(const snn_module *m, snn_fp8_tensor_state *st, snn_fp8_rol
     return SNN_OK;
 }
 
+/* The scratch starts with the token-major copies of a pointwise Conv1d — [x | y] in the
+ * forward, [x | dy | dx] in the backward — rounded up to 256 bytes (0 for a Linear); the
+ * GEMM path's own buffers (the emulation's or the codes') follow. */
+size_t snn_prec_fp8_token_floats(const snn_prec_module *pm, size_t rows) {
+    if (pm->kind != SNN_PM_FP8_CONV1D) return 0;
+    return (rows * (2 * (size_t)pm->in + (size_t)pm->out) + 63) / 64 * 64;
+}
+
 static snn_status fp8_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
     snn_prec_module *pm = pm_of(m);
     snn_precision *p = pm->p;
-    if (snn_prec_fp8_codes_on(p, pm)) return snn_prec_fp8_codes_forward(m, r, x, y); /* FP8 GEMMs (GPU) */
     int L, rows = fp8_rows(m, r, &L), K = pm->in, No = pm->out;
     size_t sx = (size_t)rows * K;
-    float *xt = p->scratch, *xq = xt + sx, *wq = xq + sx, *yt = wq + (size_t)No * K;
+    float *xt = p->scratch, *yt = xt + sx, *rest = p->scratch + snn_prec_fp8_token_floats(pm, (size_t)rows);
+    const int conv = pm->kind == SNN_PM_FP8_CONV1D;
     const float *X = x;
-    if (pm->kind == SNN_PM_FP8_CONV1D) {
+    float *Y = conv ? yt : y;
+    if (conv) {
         SNN_TRY(to_token_major(m->be, x, xt, snn_rows(r), K, L));
         X = xt;
     }
-    /* Spikes are E4M3 with unit scale as they are: no amax pass, no quantisation. */
-    if (pm->spike_input && p->spike_fp8) xq = (float *)X;
-    else SNN_TRY(qdq(m, &pm->sx, SNN_FP8_ROLE_INPUT, SNN_FP8_ROWWISE, X, rows, K, xq));
-    SNN_TRY(qdq(m, &pm->sw, SNN_FP8_ROLE_WEIGHT, SNN_FP8_ROWWISE, m->params[0].data, No, K, wq));
-    float *Y = pm->kind == SNN_PM_FP8_CONV1D ? yt : y;
-    /* The FP8 GEMM writes its output in the BF16 base precision (the epilogue's rounding). */
-    snn_gemm g = {.trans_a = 0, .trans_b = 1, .M = rows, .N = No, .K = K, .alpha = 1.0f, .beta = 0.0f, .A = xq,
-                  .lda = K, .B = wq, .ldb = K, .C = Y, .ldc = No, .ab_type = SNN_F32,
-                  .bias = m->n_params > 1 ? m->params[1].data : NULL, .c_round = p->half};
-    SNN_TRY(m->be->gemm(m->be, &g));
-    if (pm->kind == SNN_PM_FP8_CONV1D) SNN_TRY(from_token_major(m->be, yt, y, snn_rows(r), No, L));
+    if (snn_prec_fp8_codes_on(p, pm)) { /* FP8 GEMMs on codes (GPU) */
+        SNN_TRY(snn_prec_fp8_codes_forward(m, X, rows, Y, rest));
+    } else {
+        float *xq = rest, *wq = xq + sx;
+        /* Spikes are E4M3 with unit scale as they are: no amax pass, no quantisation. */
+        if (pm->spike_input && p->spike_fp8) xq = (float *)X;
+        else SNN_TRY(qdq(m, &pm->sx, SNN_FP8_ROLE_INPUT, SNN_FP8_ROWWISE, X, rows, K, xq));
+        SNN_TRY(qdq(m, &pm->sw, SNN_FP8_ROLE_WEIGHT, SNN_FP8_ROWWISE, m->params[0].data, No, K, wq));
+        /* The FP8 GEMM writes its output in the BF16 base precision (the epilogue's rounding). */
+        snn_gemm g = {.trans_a = 0, .trans_b = 1, .M = rows, .N = No, .K = K, .alpha = 1.0f, .beta = 0.0f, .A = xq,
+                      .lda = K, .B = wq, .ldb = K, .C = Y, .ldc = No, .ab_type = SNN_F32,
+                      .bias = m->n_params > 1 ? m->params[1].data : NULL, .c_round = p->half};
+        SNN_TRY(m->be->gemm(m->be, &g));
+    }
+    if (conv) SNN_TRY(from_token_major(m->be, yt, y, snn_rows(r), No, L));
     return SNN_OK;
 }
 
@@ -263,39 +276,47 @@ static snn_status fp8_backward(snn_module *m, const snn_run *r, const float *x, 
     (void)y;
     snn_prec_module *pm = pm_of(m);
     snn_precision *p = pm->p;
-    if (snn_prec_fp8_codes_on(p, pm)) return snn_prec_fp8_codes_backward(m, r, x, dy, dx);
     const snn_backend *be = m->be;
     int L, rows = fp8_rows(m, r, &L), K = pm->in, No = pm->out;
-    size_t sx = (size_t)rows * K, sy = (size_t)rows * No, sw = (size_t)No * K;
-    float *xt = p->scratch, *xc = xt + sx, *dyt = xc + sx, *dyq = dyt + sy, *wc = dyq + sy, *dxt = wc + sw;
+    size_t sx = (size_t)rows * K, sy = (size_t)rows * No;
+    float *xt = p->scratch, *dyt = xt + sx, *dxt = dyt + sy;
+    float *rest = p->scratch + snn_prec_fp8_token_floats(pm, (size_t)rows);
+    const int conv = pm->kind == SNN_PM_FP8_CONV1D;
     const float *X = x, *DY = dy;
-    if (pm->kind == SNN_PM_FP8_CONV1D) {
+    float *DX = conv && dx ? dxt : dx;
+    if (conv) {
         SNN_TRY(to_token_major(be, x, xt, snn_rows(r), K, L));
         SNN_TRY(to_token_major(be, dy, dyt, snn_rows(r), No, L));
         X = xt;
         DY = dyt;
     }
-    const float *W = m->params[0].data;
     /* bias gradient from the unquantised dY, in FP32 */
     if (m->n_params > 1) SNN_TRY(be->colsum_add(be, DY, rows, No, m->params[1].grad));
-    if (dx) {
-        /* dgrad: dX = dY W, dY reduced along Nout (row-wise), W along its rows (column-wise) */
-        SNN_TRY(qdq(m, &pm->sdy, SNN_FP8_ROLE_GRAD, SNN_FP8_ROWWISE, DY, rows, No, dyq));
-        SNN_TRY(qdq(m, &pm->sw, SNN_FP8_ROLE_WEIGHT, SNN_FP8_COLWISE, W, No, K, wc));
-        float *DX = pm->kind == SNN_PM_FP8_CONV1D ? dxt : dx;
-        snn_gemm g = {.trans_a = 0, .trans_b = 0, .M = rows, .N = K, .K = No, .alpha = 1.0f, .beta = 0.0f, .A = dyq,
-                      .lda = No, .B = wc, .ldb = K, .C = DX, .ldc = K, .ab_type = SNN_F32, .c_round = p->half};
+    if (snn_prec_fp8_codes_on(p, pm)) { /* FP8 GEMMs on codes (GPU) */
+        SNN_TRY(snn_prec_fp8_codes_backward(m, X, DY, rows, DX, rest));
+    } else {
+        const float *W = m->params[0].data;
+        float *xc = rest, *dyq = xc + sx, *wc = dyq + sy;
+        if (DX) {
+            /* dgrad: dX = dY W, dY reduced along Nout (row-wise), W along its rows (column-wise) */
+            SNN_TRY(qdq(m, &pm->sdy, SNN_FP8_ROLE_GRAD, SNN_FP8_ROWWISE, DY, rows, No, dyq));
+            SNN_TRY(qdq(m, &pm->sw, SNN_FP8_ROLE_WEIGHT, SNN_FP8_COLWISE, W, No, K, wc));
+            snn_gemm g = {.trans_a = 0, .trans_b = 0, .M = rows, .N = K, .K = No, .alpha = 1.0f, .beta = 0.0f,
+                          .A = dyq, .lda = No, .B = wc, .ldb = K, .C = DX, .ldc = K, .ab_type = SNN_F32,
+                          .c_round = p->half};
+            SNN_TRY(be->gemm(be, &g));
+        }
+        /* wgrad: dW += dY^T X, both reduced along the rows (column-wise) */
+        SNN_TRY(qdq(m, &pm->sdy, SNN_FP8_ROLE_GRAD, SNN_FP8_COLWISE, DY, rows, No, dyq));
+        if (pm->spike_input && p->spike_fp8) xc = (float *)X;
+        else SNN_TRY(qdq(m, &pm->sx, SNN_FP8_ROLE_INPUT, SNN_FP8_COLWISE, X, rows, K, xc));
+        snn_gemm g = {.trans_a = 1, .trans_b = 0, .M = No, .N = K, .K = rows, .alpha = 1.0f, .beta = 1.0f, .A = dyq,
+                      .lda = No, .B = xc, .ldb = K, .C = m->params[0].grad, .ldc = K, .ab_type = SNN_F32,
+                      .c_round = SNN_F32};
         SNN_TRY(be->gemm(be, &g));
-        if (pm->kind == SNN_PM_FP8_CONV1D) SNN_TRY(from_token_major(be, dxt, dx, snn_rows(r), K, L));
     }
-    /* wgrad: dW += dY^T X, both reduced along the rows (column-wise) */
-    SNN_TRY(qdq(m, &pm->sdy, SNN_FP8_ROLE_GRAD, SNN_FP8_COLWISE, DY, rows, No, dyq));
-    if (pm->spike_input && p->spike_fp8) xc = (float *)X;
-    else SNN_TRY(qdq(m, &pm->sx, SNN_FP8_ROLE_INPUT, SNN_FP8_COLWISE, X, rows, K, xc));
-    snn_gemm g = {.trans_a = 1, .trans_b = 0, .M = No, .N = K, .K = rows, .alpha = 1.0f, .beta = 1.0f, .A = dyq,
-                  .lda = No, .B = xc, .ldb = K, .C = m->params[0].grad, .ldc = K, .ab_type = SNN_F32,
-                  .c_round = SNN_F32};
-    return be->gemm(be, &g);
+    if (conv && dx) SNN_TRY(from_token_major(be, dxt, dx, snn_rows(r), K, L));
+    return SNN_OK;
 }
 
 const snn_module_ops snn_prec_fp8_ops = {

@@ -1,6 +1,6 @@
 /* FP8 Linear and pointwise Conv1d modules on FP8 codes: the GPU's form of prec_exec.c's FP8
- * GEMMs (a Conv1d multiplies token-major copies, [B][C][L] -> [B·L][C], through the op
- * table's transpose, as prec_exec.c does).
+ * GEMMs (prec_exec.c makes a Conv1d's token-major copies for either path and calls these with
+ * the token-major operands and the rest of the scratch).
  *
  * The CPU (the reference) multiplies fp8_qdq's values, decode(sat_rne(x·s))·(1/s), in FP32.
  * A table with fp8_codes (CUDA) runs the same products as FP8 GEMMs: each operand becomes its
@@ -51,16 +51,9 @@ static size_t codes_bytes(size_t rows, size_t K, size_t No) {
     return (fwd > bwd ? fwd : bwd) + 256;
 }
 
-/* FP32 values ahead of the codes in the scratch: a pointwise Conv1d's token-major copies of x,
- * dy and dx (forward: x and y), rounded up to 256 bytes. */
-static size_t token_floats(const snn_prec_module *pm, size_t rows) {
-    if (pm->kind != SNN_PM_FP8_CONV1D) return 0;
-    return (rows * (2 * (size_t)pm->in + (size_t)pm->out) + 63) / 64 * 64;
-}
-
 size_t snn_prec_fp8_codes_scratch(const snn_precision *p, const snn_prec_module *pm, size_t rows) {
     if (!snn_prec_fp8_codes_on(p, pm)) return 0;
-    return token_floats(pm, rows) + (codes_bytes(rows, (size_t)pm->in, (size_t)pm->out) + sizeof(float) - 1) / sizeof(float);
+    return snn_prec_fp8_token_floats(pm, rows) + (codes_bytes(rows, (size_t)pm->in, (size_t)pm->out) + sizeof(float) - 1) / sizeof(float);
 }
 
 snn_status snn_prec_fp8_codes_plan(snn_precision *p) {
@@ -165,67 +158,42 @@ static snn_status weight_codes(snn_prec_module *pm, snn_module *m) {
     return SNN_OK;
 }
 
-/* GEMM rows: samples times positions (a pointwise Conv1d's L, numel(in) / K; 1 for a Linear
- * over vectors) */
-static int rows_of(const snn_module *m, const snn_run *r, int K) {
-    return (int)(snn_rows(r) * (snn_shape_numel(m->in) / (size_t)K));
-}
-
-snn_status snn_prec_fp8_codes_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
+snn_status snn_prec_fp8_codes_forward(snn_module *m, const float *x, int rows, float *y, void *work) {
     snn_prec_module *pm = (snn_prec_module *)m->prec;
     snn_precision *p = pm->p;
     if (!p->fp8_dev) return snn_error(SNN_E_STATE, "FP8 GEMM: the precision was not planned");
-    const int K = pm->in, No = pm->out, rows = rows_of(m, r, K), K16 = (int)r16((size_t)K);
+    const int K = pm->in, No = pm->out, K16 = (int)r16((size_t)K);
     const size_t i3 = 3 * (size_t)(pm - p->mods);
-    const int conv = pm->kind == SNN_PM_FP8_CONV1D, L = rows / (int)snn_rows(r);
-    /* a pointwise Conv1d multiplies token-major copies: [B][C][L] -> [B·L][C] and back */
-    float *xt = p->scratch, *yt = xt + (size_t)rows * K;
-    const float *X = x;
-    if (conv) {
-        SNN_TRY(p->be->transpose(p->be, snn_rows(r), K, L, x, xt));
-        X = xt;
-    }
-    codes_buf b = {(unsigned char *)(p->scratch + token_floats(pm, (size_t)rows)), 0};
+    codes_buf b = {(unsigned char *)work, 0};
     void *xq = take(&b, (size_t)rows * (size_t)K16);
     const int spike = pm->spike_input && p->spike_fp8;
-    SNN_TRY(codes(pm, 0, spike, X, rows, K, xq, K16, NULL, 0));
+    SNN_TRY(codes(pm, 0, spike, x, rows, K, xq, K16, NULL, 0));
     SNN_TRY(weight_codes(pm, m));
     /* the FP8 GEMM writes its output in the BF16 base precision (bias first, then rounding) */
     snn_gemm g = {.trans_a = 0, .trans_b = 1, .M = rows, .N = No, .K = K16, .alpha = 1.0f, .beta = 0.0f,
-                  .A = (const float *)xq, .lda = K16, .B = (const float *)pm->w8, .ldb = K16, .C = conv ? yt : y, .ldc = No,
+                  .A = (const float *)xq, .lda = K16, .B = (const float *)pm->w8, .ldb = K16, .C = y, .ldc = No,
                   .ab_type = snn_fp8_role_dtype(&p->fp8, SNN_FP8_ROLE_INPUT),
                   .bias = m->n_params > 1 ? m->params[1].data : NULL, .c_round = p->half,
                   .a_store = spike ? SNN_F8E4M3 : snn_fp8_role_dtype(&p->fp8, SNN_FP8_ROLE_INPUT),
                   .b_store = snn_fp8_role_dtype(&p->fp8, SNN_FP8_ROLE_WEIGHT), .a_scale = sinv_of(p, i3),
                   .b_scale = sinv_of(p, i3 + 1)};
-    SNN_TRY(p->be->gemm(p->be, &g));
-    return conv ? p->be->transpose(p->be, snn_rows(r), L, No, yt, y) : SNN_OK;
+    return p->be->gemm(p->be, &g);
 }
 
-snn_status snn_prec_fp8_codes_backward(snn_module *m, const snn_run *r, const float *x, const float *dy, float *dx) {
+snn_status snn_prec_fp8_codes_backward(snn_module *m, const float *x, const float *dy, int rows, float *dx,
+                                       void *work) {
     snn_prec_module *pm = (snn_prec_module *)m->prec;
     snn_precision *p = pm->p;
     const snn_backend *be = p->be;
     if (!p->fp8_dev) return snn_error(SNN_E_STATE, "FP8 GEMM: the precision was not planned");
-    const int K = pm->in, No = pm->out, rows = rows_of(m, r, K);
+    const int K = pm->in, No = pm->out;
     const int O16 = (int)r16((size_t)No), R16 = (int)r16((size_t)rows);
     const size_t i3 = 3 * (size_t)(pm - p->mods);
     const snn_dtype xt = snn_fp8_role_dtype(&p->fp8, SNN_FP8_ROLE_INPUT);
     const snn_dtype wt = snn_fp8_role_dtype(&p->fp8, SNN_FP8_ROLE_WEIGHT);
     const snn_dtype gt = snn_fp8_role_dtype(&p->fp8, SNN_FP8_ROLE_GRAD);
     const int spike = pm->spike_input && p->spike_fp8;
-    const int conv = pm->kind == SNN_PM_FP8_CONV1D, L = rows / (int)snn_rows(r);
-    float *xtm = p->scratch, *dyt = xtm + (size_t)rows * K, *dxt = dyt + (size_t)rows * No;
-    if (conv) { /* token-major copies, as the forward's */
-        SNN_TRY(be->transpose(be, snn_rows(r), K, L, x, xtm));
-        SNN_TRY(be->transpose(be, snn_rows(r), No, L, dy, dyt));
-        x = xtm;
-        dy = dyt;
-    }
-    float *DX = conv && dx ? dxt : dx;
-    /* bias gradient from the unquantised dY, in FP32 */
-    if (m->n_params > 1) SNN_TRY(be->colsum_add(be, dy, rows, No, m->params[1].grad));
-    codes_buf b = {(unsigned char *)(p->scratch + token_floats(pm, (size_t)rows)), 0};
+    codes_buf b = {(unsigned char *)work, 0};
     void *dyq = dx ? take(&b, (size_t)rows * (size_t)O16) : NULL;
     void *dyqt = take(&b, (size_t)No * (size_t)R16), *xqt = take(&b, (size_t)K * (size_t)R16);
     /* dY row-wise and column-wise in one pass (one scale: per tensor) */
@@ -233,11 +201,10 @@ snn_status snn_prec_fp8_codes_backward(snn_module *m, const snn_run *r, const fl
     if (dx) {
         SNN_TRY(weight_codes(pm, m)); /* the forward's, unless the weights changed since */
         snn_gemm g = {.trans_a = 0, .trans_b = 1, .M = rows, .N = K, .K = O16, .alpha = 1.0f, .beta = 0.0f,
-                      .A = (const float *)dyq, .lda = O16, .B = (const float *)pm->w8t, .ldb = O16, .C = DX, .ldc = K,
+                      .A = (const float *)dyq, .lda = O16, .B = (const float *)pm->w8t, .ldb = O16, .C = dx, .ldc = K,
                       .ab_type = gt, .c_round = p->half, .a_store = gt, .b_store = wt, .a_scale = sinv_of(p, i3 + 2),
                       .b_scale = sinv_of(p, i3 + 1)};
         SNN_TRY(be->gemm(be, &g));
-        if (conv) SNN_TRY(be->transpose(be, snn_rows(r), L, K, dxt, dx));
     }
     SNN_TRY(codes(pm, 0, spike, x, rows, K, NULL, 0, xqt, R16));
     snn_gemm g = {.trans_a = 0, .trans_b = 1, .M = No, .N = K, .K = R16, .alpha = 1.0f, .beta = 1.0f,

@@ -439,7 +439,7 @@ snn_status snn_precision_plan(snn_precision *p, int T, int N) {
         if (pm->kind == SNN_PM_NEURON) s = nx;
         else if (pm->direct_shared) s = 0; /* the GEMMs round */
         else if (pm->kind == SNN_PM_GEMM16) s = nx + (snn_prec_gemm_weight(pm) ? snn_prec_gemm_weight(pm)->numel : 0) + ny;
-        else s = 3 * nx + 2 * ny + nw;
+        else s = 3 * nx + 2 * ny + nw + 64; /* FP8: + the token-major region's rounding */
         if (s > need) need = s;
         /* FP8 codes (bytes) of a Linear on a table with fp8_codes */
         const size_t s8 = snn_prec_fp8_codes_scratch(p, pm, pm->in > 0 ? nx / (size_t)pm->in : 0);

@@ -111,8 +111,14 @@ snn_fp8_tensor_state *snn_precision_fp8_state(struct snn_precision *p, size_t i)
 int snn_prec_fp8_codes_on(const struct snn_precision *p, const snn_prec_module *pm);
 size_t snn_prec_fp8_codes_scratch(const struct snn_precision *p, const snn_prec_module *pm, size_t rows);
 snn_status snn_prec_fp8_codes_plan(struct snn_precision *p);
-snn_status snn_prec_fp8_codes_forward(snn_module *m, const snn_run *r, const float *x, float *y);
-snn_status snn_prec_fp8_codes_backward(snn_module *m, const snn_run *r, const float *x, const float *dy, float *dx);
+/* x, y, dy, dx token-major ([rows][in] / [rows][out]); work: the scratch after the token-major
+ * copies (snn_prec_fp8_token_floats) */
+snn_status snn_prec_fp8_codes_forward(snn_module *m, const float *x, int rows, float *y, void *work);
+snn_status snn_prec_fp8_codes_backward(snn_module *m, const float *x, const float *dy, int rows, float *dx,
+                                       void *work);
+/* Floats at the start of the precision's scratch that an FP8 pointwise Conv1d's token-major
+ * copies take (prec_exec.c), rounded up to 256 bytes; 0 for a Linear. */
+size_t snn_prec_fp8_token_floats(const snn_prec_module *pm, size_t rows);
 snn_status snn_precision_fp8_flush(struct snn_precision *p);
 /* Called by snn_precision_backward before the delayed-scaling update. */
 snn_status snn_precision_sync_amax(struct snn_precision *p);

@@ -27,43 +27,27 @@ __global__ void gemm_pre_kernel(float *C, int ldc, int M, int N, float beta, con
     }
 }
 
-/* c_round: C rounded in place (rows of N inside a leading dimension ldc). */
-template <typename T> __global__ void round2d_kernel(float *C, int ldc, int M, int N) {
-    const size_t total = (size_t)M * (size_t)N;
-    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < total; e += (size_t)gridDim.x * blockDim.x) {
-        float *p = C + (e / (size_t)N) * (size_t)ldc + e % (size_t)N;
-        *p = snn_rnd16<T>(*p);
-    }
-}
-
-snn_status launch_round2d(const snn_backend *be, snn_dtype t, float *C, int ldc, int M, int N) {
-    const size_t total = (size_t)M * (size_t)N;
-    if (t == SNN_F16) round2d_kernel<__half><<<snn_cuda_table_grid(be, total, 256), 256, 0, st_of(be)>>>(C, ldc, M, N);
-    else round2d_kernel<__nv_bfloat16><<<snn_cuda_table_grid(be, total, 256), 256, 0, st_of(be)>>>(C, ldc, M, N);
-    SNN_CU_LAUNCHED("gemm c_round");
-    return SNN_OK;
-}
-
-/* C = round(C + bias[j]) in place (R: 0 none, 1 BF16, 2 F16): an FP8 product's bias and output
- * rounding in one pass. */
-template <int R> __global__ void bias_round2d_kernel(float *C, int ldc, int M, int N, const float *bias) {
+/* c_round: C rounded in place (rows of N inside a leading dimension ldc), after adding a bias
+ * (may be NULL: an FP8 product's bias and rounding in one pass). R: 0 none, 1 BF16, 2 F16. */
+template <int R> __global__ void round2d_kernel(float *C, int ldc, int M, int N, const float *bias) {
     const size_t total = (size_t)M * (size_t)N;
     for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < total; e += (size_t)gridDim.x * blockDim.x) {
         const size_t j = e % (size_t)N;
         float *p = C + (e / (size_t)N) * (size_t)ldc + j;
-        float v = __fadd_rn(*p, bias[j]);
+        float v = bias ? __fadd_rn(*p, bias[j]) : *p;
         if (R == 1) v = snn_rnd16<__nv_bfloat16>(v);
         if (R == 2) v = snn_rnd16<__half>(v);
         *p = v;
     }
 }
 
-snn_status launch_bias_round2d(const snn_backend *be, snn_dtype t, float *C, int ldc, int M, int N, const float *bias) {
+snn_status launch_round2d(const snn_backend *be, snn_dtype t, float *C, int ldc, int M, int N,
+                          const float *bias = NULL) {
     const unsigned grid = snn_cuda_table_grid(be, (size_t)M * (size_t)N, 256);
-    if (t == SNN_BF16) bias_round2d_kernel<1><<<grid, 256, 0, st_of(be)>>>(C, ldc, M, N, bias);
-    else if (t == SNN_F16) bias_round2d_kernel<2><<<grid, 256, 0, st_of(be)>>>(C, ldc, M, N, bias);
-    else bias_round2d_kernel<0><<<grid, 256, 0, st_of(be)>>>(C, ldc, M, N, bias);
-    SNN_CU_LAUNCHED("gemm bias and rounding");
+    if (t == SNN_BF16) round2d_kernel<1><<<grid, 256, 0, st_of(be)>>>(C, ldc, M, N, bias);
+    else if (t == SNN_F16) round2d_kernel<2><<<grid, 256, 0, st_of(be)>>>(C, ldc, M, N, bias);
+    else round2d_kernel<0><<<grid, 256, 0, st_of(be)>>>(C, ldc, M, N, bias);
+    SNN_CU_LAUNCHED("gemm c_round");
     return SNN_OK;
 }
 
@@ -170,7 +154,7 @@ snn_status gemm_fp8(const snn_backend *be, const snn_gemm *g) {
         SNN_TRY(snn_cuda_gemm(snn_cuda_table_ctx(be), &d, g->alpha, g->A, g->B, beta, g->C, g->a_scale, g->b_scale,
                               NULL, NULL));
     }
-    if (post_bias) return launch_bias_round2d(be, g->c_round, g->C, g->ldc, M, N, g->bias);
+    if (post_bias) return launch_round2d(be, g->c_round, g->C, g->ldc, M, N, g->bias);
     if (g->c_round != SNN_F32) SNN_TRY(launch_round2d(be, g->c_round, g->C, g->ldc, M, N));
     return SNN_OK;
 }
