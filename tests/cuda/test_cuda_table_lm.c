@@ -498,6 +498,8 @@ static void test_bispike(void) {
     bis_case(3, 77, 0.9f, 0.5f);
     bis_case(4, 4099, 1.0f, 1.5f);
     bis_case(4, 3001, 0.5f, 0.3f); /* an amplitude that is no 16-bit value: y rounds */
+    bis_case(8, 1000, 0.75f, 1.0f); /* the typed kernels keep T <= 8 in registers */
+    bis_case(9, 333, 0.5f, 2.0f);   /* and loop over a longer T */
 }
 
 /* ------------------------------------------------------------------ LM loss */

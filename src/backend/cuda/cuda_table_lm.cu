@@ -582,33 +582,86 @@ __global__ void bis_bwd_kernel(int T, size_t E, float d, float a, const float *v
     }
 }
 
-/* The typed forms: y / dy stored as Y; the backward takes s_{t-1} from v again. */
-template <typename Y>
+/* The typed forms: y / dy stored as Y; the backward takes s_{t-1} from v again. TT > 0: T is
+ * TT and each element's T values are loaded before the recurrence runs over them in registers
+ * (T loads in flight a thread, each v / a divided once); TT == 0: any T, one step at a time.
+ * The same rounded operations in the same order either way. */
+template <typename Y, int TT>
 __global__ void bis_fwd_io_kernel(int T, size_t E, float d, float a, const float *x, Y *y, float *v) {
     GRID_STRIDE(e, E) {
-        float vv = 0.0f, sp = 0.0f;
-        for (int t = 0; t < T; t++) {
-            const size_t i = (size_t)t * E + e;
-            vv = t == 0 ? x[i] : __fadd_rn(__fmul_rn(__fmul_rn(vv, d), __fsub_rn(a, sp)), x[i]);
-            sp = bis_fire(vv, a);
-            v[i] = vv;
-            y[i] = Io<Y>::st(sp);
+        if (TT > 0) {
+            float xs[TT > 0 ? TT : 1];
+#pragma unroll
+            for (int t = 0; t < TT; t++) xs[t] = x[(size_t)t * E + e];
+            float vv = 0.0f, sp = 0.0f;
+#pragma unroll
+            for (int t = 0; t < TT; t++) {
+                const size_t i = (size_t)t * E + e;
+                vv = t == 0 ? xs[0] : __fadd_rn(__fmul_rn(__fmul_rn(vv, d), __fsub_rn(a, sp)), xs[t]);
+                sp = bis_fire(vv, a);
+                v[i] = vv;
+                y[i] = Io<Y>::st(sp);
+            }
+        } else {
+            float vv = 0.0f, sp = 0.0f;
+            for (int t = 0; t < T; t++) {
+                const size_t i = (size_t)t * E + e;
+                vv = t == 0 ? x[i] : __fadd_rn(__fmul_rn(__fmul_rn(vv, d), __fsub_rn(a, sp)), x[i]);
+                sp = bis_fire(vv, a);
+                v[i] = vv;
+                y[i] = Io<Y>::st(sp);
+            }
         }
     }
 }
 
-template <typename Y>
+template <typename Y, int TT>
 __global__ void bis_bwd_io_kernel(int T, size_t E, float d, float a, const float *v, const Y *dy, float *dx) {
     GRID_STRIDE(e, E) {
-        float carry = 0.0f;
-        for (int t = T - 1; t >= 0; t--) {
-            const size_t i = (size_t)t * E + e;
-            const float dv = __fadd_rn(fabsf(__fdiv_rn(v[i], a)) <= 1.0f ? Io<Y>::ld(dy[i]) : 0.0f, carry);
-            dx[i] = dv;
-            if (t > 0) carry = __fmul_rn(__fmul_rn(dv, d), __fsub_rn(a, bis_fire(v[i - E], a)));
+        if (TT > 0) {
+            float z[TT > 0 ? TT : 1], g[TT > 0 ? TT : 1];
+#pragma unroll
+            for (int t = 0; t < TT; t++) {
+                z[t] = v[(size_t)t * E + e];
+                g[t] = Io<Y>::ld(dy[(size_t)t * E + e]);
+            }
+#pragma unroll
+            for (int t = 0; t < TT; t++) z[t] = __fdiv_rn(z[t], a); /* bis_fire's and the window's v / a */
+            float carry = 0.0f;
+#pragma unroll
+            for (int t = TT - 1; t >= 0; t--) {
+                const float dv = __fadd_rn(fabsf(z[t]) <= 1.0f ? g[t] : 0.0f, carry);
+                dx[(size_t)t * E + e] = dv;
+                if (t > 0) {
+                    const float zc = z[t - 1] > 1.0f ? 1.0f : (z[t - 1] < -1.0f ? -1.0f : z[t - 1]);
+                    carry = __fmul_rn(__fmul_rn(dv, d), __fsub_rn(a, __fmul_rn(a, rintf(zc))));
+                }
+            }
+        } else {
+            float carry = 0.0f;
+            for (int t = T - 1; t >= 0; t--) {
+                const size_t i = (size_t)t * E + e;
+                const float dv = __fadd_rn(fabsf(__fdiv_rn(v[i], a)) <= 1.0f ? Io<Y>::ld(dy[i]) : 0.0f, carry);
+                dx[i] = dv;
+                if (t > 0) carry = __fmul_rn(__fmul_rn(dv, d), __fsub_rn(a, bis_fire(v[i - E], a)));
+            }
         }
     }
 }
+
+/* kernel<Y, T> for T in 1..8, kernel<Y, 0> otherwise */
+#define BIS_LAUNCH(K, Y, ...)                                                                                     \
+    switch (T) {                                                                                                  \
+    case 1: K<Y, 1><<<g, 256, 0, st_of(be)>>>(__VA_ARGS__); break;                                                \
+    case 2: K<Y, 2><<<g, 256, 0, st_of(be)>>>(__VA_ARGS__); break;                                                \
+    case 3: K<Y, 3><<<g, 256, 0, st_of(be)>>>(__VA_ARGS__); break;                                                \
+    case 4: K<Y, 4><<<g, 256, 0, st_of(be)>>>(__VA_ARGS__); break;                                                \
+    case 5: K<Y, 5><<<g, 256, 0, st_of(be)>>>(__VA_ARGS__); break;                                                \
+    case 6: K<Y, 6><<<g, 256, 0, st_of(be)>>>(__VA_ARGS__); break;                                                \
+    case 7: K<Y, 7><<<g, 256, 0, st_of(be)>>>(__VA_ARGS__); break;                                                \
+    case 8: K<Y, 8><<<g, 256, 0, st_of(be)>>>(__VA_ARGS__); break;                                                \
+    default: K<Y, 0><<<g, 256, 0, st_of(be)>>>(__VA_ARGS__); break;                                               \
+    }
 
 static snn_status bis_io_check(const snn_backend *be, const char *what, int T, snn_dtype yt) {
     SNN_TRY(snn_cuda_table_check(be, what));
@@ -624,12 +677,13 @@ snn_status t_bispike_forward_io(const snn_backend *be, int T, size_t E, float de
     if (!T || !E) return SNN_OK;
     if (!x || !y || !v) return snn_error(SNN_E_INVALID, "bispike_forward: NULL pointer");
     const unsigned g = snn_cuda_table_grid(be, E, 256);
-    if (yt == SNN_BF16)
-        bis_fwd_io_kernel<<<g, 256, 0, st_of(be)>>>(T, E, decay, amp, x, (__nv_bfloat16 *)y, v);
-    else if (yt == SNN_F16)
-        bis_fwd_io_kernel<<<g, 256, 0, st_of(be)>>>(T, E, decay, amp, x, (__half *)y, v);
-    else
-        bis_fwd_io_kernel<<<g, 256, 0, st_of(be)>>>(T, E, decay, amp, x, (float *)y, v);
+    if (yt == SNN_BF16) {
+        BIS_LAUNCH(bis_fwd_io_kernel, __nv_bfloat16, T, E, decay, amp, x, (__nv_bfloat16 *)y, v)
+    } else if (yt == SNN_F16) {
+        BIS_LAUNCH(bis_fwd_io_kernel, __half, T, E, decay, amp, x, (__half *)y, v)
+    } else {
+        BIS_LAUNCH(bis_fwd_io_kernel, float, T, E, decay, amp, x, (float *)y, v)
+    }
     SNN_CU_LAUNCHED("bispike_forward");
     return SNN_OK;
 }
@@ -640,12 +694,13 @@ snn_status t_bispike_backward_io(const snn_backend *be, int T, size_t E, float d
     if (!T || !E) return SNN_OK;
     if (!v || !dy || !dx) return snn_error(SNN_E_INVALID, "bispike_backward: NULL pointer");
     const unsigned g = snn_cuda_table_grid(be, E, 256);
-    if (yt == SNN_BF16)
-        bis_bwd_io_kernel<<<g, 256, 0, st_of(be)>>>(T, E, decay, amp, v, (const __nv_bfloat16 *)dy, dx);
-    else if (yt == SNN_F16)
-        bis_bwd_io_kernel<<<g, 256, 0, st_of(be)>>>(T, E, decay, amp, v, (const __half *)dy, dx);
-    else
-        bis_bwd_io_kernel<<<g, 256, 0, st_of(be)>>>(T, E, decay, amp, v, (const float *)dy, dx);
+    if (yt == SNN_BF16) {
+        BIS_LAUNCH(bis_bwd_io_kernel, __nv_bfloat16, T, E, decay, amp, v, (const __nv_bfloat16 *)dy, dx)
+    } else if (yt == SNN_F16) {
+        BIS_LAUNCH(bis_bwd_io_kernel, __half, T, E, decay, amp, v, (const __half *)dy, dx)
+    } else {
+        BIS_LAUNCH(bis_bwd_io_kernel, float, T, E, decay, amp, v, (const float *)dy, dx)
+    }
     SNN_CU_LAUNCHED("bispike_backward");
     return SNN_OK;
 }
