@@ -712,7 +712,8 @@ snn_status t_bispike_forward(const snn_backend *be, int T, size_t E, float decay
     if (!T || !E) return SNN_OK;
     if (!x || !y || !v) return snn_error(SNN_E_INVALID, "bispike_forward: NULL pointer");
     /* the typed kernel with FP32 y: the same operations */
-    bis_fwd_io_kernel<<<snn_cuda_table_grid(be, E, 256), 256, 0, st_of(be)>>>(T, E, decay, amp, x, y, v);
+    const unsigned g = snn_cuda_table_grid(be, E, 256);
+    BIS_LAUNCH(bis_fwd_io_kernel, float, T, E, decay, amp, x, y, v)
     SNN_CU_LAUNCHED("bispike_forward");
     return SNN_OK;
 }
