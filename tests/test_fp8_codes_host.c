@@ -17,7 +17,8 @@
  *   operands record nothing on either path. The codes path is really taken: its scratch and
  *   device slots exist, and a tampered weight cache changes the output.
  *   A pointwise Conv1d network (token-major GEMMs through the op table's transpose) the same way.
- *   Also: SNN_FP8_GEMM=emulate turns the codes path off, another value is refused. */
+ *   Also: SNN_FP8_GEMM=emulate turns the codes path off, another value is refused, unset is
+ *   the codes path. */
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -262,6 +263,10 @@ int main(void) {
     CHECK(snn_prepare_model_for_precision(m, "cpu", &c, &p) == SNN_E_INVALID);
     CHECK(strstr(snn_last_error(), "SNN_FP8_GEMM") != NULL);
     snn_model_free(m);
+    /* unset: the codes path is the default where the table has it */
     unsetenv("SNN_FP8_GEMM");
+    m = make(rs, "delayed", 1, &p, &o);
+    CHECK(snn_prec_fp8_codes_on(p, &p->mods[0]) && p->fp8_dev);
+    snn_optimizer_free(o), snn_precision_free(p), snn_model_free(m);
     return snn_test_finish("test_fp8_codes_host");
 }

@@ -206,12 +206,20 @@ static void compare_steps(const char *name, const net *n, const char *prec, int 
      * the first update (weights that differ in the last bit) or for dL/dy (a GEMM's output)
      * the two devices quantise with scales a few ulps apart, which moves some values by a
      * whole FP8 step (2^-3 relative for E4M3): held to the relative L2 error like the spikes */
-    const int loose = n->spiking == 1 || !strcmp(prec, "fp8:current");
+    /* FP8 GEMMs on codes (the GPU's default for the per-tensor recipes; SNN_FP8_GEMM=emulate
+     * keeps the bit-exact emulation): the tensor cores sum the products in another order, a
+     * BF16 output one ulp apart quantises one step apart in the next FP8 layer (H100, the
+     * pre-norm block: 2.3 BF16 ulps at step 1, 3 % of the parameters past the AdamW bound at
+     * step 2): the same relative L2 bounds, and more parameters past the update's bound */
+    const char *fg = getenv("SNN_FP8_GEMM");
+    const int codes = (!strcmp(prec, "fp8:delayed") || !strcmp(prec, "fp8:current")) && !(fg && !strcmp(fg, "emulate"));
+    const int loose = n->spiking == 1 || !strcmp(prec, "fp8:current") || codes;
     /* an AdamW update is lr · m / (sqrt(v) + eps): gradients that differ by a few 16-bit ulps
      * (the bound above) move it by about as much, relative, from the second step on
      * (H200: 5 % of the pre-norm block's parameters beyond 2e-6 in bf16 at step 2) */
     const double lr = 1e-3, ptol = 1e-6 + lr * (ulp ? 16 * ulp : 1e-3);
-    const size_t off_frac = loose ? 25 : ulp ? 200 : 1000; /* at most 1/off_frac may differ */
+    /* at most 1/off_frac may differ (codes: 6 % seen, block fp8:current step 2, H100) */
+    const size_t off_frac = codes ? 8 : loose ? 25 : ulp ? 200 : 1000;
     for (int s = 0; s < steps && x && dy && yc && gc && pc; s++) {
         snn_test_fill_uniform(x, nx, -1.0f, 1.0f, &rng);
         const float *y1, *y2;

@@ -131,6 +131,11 @@ snn_status gemm_fp8(const snn_backend *be, const snn_gemm *g) {
     if (g->K % 16 || g->lda % 16 || g->ldb % 16 || g->lda < g->K || g->ldb < g->K || g->ldc < g->N)
         return snn_error(SNN_E_SHAPE, "gemm: FP8 codes need K, lda, ldb multiples of 16 (K=%d lda=%d ldb=%d, "
                                       "ldc=%d for N=%d)", g->K, g->lda, g->ldb, g->ldc, g->N);
+    /* cuBLASLt 13 on an H100 has no FP8 algorithm for N = 29 or 50 (C's rows, its m), with any
+     * ldc, and has for N = 72: the engine's FP8 GEMMs have N = out or in (multiples of 8 by
+     * the conversion rule) */
+    if (g->N % 8)
+        return snn_error(SNN_E_SHAPE, "gemm: FP8 codes need N a multiple of 8 (N=%d)", g->N);
     if (g->c_store != SNN_F32 || g->bias_store != SNN_F32)
         return snn_error(SNN_E_INVALID, "gemm: FP8 codes write an FP32 C");
     if (!g->a_scale || !g->b_scale)
@@ -139,15 +144,30 @@ snn_status gemm_fp8(const snn_backend *be, const snn_gemm *g) {
         return snn_error(SNN_E_INVALID, "gemm: FP8 codes need 16-byte aligned operands");
     float beta = g->beta;
     const int M = g->M, N = g->N, K = g->K;
+    /* cuBLASLt's FP8 kernels write 16-byte aligned rows of D only (no algorithm otherwise: seen
+     * on an H100 with cuBLASLt 13 for ldc 29 and for a gradient at an 8-byte offset of the
+     * parameter buffer): such a C gets the product in aligned rows of the workspace and one
+     * pass writes beta C + P (and c_round) into it */
+    const bool pad = K > 0 && (g->ldc % 4 || !snn_aligned(g->C, 16));
     /* beta 0: the product first, then one pass adds the bias and rounds (round(P + bias): the
      * CPU's bias-then-product sum, an FP32 add either way); otherwise C = beta C + bias before
      * the product, as for FP32 operands */
-    const bool post_bias = g->bias && beta == 0.0f && K > 0;
+    const bool post_bias = g->bias && beta == 0.0f && K > 0 && !pad;
     if ((g->bias && !post_bias) || K == 0) {
         const size_t total = (size_t)M * (size_t)N;
         gemm_pre_kernel<<<snn_cuda_table_grid(be, total, 256), 256, 0, st_of(be)>>>(g->C, g->ldc, M, N, beta, g->bias);
         SNN_CU_LAUNCHED("gemm bias");
         beta = 1.0f;
+    }
+    if (pad) {
+        const int Np = (N + 3) / 4 * 4;
+        void *ws;
+        SNN_TRY(snn_cuda_table_ws(be, (size_t)M * (size_t)Np * sizeof(float) + 256, &ws));
+        float *P = (float *)ws;
+        snn_cuda_gemm_desc d = snn_cuda_gd(0, 1, M, N, K, g->a_store, g->b_store, SNN_F32, g->lda, g->ldb, Np, 0);
+        SNN_TRY(snn_cuda_gemm(snn_cuda_table_ctx(be), &d, g->alpha, g->A, g->B, 0.0f, P, g->a_scale, g->b_scale, NULL,
+                              NULL));
+        return launch_gemm_out(be, g->c_round, g->C, g->ldc, P, Np, M, N, beta);
     }
     if (K > 0) {
         snn_cuda_gemm_desc d = snn_cuda_gd(0, 1, M, N, K, g->a_store, g->b_store, SNN_F32, g->lda, g->ldb, g->ldc, 0);
