@@ -220,12 +220,14 @@ snn_status launch_tensor(snn_cuda *c, int e5, const float *x, size_t n, float s,
 /* FP8 codes (backend.h's snn_fp8_codes): 32 x 32 tiles, rows on x (the long dimension). Each
  * tile writes its codes row-major into q and, through shared memory, transposed into qt; the
  * padding of either (columns past cols in q, past rows in qt) gets code 0. current: the scale
- * comes from the amax word of the pass before (*cur_bits). Block (0, 0) stores 1/s. */
+ * comes from the amax word of the pass before (*cur_bits). A block walks tiles with a stride of
+ * the grid, so the amax takes one atomic per block, not per tile; the first thread of block 0
+ * stores 1/s. */
 template <int E5>
 __global__ void __launch_bounds__(256)
     codes_kernel(const float *__restrict__ x, int rows, int cols, int current, float fmax, int pow2, float s0,
                  float d0, uint8_t *q, int ldq, uint8_t *qt, int ldqt, const unsigned *cur_bits, float *sinv,
-                 unsigned *amax_bits) {
+                 unsigned *amax_bits, int tiles_x, long long tiles) {
     typedef typename std::conditional<E5 != 0, snn_e5m2, snn_e4m3>::type Q;
     __shared__ uint8_t tile[32][33];
     float s = s0, d = d0;
@@ -233,34 +235,96 @@ __global__ void __launch_bounds__(256)
         s = q_scale_from_amax(__uint_as_float(*cur_bits), fmax, pow2, FLT_MAX);
         d = q_div(1.0f, s);
     }
-    const int r0 = blockIdx.x * 32, k0 = blockIdx.y * 32;
     float m = 0.0f;
-    for (int j = threadIdx.y; j < 32; j += 8) {
-        const int r = r0 + j, k = k0 + threadIdx.x;
-        uint8_t code = 0;
-        if (r < rows && k < cols) {
-            const float v = x[(size_t)r * (size_t)cols + (size_t)k];
-            const float a = fabsf(v);
-            m = a > m ? a : m; /* NaN ignored */
-            code = Io<Q>::st(q_mul(v, s)).b;
-        }
-        if (q && r < rows && k < ldq) q[(size_t)r * (size_t)ldq + (size_t)k] = code;
-        tile[j][threadIdx.x] = code;
-    }
-    if (qt) {
-        __syncthreads();
+    for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
+        const int r0 = (int)(t % tiles_x) * 32, k0 = (int)(t / tiles_x) * 32;
         for (int j = threadIdx.y; j < 32; j += 8) {
-            const int k = k0 + j, r = r0 + threadIdx.x;
-            if (k < cols && r < ldqt) qt[(size_t)k * (size_t)ldqt + (size_t)r] = tile[threadIdx.x][j];
+            const int r = r0 + j, k = k0 + threadIdx.x;
+            uint8_t code = 0;
+            if (r < rows && k < cols) {
+                const float v = x[(size_t)r * (size_t)cols + (size_t)k];
+                const float a = fabsf(v);
+                m = a > m ? a : m; /* NaN ignored */
+                code = Io<Q>::st(q_mul(v, s)).b;
+            }
+            if (q && r < rows && k < ldq) q[(size_t)r * (size_t)ldq + (size_t)k] = code;
+            if (qt) tile[j][threadIdx.x] = code;
+        }
+        if (qt) {
+            __syncthreads();
+            for (int j = threadIdx.y; j < 32; j += 8) {
+                const int k = k0 + j, r = r0 + threadIdx.x;
+                if (k < cols && r < ldqt) qt[(size_t)k * (size_t)ldqt + (size_t)r] = tile[threadIdx.x][j];
+            }
+            __syncthreads(); /* the tile is rewritten by the next iteration */
         }
     }
-    const bool first = blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0 && threadIdx.y == 0;
+    const bool first = blockIdx.x == 0 && threadIdx.x == 0 && threadIdx.y == 0;
     if (first) *sinv = d;
     if (amax_bits) {
         if (current) {
             if (first && *cur_bits) atomicMax(amax_bits, *cur_bits);
         } else {
             cta_max_to_global(m, amax_bits); /* warps are the tile's rows (blockDim.x == 32) */
+        }
+    }
+}
+
+/* The row-major codes alone (qt NULL, ldq a multiple of 16, q 16-byte aligned): 16 codes a
+ * thread, stored as one 16-byte word, read as four float4 where the row has them (vec: cols a
+ * multiple of 4 and x 16-byte aligned). The same codes, padding and amax as codes_kernel; the
+ * tile kernel's byte stores and shared memory are what this form saves (the forward's input,
+ * every step). */
+template <int E5>
+__global__ void __launch_bounds__(256)
+    codes_rows_kernel(const float *__restrict__ x, int rows, int cols, int vec, int current, float fmax, int pow2,
+                      float s0, float d0, uint8_t *__restrict__ q, int ldq, const unsigned *cur_bits, float *sinv,
+                      unsigned *amax_bits) {
+    typedef typename std::conditional<E5 != 0, snn_e5m2, snn_e4m3>::type Q;
+    float s = s0, d = d0;
+    if (current) {
+        s = q_scale_from_amax(__uint_as_float(*cur_bits), fmax, pow2, FLT_MAX);
+        d = q_div(1.0f, s);
+    }
+    const int gpr = ldq / 16;
+    const size_t groups = (size_t)rows * (size_t)gpr;
+    float m = 0.0f;
+    for (size_t g = blockIdx.x * (size_t)blockDim.x + threadIdx.x; g < groups; g += (size_t)gridDim.x * blockDim.x) {
+        const size_t r = g / (size_t)gpr;
+        const int c0 = (int)(g - r * (size_t)gpr) * 16;
+        const float *xr = x + r * (size_t)cols;
+        float v[16];
+        if (vec && c0 + 16 <= cols) {
+            const float4 *p4 = reinterpret_cast<const float4 *>(xr + c0);
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const float4 f = p4[i];
+                v[4 * i] = f.x;
+                v[4 * i + 1] = f.y;
+                v[4 * i + 2] = f.z;
+                v[4 * i + 3] = f.w;
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < 16; i++) v[i] = c0 + i < cols ? xr[c0 + i] : 0.0f;
+        }
+        uint32_t w[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+        for (int i = 0; i < 16; i++) {
+            if (c0 + i >= cols) continue; /* padding: code 0 */
+            const float a = fabsf(v[i]);
+            m = a > m ? a : m; /* NaN ignored */
+            w[i / 4] |= (uint32_t)Io<Q>::st(q_mul(v[i], s)).b << (8 * (i % 4));
+        }
+        *reinterpret_cast<uint4 *>(q + r * (size_t)ldq + (size_t)c0) = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+    const bool first = blockIdx.x == 0 && threadIdx.x == 0;
+    if (first) *sinv = d;
+    if (amax_bits) {
+        if (current) {
+            if (first && *cur_bits) atomicMax(amax_bits, *cur_bits);
+        } else {
+            cta_max_to_global(m, amax_bits);
         }
     }
 }
@@ -284,7 +348,7 @@ extern "C" snn_status snn_cuda_fp8_codes(snn_cuda *c, const snn_fp8_codes *q, vo
     const int rp = q->qt && q->ldqt > q->rows ? q->ldqt : q->rows;
     const int cp = q->q && q->ldq > q->cols ? q->ldq : q->cols;
     const long long gx = ((long long)rp + 31) / 32, gy = ((long long)cp + 31) / 32;
-    if (gy > 65535 || gx > 0x7FFFFFFFLL)
+    if (gx > 0x7FFFFFFFLL)
         return snn_error(SNN_E_SHAPE, "fp8_codes: %d x %d is too large for one launch", q->rows, q->cols);
     const int e5 = q->fp8 == SNN_F8E5M2;
     unsigned *cur = (unsigned *)scratch;
@@ -298,16 +362,35 @@ extern "C" snn_status snn_cuda_fp8_codes(snn_cuda *c, const snn_fp8_codes *q, vo
         const float d = q->current ? 1.0f : q->scale_inv;
         return snn_cuda_upload(c, q->sinv, &d, sizeof d);
     }
-    const dim3 grid((unsigned)gx, (unsigned)gy), block(32, 8);
     unsigned *ab = (unsigned *)q->amax;
+    const unsigned cap = (unsigned)snn_cuda_sm_count(c) * 8u;
+    if (!q->qt && q->ldq % 16 == 0 && ((uintptr_t)q->q & 15) == 0) {
+        const size_t groups = (size_t)q->rows * (size_t)(q->ldq / 16);
+        unsigned grid = snn_grid(groups, 256);
+        if (cap && grid > cap) grid = cap;
+        const int vec = q->cols % 4 == 0 && ((uintptr_t)q->x & 15) == 0;
+        if (e5)
+            codes_rows_kernel<1><<<grid, 256, 0, st>>>(q->x, q->rows, q->cols, vec, q->current, fmax, q->pow2,
+                                                       q->scale, q->scale_inv, (uint8_t *)q->q, q->ldq, cur, q->sinv,
+                                                       ab);
+        else
+            codes_rows_kernel<0><<<grid, 256, 0, st>>>(q->x, q->rows, q->cols, vec, q->current, fmax, q->pow2,
+                                                       q->scale, q->scale_inv, (uint8_t *)q->q, q->ldq, cur, q->sinv,
+                                                       ab);
+        SNN_CU_LAUNCHED("fp8_codes (rows)");
+        return SNN_OK;
+    }
+    const long long tiles = gx * gy;
+    const unsigned grid = (unsigned)(cap && tiles > (long long)cap ? cap : tiles);
+    const dim3 block(32, 8);
     if (e5)
         codes_kernel<1><<<grid, block, 0, st>>>(q->x, q->rows, q->cols, q->current, fmax, q->pow2, q->scale,
                                                 q->scale_inv, (uint8_t *)q->q, q->ldq, (uint8_t *)q->qt, q->ldqt,
-                                                cur, q->sinv, ab);
+                                                cur, q->sinv, ab, (int)gx, tiles);
     else
         codes_kernel<0><<<grid, block, 0, st>>>(q->x, q->rows, q->cols, q->current, fmax, q->pow2, q->scale,
                                                 q->scale_inv, (uint8_t *)q->q, q->ldq, (uint8_t *)q->qt, q->ldqt,
-                                                cur, q->sinv, ab);
+                                                cur, q->sinv, ab, (int)gx, tiles);
     SNN_CU_LAUNCHED("fp8_codes");
     return SNN_OK;
 }
