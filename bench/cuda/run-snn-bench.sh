@@ -58,8 +58,8 @@ run fcsnn-W4096-delayed bench fcsnn --device cuda --time-steps 16 --batch-size 2
 run fcsnn-W8192-delayed bench fcsnn --device cuda --time-steps 16 --batch-size 256 --input-dim 8192 --hidden-dim 8192 \
     --depth 10 --num-classes 10 --precisions bf16 fp8 --fp8-recipe delayed --baseline-precision bf16 \
     --warmup 3 --training-steps 10 --inference-steps 20 --trials 3 --output "$OUTD/fcsnn-W8192-delayed.json"
-# the W 8192 delayed run with the FP8 Linears on FP8 codes (SNN_FP8_GEMM=codes) and on the
-# emulation (the default), for the A/B of the two paths
+# the W 8192 delayed run with the FP8 Linears on FP8 codes (SNN_FP8_GEMM=codes, the default) and on
+# the emulation (SNN_FP8_GEMM=emulate), for the A/B of the two paths
 for fg in codes emulate; do
   export SNN_FP8_GEMM=$fg
   run "fcsnn-W8192-delayed-$fg" bench fcsnn --device cuda --time-steps 16 --batch-size 256 --input-dim 8192 \
