@@ -217,6 +217,28 @@ snn_status launch_tensor(snn_cuda *c, int e5, const float *x, size_t n, float s,
     return SNN_OK;
 }
 
+/* The scale a codes pass quantises with: the given one, or current scaling's from the amax
+ * word of the pass before (*cur_bits). */
+__device__ __forceinline__ void codes_scale(int current, const unsigned *cur_bits, float fmax, int pow2, float *s,
+                                            float *d) {
+    if (!current) return;
+    *s = q_scale_from_amax(__uint_as_float(*cur_bits), fmax, pow2, FLT_MAX);
+    *d = q_div(1.0f, *s);
+}
+
+/* The end of a codes pass (every thread calls: the CTA max meets at __syncthreads): the first
+ * thread stores 1/s, and the amax goes to its slot (current scaling's is the word it read). */
+__device__ __forceinline__ void codes_finish(bool first, float d, float m, int current, const unsigned *cur_bits,
+                                             float *sinv, unsigned *amax_bits) {
+    if (first) *sinv = d;
+    if (!amax_bits) return;
+    if (current) {
+        if (first && *cur_bits) atomicMax(amax_bits, *cur_bits);
+    } else {
+        cta_max_to_global(m, amax_bits);
+    }
+}
+
 /* FP8 codes (backend.h's snn_fp8_codes): 32 x 32 tiles, rows on x (the long dimension). Each
  * tile writes its codes row-major into q and, through shared memory, transposed into qt; the
  * padding of either (columns past cols in q, past rows in qt) gets code 0. current: the scale
@@ -231,10 +253,7 @@ __global__ void __launch_bounds__(256)
     typedef typename std::conditional<E5 != 0, snn_e5m2, snn_e4m3>::type Q;
     __shared__ uint8_t tile[32][33];
     float s = s0, d = d0;
-    if (current) {
-        s = q_scale_from_amax(__uint_as_float(*cur_bits), fmax, pow2, FLT_MAX);
-        d = q_div(1.0f, s);
-    }
+    codes_scale(current, cur_bits, fmax, pow2, &s, &d);
     float m = 0.0f;
     for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
         const int r0 = (int)(t % tiles_x) * 32, k0 = (int)(t / tiles_x) * 32;
@@ -259,15 +278,8 @@ __global__ void __launch_bounds__(256)
             __syncthreads(); /* the tile is rewritten by the next iteration */
         }
     }
-    const bool first = blockIdx.x == 0 && threadIdx.x == 0 && threadIdx.y == 0;
-    if (first) *sinv = d;
-    if (amax_bits) {
-        if (current) {
-            if (first && *cur_bits) atomicMax(amax_bits, *cur_bits);
-        } else {
-            cta_max_to_global(m, amax_bits); /* warps are the tile's rows (blockDim.x == 32) */
-        }
-    }
+    /* warps are the tile's rows (blockDim.x == 32) for the CTA max */
+    codes_finish(blockIdx.x == 0 && threadIdx.x == 0 && threadIdx.y == 0, d, m, current, cur_bits, sinv, amax_bits);
 }
 
 /* The row-major codes alone (qt NULL, ldq a multiple of 16, q 16-byte aligned): 16 codes a
@@ -282,10 +294,7 @@ __global__ void __launch_bounds__(256)
                       unsigned *amax_bits) {
     typedef typename std::conditional<E5 != 0, snn_e5m2, snn_e4m3>::type Q;
     float s = s0, d = d0;
-    if (current) {
-        s = q_scale_from_amax(__uint_as_float(*cur_bits), fmax, pow2, FLT_MAX);
-        d = q_div(1.0f, s);
-    }
+    codes_scale(current, cur_bits, fmax, pow2, &s, &d);
     const int gpr = ldq / 16;
     const size_t groups = (size_t)rows * (size_t)gpr;
     float m = 0.0f;
@@ -318,15 +327,7 @@ __global__ void __launch_bounds__(256)
         }
         *reinterpret_cast<uint4 *>(q + r * (size_t)ldq + (size_t)c0) = make_uint4(w[0], w[1], w[2], w[3]);
     }
-    const bool first = blockIdx.x == 0 && threadIdx.x == 0;
-    if (first) *sinv = d;
-    if (amax_bits) {
-        if (current) {
-            if (first && *cur_bits) atomicMax(amax_bits, *cur_bits);
-        } else {
-            cta_max_to_global(m, amax_bits);
-        }
-    }
+    codes_finish(blockIdx.x == 0 && threadIdx.x == 0, d, m, current, cur_bits, sinv, amax_bits);
 }
 
 } // namespace

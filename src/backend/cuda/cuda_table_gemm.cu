@@ -159,15 +159,14 @@ snn_status gemm_fp8(const snn_backend *be, const snn_gemm *g) {
         SNN_CU_LAUNCHED("gemm bias");
         beta = 1.0f;
     }
-    if (pad) {
-        const int Np = (N + 3) / 4 * 4;
+    if (pad) { /* dense rows of N (a multiple of 8: 16-byte rows) */
         void *ws;
-        SNN_TRY(snn_cuda_table_ws(be, (size_t)M * (size_t)Np * sizeof(float) + 256, &ws));
+        SNN_TRY(snn_cuda_table_ws(be, (size_t)M * (size_t)N * sizeof(float) + 256, &ws));
         float *P = (float *)ws;
-        snn_cuda_gemm_desc d = snn_cuda_gd(0, 1, M, N, K, g->a_store, g->b_store, SNN_F32, g->lda, g->ldb, Np, 0);
+        snn_cuda_gemm_desc d = snn_cuda_gd(0, 1, M, N, K, g->a_store, g->b_store, SNN_F32, g->lda, g->ldb, N, 0);
         SNN_TRY(snn_cuda_gemm(snn_cuda_table_ctx(be), &d, g->alpha, g->A, g->B, 0.0f, P, g->a_scale, g->b_scale, NULL,
                               NULL));
-        return launch_gemm_out(be, g->c_round, g->C, g->ldc, P, Np, M, N, beta);
+        return launch_gemm_out(be, g->c_round, g->C, g->ldc, P, N, M, N, beta);
     }
     if (K > 0) {
         snn_cuda_gemm_desc d = snn_cuda_gd(0, 1, M, N, K, g->a_store, g->b_store, SNN_F32, g->lda, g->ldb, g->ldc, 0);
