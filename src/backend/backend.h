@@ -221,7 +221,7 @@ struct snn_backend {
      * 1, then out[j] += a[0]. A GPU block of 32 columns x 32 lanes computes exactly this with
      * coalesced loads: the CPU and CUDA tables give the same bits. */
     snn_status (*colsum_add)(const snn_backend *be, const float *x, int rows, int cols, float *out);
-    /* colsum_add of x stored as t (F16 or BF16): the same sums of the stored values. */
+    /* colsum_add of x stored as t (F16, BF16, or E4M3: spike codes): the same sums of the stored values. */
     snn_status (*colsum16_add)(const snn_backend *be, snn_dtype t, const void *x, int rows, int cols, float *out);
     /* *out = Σ x[i]² in double (host value). */
     snn_status (*sumsq)(const snn_backend *be, const float *x, size_t n, double *out);
@@ -259,11 +259,12 @@ struct snn_backend {
                                      snn_dtype io, const float *h_seq, const void *dy, void *dx, double *gk);
     /* neuron_forward_io on x_i = round_io(bias[i % period] + p_i): p is FP32 (the product of a
      * Linear that left its bias and its rounding to this entry, prec_store.c), the value the
-     * neuron sees is that Linear's rounded output exactly. period divides n. NULL where the
-     * table has no typed io (the CPU). */
+     * neuron sees is that Linear's rounded output exactly. period divides n. The spikes y are
+     * stored as sp: io, F32, or E4M3 codes (1.0 is 0x38: the codes an FP8 GEMM reads for
+     * spikes at unit scale). NULL where the table has no typed io (the CPU). */
     snn_status (*neuron_forward_io_bias)(const snn_backend *be, const snn_neuron_opts *o, float k, int T, size_t n,
-                                         snn_dtype io, const float *p, const float *bias, size_t period, void *y,
-                                         float *h_seq, float *v_last);
+                                         snn_dtype io, snn_dtype sp, const float *p, const float *bias, size_t period,
+                                         void *y, float *h_seq, float *v_last);
 
     /* ---- norms ---- */
     /* RMSNorm over V vectors of F: y = x / sqrt(mean(x²) + eps) · w; rstd [V] (double) saved.

@@ -108,12 +108,19 @@ static snn_status neuron_forward(snn_module *m, const snn_run *r, const float *x
     size_t n = (size_t)r->N * p->numel;
     float k = snn_neuron_module_decay(m);
     /* h_seq is only needed by backward, so inference skips writing it. */
-    if (m->in_store && m->bias_src) { /* x: the Linear's FP32 product; its bias and rounding here */
+    const int codes = snn_module_codes_now(m->y_codes, r, y);
+    m->codes_fwd = 0;
+    if (m->bias_src) { /* x: the Linear's FP32 product; its bias and rounding here */
         const snn_param *b = &m->bias_src->params[1];
         /* the bias as the Linear's 16-bit wrapper rounded it (module.h) */
         const float *bd = m->bias_src->bias_rounded ? m->bias_src->bias_rounded : b->data;
-        SNN_TRY(m->be->neuron_forward_io_bias(m->be, &p->o, k, r->T, n, (snn_dtype)m->in_store, x, bd, b->numel, y,
+        /* 16-bit modes: x, spikes and gradients in_store; FP8 modes: x rounded to x_round,
+         * spikes FP32, or E4M3 codes for the FP8 Linear after it in an inference forward */
+        const snn_dtype rt = (snn_dtype)(m->in_store ? m->in_store : m->x_round);
+        const snn_dtype sp = codes ? SNN_F8E4M3 : m->in_store ? (snn_dtype)m->in_store : SNN_F32;
+        SNN_TRY(m->be->neuron_forward_io_bias(m->be, &p->o, k, r->T, n, rt, sp, x, bd, b->numel, y,
                                               r->training ? p->h_seq : NULL, p->v));
+        m->codes_fwd = codes;
     } else if (m->in_store) { /* 16-bit x and spikes (in_store == out_store: prec_store.c) */
         SNN_TRY(m->be->neuron_forward_io(m->be, &p->o, k, r->T, n, (snn_dtype)m->in_store, x, y,
                                          r->training ? p->h_seq : NULL, p->v));

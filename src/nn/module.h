@@ -225,6 +225,18 @@ struct snn_module {
      * boundary as before (in_store / out_store). */
     int defer_bias;
     struct snn_module *bias_src;
+    /* A defer_bias neuron whose x is stored FP32 (in_store 0: an FP8 mode, where the FP8
+     * Linear's output is rounded to the base precision but the gradient coming back is FP32):
+     * the type it rounds bias + product to. 0 when in_store says it. */
+    int x_round;
+    /* An FP8 mode's defer_bias neuron -> FP8 Linear on codes (prec_store.c): in an inference
+     * forward the neuron writes its spikes as E4M3 codes (1.0 is 0x38: what the Linear's
+     * quantisation of spikes at unit scale writes), rows of the Linear's width (a multiple of
+     * 16), and the Linear multiplies them as they are: no FP32 spikes, no quantisation pass.
+     * A training forward keeps FP32 spikes (the Linear's backward quantises them transposed).
+     * y_codes / x_codes mark the two sides; codes_fwd: the module's last forward wrote (read)
+     * codes (snn_module_codes_now). */
+    int y_codes, x_codes, codes_fwd;
     /* The bias its GEMMs add as a 16-bit wrapper rounded it (FP32 values; the wrapper's copy,
      * refreshed by the module's forward), which a defer_bias neuron adds instead of
      * params[1].data; NULL: params[1].data as it is. */
@@ -250,6 +262,12 @@ struct snn_module {
      * writes (one FP32 add: dx = dx_add + its gradient). NULL otherwise. */
     const float *dx_add;
 };
+/* Whether a forward with r passes the boundary buffer buf as E4M3 codes (y_codes / x_codes
+ * above): both sides ask with the same buffer and run, so they agree. */
+static inline int snn_module_codes_now(int flag, const snn_run *r, const void *buf) {
+    return flag && r && !r->training && buf && ((uintptr_t)buf & 15u) == 0;
+}
+
 
 /* The module's own ops table, also while a precision wrapper is installed: type checks
  * ("is this a Conv1d?") go through snn_module_kind_is below, which reads this, not m->ops. */

@@ -26,8 +26,9 @@ static const float *output_of(snn_model *model, snn_module *m) {
 }
 
 /* Σ of n 16-bit spikes (a neuron between typed kinds stores them 16-bit: snn_module.out_store)
- * as column sums of an [n][1] array into one FP32 on the device; exact while the count of
- * ones stays below 2^24 per chunk. */
+ * or E4M3 codes (an inference forward before an FP8 Linear: snn_module.codes_fwd) as column
+ * sums of an [n][1] array into one FP32 on the device; exact while the count of ones stays
+ * below 2^24 per chunk. */
 static snn_status sum16(const snn_backend *be, snn_dtype t, const void *y, size_t n, double *out) {
     float *acc = NULL, h = 0.0f;
     *out = 0.0;
@@ -37,7 +38,8 @@ static snn_status sum16(const snn_backend *be, snn_dtype t, const void *y, size_
     for (size_t off = 0; st == SNN_OK && off < n; off += chunk) {
         size_t k = n - off < chunk ? n - off : chunk;
         st = be->fill(be, acc, 0.0f, 1);
-        if (st == SNN_OK) st = be->colsum16_add(be, t, (const uint16_t *)y + off, (int)k, 1, acc);
+        const unsigned char *yb = (const unsigned char *)y + off * (t == SNN_F8E4M3 ? 1 : 2);
+        if (st == SNN_OK) st = be->colsum16_add(be, t, yb, (int)k, 1, acc);
         if (st == SNN_OK) st = be->download(be, &h, acc, sizeof h);
         if (st == SNN_OK) *out += (double)h;
     }
@@ -65,7 +67,8 @@ static void visit(snn_module *m, void *ctx) {
         if (y && r->numel) {
             const snn_backend *be = snn_model_backend(w->model);
             double s = 0;
-            if (m->out_store) w->st = sum16(be, (snn_dtype)m->out_store, y, r->numel, &s);
+            if (m->codes_fwd) w->st = sum16(be, SNN_F8E4M3, y, r->numel, &s);
+            else if (m->out_store) w->st = sum16(be, (snn_dtype)m->out_store, y, r->numel, &s);
             else w->st = be->sumsq(be, y, r->numel, &s);
             if (w->st == SNN_OK) r->rate = s / (double)r->numel;
         }

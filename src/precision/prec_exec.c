@@ -253,8 +253,14 @@ static snn_status fp8_forward(snn_module *m, const snn_run *r, const float *x, f
         SNN_TRY(to_token_major(m->be, x, xt, snn_rows(r), K, L));
         X = xt;
     }
+    /* defer_bias: the neuron after it adds the bias and rounds (module.h): the FP32 product */
+    const int defer = m->defer_bias && m->n_params > 1;
+    const int xcodes = !conv && snn_module_codes_now(m->x_codes, r, x);
+    m->codes_fwd = xcodes;
     if (snn_prec_fp8_codes_on(p, pm)) { /* FP8 GEMMs on codes (GPU) */
-        SNN_TRY(snn_prec_fp8_codes_forward(m, X, rows, Y, rest));
+        SNN_TRY(snn_prec_fp8_codes_forward(m, X, xcodes, defer, rows, Y, rest));
+    } else if (xcodes) {
+        return snn_error(SNN_E_STATE, "FP8 Linear %s: spike codes as input, but its GEMMs do not take codes", m->name);
     } else {
         float *xq = rest, *wq = xq + sx;
         /* Spikes are E4M3 with unit scale as they are: no amax pass, no quantisation. */
@@ -264,7 +270,8 @@ static snn_status fp8_forward(snn_module *m, const snn_run *r, const float *x, f
         /* The FP8 GEMM writes its output in the BF16 base precision (the epilogue's rounding). */
         snn_gemm g = {.trans_a = 0, .trans_b = 1, .M = rows, .N = No, .K = K, .alpha = 1.0f, .beta = 0.0f, .A = xq,
                       .lda = K, .B = wq, .ldb = K, .C = Y, .ldc = No, .ab_type = SNN_F32,
-                      .bias = m->n_params > 1 ? m->params[1].data : NULL, .c_round = p->half};
+                      .bias = m->n_params > 1 && !defer ? m->params[1].data : NULL,
+                      .c_round = defer ? SNN_F32 : p->half};
         SNN_TRY(m->be->gemm(m->be, &g));
     }
     if (conv) SNN_TRY(from_token_major(m->be, yt, y, snn_rows(r), No, L));
@@ -284,6 +291,9 @@ static snn_status fp8_backward(snn_module *m, const snn_run *r, const float *x, 
     const int conv = pm->kind == SNN_PM_FP8_CONV1D;
     const float *X = x, *DY = dy;
     float *DX = conv && dx ? dxt : dx;
+    if (m->codes_fwd)
+        return snn_error(SNN_E_STATE, "FP8 Linear %s: backward needs a training-mode forward (the last one "
+                         "multiplied spike codes and kept no FP32 input)", m->name);
     if (conv) {
         SNN_TRY(to_token_major(be, x, xt, snn_rows(r), K, L));
         SNN_TRY(to_token_major(be, dy, dyt, snn_rows(r), No, L));

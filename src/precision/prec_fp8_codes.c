@@ -158,22 +158,30 @@ static snn_status weight_codes(snn_prec_module *pm, snn_module *m) {
     return SNN_OK;
 }
 
-snn_status snn_prec_fp8_codes_forward(snn_module *m, const float *x, int rows, float *y, void *work) {
+/* xcodes: x holds the E4M3 codes of spikes (unit scale, rows of K bytes, K a multiple of 16:
+ * module.h's y_codes), which the GEMM reads as they are. defer: the neuron after it adds the
+ * bias and rounds (module.h's defer_bias): the GEMM writes the FP32 product. */
+snn_status snn_prec_fp8_codes_forward(snn_module *m, const float *x, int xcodes, int defer, int rows, float *y,
+                                      void *work) {
     snn_prec_module *pm = (snn_prec_module *)m->prec;
     snn_precision *p = pm->p;
     if (!p->fp8_dev) return snn_error(SNN_E_STATE, "FP8 GEMM: the precision was not planned");
     const int K = pm->in, No = pm->out, K16 = (int)r16((size_t)K);
     const size_t i3 = 3 * (size_t)(pm - p->mods);
     codes_buf b = {(unsigned char *)work, 0};
-    void *xq = take(&b, (size_t)rows * (size_t)K16);
     const int spike = pm->spike_input && p->spike_fp8;
-    SNN_TRY(codes(pm, 0, spike, x, rows, K, xq, K16, NULL, 0));
+    if (xcodes && (!spike || K16 != K))
+        return snn_error(SNN_E_STATE, "FP8 Linear %s: spike codes as input need spike-aware FP8 and a width that is a "
+                         "multiple of 16 (%d)", m->name, K);
+    void *xq = xcodes ? (void *)x : take(&b, (size_t)rows * (size_t)K16);
+    if (!xcodes) SNN_TRY(codes(pm, 0, spike, x, rows, K, xq, K16, NULL, 0));
     SNN_TRY(weight_codes(pm, m));
-    /* the FP8 GEMM writes its output in the BF16 base precision (bias first, then rounding) */
+    /* the FP8 GEMM writes its output in the BF16 base precision (bias first, then rounding),
+     * or the FP32 product for a neuron that does both (defer) */
     snn_gemm g = {.trans_a = 0, .trans_b = 1, .M = rows, .N = No, .K = K16, .alpha = 1.0f, .beta = 0.0f,
                   .A = (const float *)xq, .lda = K16, .B = (const float *)pm->w8, .ldb = K16, .C = y, .ldc = No,
                   .ab_type = snn_fp8_role_dtype(&p->fp8, SNN_FP8_ROLE_INPUT),
-                  .bias = m->n_params > 1 ? m->params[1].data : NULL, .c_round = p->half,
+                  .bias = m->n_params > 1 && !defer ? m->params[1].data : NULL, .c_round = defer ? SNN_F32 : p->half,
                   .a_store = spike ? SNN_F8E4M3 : snn_fp8_role_dtype(&p->fp8, SNN_FP8_ROLE_INPUT),
                   .b_store = snn_fp8_role_dtype(&p->fp8, SNN_FP8_ROLE_WEIGHT), .a_scale = sinv_of(p, i3),
                   .b_scale = sinv_of(p, i3 + 1)};

@@ -96,6 +96,7 @@ static void visit(snn_module *m, void *ctx) {
         m->in_store = m->out_store = SNN_F32;
         m->defer_bias = 0;
         m->bias_src = NULL;
+        m->x_round = m->y_codes = m->x_codes = m->codes_fwd = 0;
         m->round_deferred = m->branch_round = 0;
         return;
     }
@@ -151,6 +152,42 @@ static void defer_visit(snn_module *m, void *ctx) {
     leaf->round_deferred = m->branch_round = (int)p->half;
 }
 
+/* FP8 modes. The FP8 Linear's output is rounded to the base precision (p->half) but the
+ * gradient coming back must reach its E5M2 quantisation unrounded, so the one-type boundaries
+ * above do not apply; two fusions do, each leaving every value as it was:
+ *   FP8 Linear (with a bias) -> plain neuron: the Linear writes its FP32 product and the
+ *     neuron adds the bias and rounds to p->half (neuron_forward_io_bias with x_round), the
+ *     value the Linear's epilogue wrote; its x and dx stay FP32.
+ *   such a neuron -> FP8 Linear on codes whose input is spikes at unit scale (spike-aware FP8)
+ *     and whose width is a multiple of 16: in an inference forward the neuron writes E4M3 codes
+ *     of its spikes, exactly what the Linear's quantisation would write from FP32 spikes, and
+ *     the Linear multiplies them in place (module.h's y_codes / x_codes). */
+static int fp8_linear(const snn_module *m) {
+    const snn_prec_module *pm = (const snn_prec_module *)m->prec;
+    return m->ops == &snn_prec_fp8_ops && pm && pm->kind == SNN_PM_FP8_LINEAR;
+}
+static int plain_neuron(const snn_module *m) {
+    return !m->prec && snn_module_is_neuron(m) && (m->ops->flags & SNN_MODULE_TYPED_IO);
+}
+
+static void fp8_visit(snn_module *m, void *ctx) {
+    const snn_precision *p = ctx;
+    if (!snn_module_is_sequential(m)) return;
+    for (int i = 0; i + 1 < m->n_children; i++) {
+        snn_module *P = m->children[i], *Q = m->children[i + 1];
+        if (!fp8_linear(P) || !plain_neuron(Q) || P->n_params < 2) continue;
+        P->defer_bias = 1;
+        Q->bias_src = P;
+        Q->x_round = (int)p->half;
+        if (i + 2 >= m->n_children) continue;
+        snn_module *R = m->children[i + 2];
+        const snn_prec_module *pr = (const snn_prec_module *)R->prec;
+        if (fp8_linear(R) && snn_prec_fp8_codes_on(p, pr) && pr->spike_input && p->spike_fp8 && pr->in % 16 == 0 &&
+            snn_shape_numel(Q->out) % (size_t)pr->in == 0)
+            Q->y_codes = R->x_codes = 1;
+    }
+}
+
 void snn_precision_assign_stores(snn_precision *p) {
     store_ctx c = {p, 0};
     snn_module_walk(p->model->root, visit, &c); /* every boundary FP32 first */
@@ -159,6 +196,8 @@ void snn_precision_assign_stores(snn_precision *p) {
         c.set = 1;
         snn_module_walk(p->model->root, visit, &c);
     }
+    if (p->cfg.mode == SNN_PRECISION_FP8 && p->be->neuron_forward_io_bias && (p->half == SNN_F16 || p->half == SNN_BF16))
+        snn_module_walk(p->model->root, fp8_visit, p);
     if (p->half == SNN_F16 || p->half == SNN_BF16) snn_module_walk(p->model->root, defer_visit, p);
 }
 

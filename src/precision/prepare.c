@@ -415,6 +415,7 @@ snn_precision *snn_model_precision(snn_model *m) { return m ? (snn_precision *)m
 snn_status snn_precision_set_spike_fp8(snn_precision *p, int enabled) {
     if (!p) return snn_error(SNN_E_INVALID, "snn_precision_set_spike_fp8: precision is NULL");
     p->spike_fp8 = enabled != 0;
+    if (p->model) snn_precision_assign_stores(p); /* the FP8 codes boundaries depend on it */
     return SNN_OK;
 }
 

@@ -113,7 +113,8 @@ size_t snn_prec_fp8_codes_scratch(const struct snn_precision *p, const snn_prec_
 snn_status snn_prec_fp8_codes_plan(struct snn_precision *p);
 /* x, y, dy, dx token-major ([rows][in] / [rows][out]); work: the scratch after the token-major
  * copies (snn_prec_fp8_token_floats) */
-snn_status snn_prec_fp8_codes_forward(snn_module *m, const float *x, int rows, float *y, void *work);
+snn_status snn_prec_fp8_codes_forward(snn_module *m, const float *x, int xcodes, int defer, int rows, float *y,
+                                      void *work);
 snn_status snn_prec_fp8_codes_backward(snn_module *m, const float *x, const float *dy, int rows, float *dx,
                                        void *work);
 /* Floats at the start of the precision's scratch that an FP8 pointwise Conv1d's token-major

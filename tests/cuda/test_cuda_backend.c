@@ -836,23 +836,28 @@ static void neuron_io_case(const snn_neuron_opts *o, float k, int T, size_t n, s
  * rounded output round_io(bias + p) (the CPU's converted Linear writes that value): spikes,
  * h_seq and v_last bit for bit. Shapes with n % 4 != 0 or a period of 1 take the narrow
  * kernel, the others the packed one. */
-static void neuron_io_bias_case(const snn_neuron_opts *o, float k, int T, size_t n, size_t period, snn_dtype io) {
+static void neuron_io_bias_case(const snn_neuron_opts *o, float k, int T, size_t n, size_t period, snn_dtype io,
+                                snn_dtype sp) {
     const size_t N = (size_t)T * n;
     char desc[200];
-    snprintf(desc, sizeof desc, "io=%s kind=%d soft=%d T=%d n=%zu period=%zu", snn_dtype_name(io), (int)o->kind,
-             o->soft_reset, T, n, period);
+    snprintf(desc, sizeof desc, "io=%s spikes=%s kind=%d soft=%d T=%d n=%zu period=%zu", snn_dtype_name(io),
+             snn_dtype_name(sp), (int)o->kind, o->soft_reset, T, n, period);
     float *pp = hnew(N, -1.2f, 1.9f), *bias = hnew(period, -0.6f, 0.6f), *x = (float *)xmalloc(N * 4);
     for (size_t i = 0; i < N; i++) x[i] = snn_round_to(io, bias[i % period] + pp[i], 0);
     float *y_ref = hpoisoned(N), *h_ref = hpoisoned(N), *vl_ref = hpoisoned(n);
     OK(cpu->neuron_forward(cpu, o, k, T, n, x, y_ref, h_ref, vl_ref));
     float *d_p = dnewf(pp, N), *d_b = dnewf(bias, period), *d_h = dnewf(NULL, N), *d_vl = dnewf(NULL, n);
     void *d_y = NULL;
-    OK(gpu->alloc(gpu, N * 2 + 2, &d_y));
-    OK(gpu->fill(gpu, (float *)d_y, NAN, N / 2));
+    OK(gpu->alloc(gpu, N * 4 + 4, &d_y));
+    /* poison: every byte 0x7f (an E4M3 NaN; 3.4e38 as BF16 and FP32, never a spike) */
+    const uint32_t pb = 0x7f7f7f7fu;
+    float poison;
+    memcpy(&poison, &pb, sizeof poison);
+    OK(gpu->fill(gpu, (float *)d_y, poison, N));
     OK(gpu->fill(gpu, d_h, NAN, N));
-    snn_status st = gpu->neuron_forward_io_bias(gpu, o, k, T, n, io, d_p, d_b, period, d_y, d_h, d_vl);
+    snn_status st = gpu->neuron_forward_io_bias(gpu, o, k, T, n, io, sp, d_p, d_b, period, d_y, d_h, d_vl);
     CHECK_MSG(st == SNN_OK, "neuron_forward_io_bias (%s): %s", desc, snn_last_error());
-    float *y = down_typed(io, d_y, N), *h = downf(d_h, N), *vl = downf(d_vl, n);
+    float *y = down_store(sp, d_y, N), *h = downf(d_h, N), *vl = downf(d_vl, n);
     char what[260];
     snprintf(what, sizeof what, "biased typed neuron spikes (%s)", desc);
     CHECK_BITS(what, y, y_ref, N);
@@ -861,7 +866,9 @@ static void neuron_io_bias_case(const snn_neuron_opts *o, float k, int T, size_t
     snprintf(what, sizeof what, "biased typed neuron v_last (%s)", desc);
     CHECK_BITS(what, vl, vl_ref, n);
     /* a period that does not divide n is refused */
-    if (n > 1) CHECK(gpu->neuron_forward_io_bias(gpu, o, k, T, n, io, d_p, d_b, n + 1, d_y, d_h, d_vl) != SNN_OK);
+    if (n > 1) CHECK(gpu->neuron_forward_io_bias(gpu, o, k, T, n, io, sp, d_p, d_b, n + 1, d_y, d_h, d_vl) != SNN_OK);
+    /* spikes in E5M2 or F16 beside BF16 rounding are refused */
+    CHECK(gpu->neuron_forward_io_bias(gpu, o, k, T, n, io, SNN_F8E5M2, d_p, d_b, period, d_y, d_h, d_vl) != SNN_OK);
     free(pp), free(bias), free(x), free(y_ref), free(h_ref), free(vl_ref), free(y), free(h), free(vl);
     dfree(d_p), dfree(d_b), dfree(d_h), dfree(d_vl), dfree(d_y);
 }
@@ -874,7 +881,10 @@ static void test_neuron_io(void) {
                 snn_neuron_opts o = snn_neuron_defaults((snn_neuron_kind)kind);
                 o.soft_reset = soft;
                 const float k = kind == 0 ? 1.0f : 0.35f + 0.1f * (float)s;
-                neuron_io_bias_case(&o, k, bshapes[s].T, bshapes[s].n, bshapes[s].period, s % 2 ? SNN_F16 : SNN_BF16);
+                const snn_dtype io = s % 2 ? SNN_F16 : SNN_BF16;
+                /* spikes in io, FP32, or E4M3 codes (an FP8 Linear after the neuron) */
+                const snn_dtype sp = (kind + soft + s) % 3 == 0 ? io : (kind + soft + s) % 3 == 1 ? SNN_F32 : SNN_F8E4M3;
+                neuron_io_bias_case(&o, k, bshapes[s].T, bshapes[s].n, bshapes[s].period, io, sp);
             }
     CHECK(cpu->neuron_forward_io_bias == NULL);
     static const struct { int T; size_t n; } shapes[] = {{1, 1}, {7, 1003}, {16, 4160}, {4, 64}};
@@ -898,20 +908,22 @@ static void test_neuron_io(void) {
 static void test_colsum16(void) {
     static const int shapes[][2] = {{1, 1}, {37, 129}, {4096, 17}, {8192, 768}, {3000, 3072}, {1031, 33}};
     for (int si = 0; si < 6; si++)
-        for (int ti = 0; ti < 2; ti++) {
-            const snn_dtype t = ti ? SNN_F16 : SNN_BF16;
+        for (int ti = 0; ti < 3; ti++) {
+            /* E4M3: the spike codes an inference forward writes before an FP8 Linear (any code) */
+            const snn_dtype t = ti == 2 ? SNN_F8E4M3 : ti ? SNN_F16 : SNN_BF16;
+            const size_t es = snn_dtype_size(t);
             const int R = shapes[si][0], C = shapes[si][1];
             const size_t n = (size_t)R * C;
             float *x = hnew(n, -2.0f, 2.0f), *o0 = hnew((size_t)C, -1.0f, 1.0f);
             uint16_t *x16 = (uint16_t *)xmalloc(n * 2 + 2);
-            OK(snn_convert(t, x16, SNN_F32, x, n, 0));
+            OK(snn_convert(t, x16, SNN_F32, x, n, 1));
             OK(snn_convert(SNN_F32, x, t, x16, n, 0)); /* the stored values */
             float *ref = (float *)xmalloc((size_t)C * 4);
             memcpy(ref, o0, (size_t)C * 4);
             OK(cpu->colsum16_add(cpu, t, x16, R, C, ref));
             void *dx = NULL;
             OK(gpu->alloc(gpu, n * 2 + 2, &dx));
-            OK(gpu->upload(gpu, dx, x16, n * 2));
+            OK(gpu->upload(gpu, dx, x16, n * es));
             float *dout = dnewf(o0, (size_t)C);
             OK(gpu->colsum16_add(gpu, t, dx, R, C, dout));
             float *got = downf(dout, (size_t)C);

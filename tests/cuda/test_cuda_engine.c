@@ -46,13 +46,17 @@
 
 static uint64_t rng;
 
+#define OK(x) CHECK_MSG((x) == SNN_OK, "%s: %s", #x, snn_last_error())
+
 typedef struct {
     int in, hidden, out;
     int spiking; /* 1: Linear, LIF, RMSNorm, Linear, PLIF, Flatten, Linear instead of the MLP;
                     2: Linear, Residual(Sequential(LayerNorm, Linear, GELU, Linear)), LayerNorm,
                     Linear (a pre-norm block, no spikes);
                     3: pointwise Conv1d(16, hidden), GELU, Conv1d(hidden, 16), Flatten,
-                    Linear(in, out) over [16][in / 16] (in a multiple of 16) */
+                    Linear(in, out) over [16][in / 16] (in a multiple of 16);
+                    4: Linear, LIF, Linear, LIF, Linear, all with a bias (FC-SNN: in FP8 the
+                    Linear -> neuron and neuron -> Linear fusions of prec_store.c) */
 } net;
 
 /* made is the status of a constructor that wrote *child (read only after it ran). */
@@ -100,6 +104,13 @@ static snn_status build(const net *n, uint64_t seed, snn_model **out) {
         snn_module_destroy(inner);
         if (st == SNN_OK) st = add(seq, st, &res);
         if (st == SNN_OK) st = add(seq, snn_layernorm_create(n->hidden, 1e-5f, &c), &c);
+    } else if (n->spiking == 4) {
+        snn_neuron_opts lif = snn_neuron_defaults(SNN_NEURON_LIF);
+        lif.tau = 2.0f;
+        lif.v_threshold = 0.25f;
+        if (st == SNN_OK) st = add(seq, snn_neuron_create(&lif, &c), &c);
+        if (st == SNN_OK) st = add(seq, snn_linear_create(n->hidden, n->hidden, 1, &c), &c);
+        if (st == SNN_OK) st = add(seq, snn_neuron_create(&lif, &c), &c);
     } else if (n->spiking) {
         snn_neuron_opts lif = snn_neuron_defaults(SNN_NEURON_LIF);
         lif.tau = 2.0f;
@@ -213,7 +224,7 @@ static void compare_steps(const char *name, const net *n, const char *prec, int 
      * step 2): the same relative L2 bounds, and more parameters past the update's bound */
     const char *fg = getenv("SNN_FP8_GEMM");
     const int codes = (!strcmp(prec, "fp8:delayed") || !strcmp(prec, "fp8:current")) && !(fg && !strcmp(fg, "emulate"));
-    const int loose = n->spiking == 1 || !strcmp(prec, "fp8:current") || codes;
+    const int loose = n->spiking == 1 || n->spiking == 4 || !strcmp(prec, "fp8:current") || codes;
     /* an AdamW update is lr · m / (sqrt(v) + eps): gradients that differ by a few 16-bit ulps
      * (the bound above) move it by about as much, relative, from the second step on
      * (H200: 5 % of the pre-norm block's parameters beyond 2e-6 in bf16 at step 2) */
@@ -224,7 +235,7 @@ static void compare_steps(const char *name, const net *n, const char *prec, int 
      * the weights differ by a few update ulps and spikes at a threshold flip, which moved the
      * outputs by 27 % relative L2 at step 3 (H100, SNN_TEST_SEED=53163242561); the emulation's run
      * (SNN_FP8_GEMM=emulate) keeps every step */
-    const int n_steps = codes && n->spiking == 1 ? 1 : steps;
+    const int n_steps = codes && (n->spiking == 1 || n->spiking == 4) ? 1 : steps;
     for (int s = 0; s < n_steps && x && dy && yc && gc && pc; s++) {
         snn_test_fill_uniform(x, nx, -1.0f, 1.0f, &rng);
         const float *y1, *y2;
@@ -316,6 +327,58 @@ static void compare_steps(const char *name, const net *n, const char *prec, int 
     side_free(&g);
 }
 
+/* The inference forward of FC-SNN in FP8 (module.h's y_codes / x_codes): on codes the LIF
+ * writes E4M3 spike codes that the next FP8 Linear multiplies in place. That changes no value:
+ * the outputs and spike rates equal a training-mode forward's on the same device bit for bit
+ * (which writes FP32 spikes and quantises them), and are within the loose bounds of the
+ * CPU's. A backward after it is refused with the codes' message (nothing kept the FP32
+ * spikes), and a training step after that works. */
+static void codes_inference(const net *n, const char *prec, int T, int B) {
+    uint64_t seed = rng++;
+    side c = {0}, g = {0};
+    snn_status st = side_make(n, seed, "cpu", prec, T, B, &c);
+    if (st == SNN_OK) st = side_make(n, seed, "cuda", prec, T, B, &g);
+    CHECK_MSG(st == SNN_OK, "fcsnn %s: %s", prec, snn_last_error());
+    size_t nx = (size_t)T * B * n->in, ny = (size_t)T * B * n->out;
+    float *x = malloc(nx * sizeof *x), *ya = malloc(ny * sizeof *ya), *yc = malloc(ny * sizeof *yc);
+    float *dy = malloc(ny * sizeof *dy);
+    CHECK(x && ya && yc && dy);
+    if (st != SNN_OK || !x || !ya || !yc || !dy) goto out;
+    snn_test_fill_uniform(x, nx, -1.0f, 1.0f, &rng);
+    for (size_t i = 0; i < ny; i++) dy[i] = 1.0f / (float)ny;
+    const float *y;
+    snn_spike_rate ra[4], rb[4];
+    int na = 0, nb = 0;
+    OK(snn_model_forward(g.m, x, 1, &y));
+    memcpy(ya, y, ny * sizeof *ya);
+    OK(snn_model_spike_rates(g.m, ra, 4, &na));
+    OK(snn_model_forward(g.m, x, 0, &y));
+    CHECK_MSG(!memcmp(y, ya, ny * sizeof *ya), "fcsnn %s: the inference forward differs from a training one", prec);
+    OK(snn_model_spike_rates(g.m, rb, 4, &nb));
+    CHECK(na == 2 && nb == 2);
+    for (int i = 0; i < na && i < nb; i++)
+        CHECK_MSG(ra[i].rate == rb[i].rate && (i > 0 || (ra[i].rate > 0.01 && ra[i].rate < 0.99)),
+                  "fcsnn %s: spike rate %d: training forward %.6f, inference %.6f", prec, i, ra[i].rate, rb[i].rate);
+    OK(snn_model_forward(c.m, x, 0, &y));
+    memcpy(yc, y, ny * sizeof *yc);
+    double e = rel_l2(ya, yc, ny);
+    CHECK_MSG(e <= 0.05, "fcsnn %s: inference outputs differ from the CPU's, relative L2 %.3g", prec, e);
+    const char *fg = getenv("SNN_FP8_GEMM");
+    const int codes = (!strcmp(prec, "fp8:delayed") || !strcmp(prec, "fp8:current")) && !(fg && !strcmp(fg, "emulate"));
+    st = snn_precision_backward(g.p, dy, g.opt, -1.0f, 0.0f, NULL, NULL);
+    CHECK_MSG(st != SNN_OK && (!codes || strstr(snn_last_error(), "spike codes")),
+              "fcsnn %s: a backward after an inference forward: %s", prec, st ? snn_last_error() : "accepted");
+    OK(snn_model_forward(g.m, x, 1, &y));
+    CHECK_MSG(!memcmp(y, ya, ny * sizeof *ya), "fcsnn %s: a training forward after the refusal differs", prec);
+    OK(snn_precision_backward(g.p, dy, g.opt, -1.0f, 0.0f, NULL, NULL));
+    printf("  fcsnn      %-12s inference = training forward, rates %.3f %.3f, rel L2 to the CPU %.2e\n", prec,
+           ra[0].rate, na > 1 ? ra[1].rate : 0.0, e);
+out:
+    free(x), free(ya), free(yc), free(dy);
+    side_free(&c);
+    side_free(&g);
+}
+
 static void misuse(void) {
     net n = {32, 32, 8, 0};
     snn_model *m = NULL;
@@ -363,6 +426,7 @@ int main(void) {
     snn_model_free(probe);
     misuse();
     net mlp = {256, 512, 96, 0}, odd = {67, 45, 13, 0}, spk = {128, 256, 32, 1}, blk = {64, 128, 32, 2}, pw = {80, 32, 24, 3};
+    net fc = {128, 256, 32, 4};
     const char *precs[] = {"fp32", "bf16", "fp16", "fp8:delayed", "fp8:current", "fp8:block", "fp8:mxfp8"};
     for (int i = 0; i < 7; i++) {
         compare_steps("mlp", &mlp, precs[i], 1, 32, 3);
@@ -371,6 +435,8 @@ int main(void) {
         compare_steps("spiking", &spk, precs[i], 4, 16, 3);
         compare_steps("block", &blk, precs[i], 2, 8, 2);
         compare_steps("conv1d", &pw, precs[i], 2, 8, 2);
+        compare_steps("fcsnn", &fc, precs[i], 4, 16, 2);
+        if (i >= 3) codes_inference(&fc, precs[i], 4, 16);
     }
     return snn_test_finish("test_cuda_engine");
 }

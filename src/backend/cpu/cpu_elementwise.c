@@ -103,16 +103,23 @@ snn_status snn_cpu_gelu_backward(const snn_backend *be, const float *x, const fl
 
 static inline float ld_bf16(const uint16_t *h, size_t i) { return snn_bf16_to_f32(h[i]); }
 static inline float ld_f16(const uint16_t *h, size_t i) { return snn_f16_to_f32(h[i]); }
+static inline float ld_e4m3(const uint8_t *q, size_t i) { return snn_e4m3_to_f32(q[i]); }
 
 snn_status snn_cpu_colsum16_add(const snn_backend *be, snn_dtype t, const void *x, int rows, int cols, float *out) {
     (void)be;
-    if (t != SNN_F16 && t != SNN_BF16) return snn_error(SNN_E_INVALID, "colsum16: type must be f16 or bf16");
+    if (t != SNN_F16 && t != SNN_BF16 && t != SNN_F8E4M3)
+        return snn_error(SNN_E_INVALID, "colsum16: type must be f16, bf16 or f8e4m3");
     if (rows < 0 || cols < 0) return snn_error(SNN_E_INVALID, "colsum16: negative size");
     if (rows > 0 && cols > 0 && (!x || !out)) return snn_error(SNN_E_INVALID, "colsum16: NULL buffer");
     const uint16_t *h = x;
 #define LD_BF16(i) ld_bf16(h, (i))
 #define LD_F16(i) ld_f16(h, (i))
-    if (t == SNN_BF16) {
+    if (t == SNN_F8E4M3) {
+        const uint8_t *q = x;
+#define LD_E4M3(i) ld_e4m3(q, (i))
+        COLSUM_BODY(LD_E4M3)
+#undef LD_E4M3
+    } else if (t == SNN_BF16) {
         COLSUM_BODY(LD_BF16)
     } else {
         COLSUM_BODY(LD_F16)

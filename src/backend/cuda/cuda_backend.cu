@@ -50,8 +50,8 @@ snn_status snn_cuda_neuron_io_forward(snn_cuda *c, const snn_neuron_opts *o, flo
 snn_status snn_cuda_neuron_io_backward(snn_cuda *c, const snn_neuron_opts *o, float k, int T, size_t n, snn_dtype io,
                                        const float *h_seq, const void *gs, void *gx, float *gk);
 snn_status snn_cuda_neuron_io_forward_bias(snn_cuda *c, const snn_neuron_opts *o, float k, int T, size_t n,
-                                           snn_dtype io, const float *x, const float *bias, size_t period, void *s,
-                                           float *h_seq, float *v_last);
+                                           snn_dtype io, snn_dtype sp, const float *x, const float *bias,
+                                           size_t period, void *s, float *h_seq, float *v_last);
 snn_status snn_cuda_table_optim_update(snn_cuda *c, const snn_optim_update *u, size_t n, float *w,
                                        const float *g, float *s0, float *s1, const uint8_t *mask, int *flag);
 
@@ -520,6 +520,12 @@ snn_status colsum_counters(const snn_backend *be, int groups, unsigned **out) {
     return SNN_OK;
 }
 
+template <typename T>
+static void split_launch(dim3 grid, dim3 block, cudaStream_t st, const void *x, int rows, int cols, int lanes,
+                         float *part, unsigned *cnt, float *out) {
+    colsum_split_kernel<T><<<grid, block, 0, st>>>((const T *)x, rows, cols, lanes, part, cnt, out);
+}
+
 snn_status colsum_lanes(const snn_backend *be, snn_dtype t, const void *x, int rows, int cols, float *out) {
     const int groups = (cols + 31) / 32, sms = snn_cuda_sm_count(tab(be)->c);
     /* lanes split over ns blocks until there are about two blocks an SM */
@@ -531,15 +537,11 @@ snn_status colsum_lanes(const snn_backend *be, snn_dtype t, const void *x, int r
         SNN_TRY(ws_get(be, (size_t)groups * 32 * 32 * sizeof(float), (void **)&part));
         SNN_TRY(colsum_counters(be, groups, &cnt));
         const dim3 grid((unsigned)groups, (unsigned)ns), block(32, 32 / ns);
-        if (t == SNN_F32)
-            colsum_split_kernel<float><<<grid, block, 0, stream(be)>>>((const float *)x, rows, cols, 32 / ns, part,
-                                                                       cnt, out);
+        if (t == SNN_F32) split_launch<float>(grid, block, stream(be), x, rows, cols, 32 / ns, part, cnt, out);
         else if (t == SNN_BF16)
-            colsum_split_kernel<__nv_bfloat16><<<grid, block, 0, stream(be)>>>((const __nv_bfloat16 *)x, rows, cols,
-                                                                               32 / ns, part, cnt, out);
-        else
-            colsum_split_kernel<__half><<<grid, block, 0, stream(be)>>>((const __half *)x, rows, cols, 32 / ns, part,
-                                                                        cnt, out);
+            split_launch<__nv_bfloat16>(grid, block, stream(be), x, rows, cols, 32 / ns, part, cnt, out);
+        else if (t == SNN_F8E4M3) split_launch<snn_e4m3>(grid, block, stream(be), x, rows, cols, 32 / ns, part, cnt, out);
+        else split_launch<__half>(grid, block, stream(be), x, rows, cols, 32 / ns, part, cnt, out);
         SNN_CU_LAUNCHED("colsum_add");
         return SNN_OK;
     }
@@ -547,6 +549,8 @@ snn_status colsum_lanes(const snn_backend *be, snn_dtype t, const void *x, int r
     if (t == SNN_F32) colsum_lanes_kernel<float><<<grid, block, 0, stream(be)>>>((const float *)x, rows, cols, out);
     else if (t == SNN_BF16)
         colsum_lanes_kernel<__nv_bfloat16><<<grid, block, 0, stream(be)>>>((const __nv_bfloat16 *)x, rows, cols, out);
+    else if (t == SNN_F8E4M3)
+        colsum_lanes_kernel<snn_e4m3><<<grid, block, 0, stream(be)>>>((const snn_e4m3 *)x, rows, cols, out);
     else colsum_lanes_kernel<__half><<<grid, block, 0, stream(be)>>>((const __half *)x, rows, cols, out);
     SNN_CU_LAUNCHED("colsum_add");
     return SNN_OK;
@@ -562,7 +566,8 @@ snn_status t_colsum_add(const snn_backend *be, const float *x, int rows, int col
 
 snn_status t_colsum16_add(const snn_backend *be, snn_dtype t, const void *x, int rows, int cols, float *out) {
     SNN_TRY(check_be(be, "colsum16_add"));
-    if (t != SNN_F16 && t != SNN_BF16) return snn_error(SNN_E_INVALID, "colsum16_add: type must be f16 or bf16");
+    if (t != SNN_F16 && t != SNN_BF16 && t != SNN_F8E4M3)
+        return snn_error(SNN_E_INVALID, "colsum16_add: type must be f16, bf16 or f8e4m3");
     if (rows < 0 || cols < 0) return snn_error(SNN_E_INVALID, "colsum16_add: negative size (%d x %d)", rows, cols);
     if (rows == 0 || cols == 0) return SNN_OK;
     if (!x || !out) return snn_error(SNN_E_INVALID, "colsum16_add: NULL pointer");
@@ -698,13 +703,13 @@ snn_status t_neuron_forward_io(const snn_backend *be, const snn_neuron_opts *o, 
 }
 
 snn_status t_neuron_forward_io_bias(const snn_backend *be, const snn_neuron_opts *o, float k, int T, size_t n,
-                                    snn_dtype io, const float *x, const float *bias, size_t period, void *y,
-                                    float *h_seq, float *v_last) {
+                                    snn_dtype io, snn_dtype sp, const float *x, const float *bias, size_t period,
+                                    void *y, float *h_seq, float *v_last) {
     SNN_TRY(check_be(be, "neuron_forward_io_bias"));
     SNN_TRY(check_neuron(o, T, "neuron_forward_io_bias"));
     if (n == 0) return SNN_OK;
     if (T == 0) return v_last ? t_fill(be, v_last, o->soft_reset ? 0.0f : o->v_reset, n) : SNN_OK;
-    return snn_cuda_neuron_io_forward_bias(tab(be)->c, o, k, T, n, io, x, bias, period, y, h_seq, v_last);
+    return snn_cuda_neuron_io_forward_bias(tab(be)->c, o, k, T, n, io, sp, x, bias, period, y, h_seq, v_last);
 }
 
 snn_status t_neuron_backward_io(const snn_backend *be, const snn_neuron_opts *o, float k, int T, size_t n,

@@ -218,14 +218,15 @@ snn_status snn_cuda_neuron_io_forward(snn_cuda *c, const snn_neuron_opts *o, flo
 }
 
 snn_status snn_cuda_neuron_io_forward_bias(snn_cuda *c, const snn_neuron_opts *o, float k, int T, size_t n,
-                                           snn_dtype io, const float *x, const float *bias, size_t period, void *s,
-                                           float *h_seq, float *v_last) {
+                                           snn_dtype io, snn_dtype sp, const float *x, const float *bias,
+                                           size_t period, void *s, float *h_seq, float *v_last) {
     FwdArgs a;
     memset(&a, 0, sizeof a);
     SNN_TRY(make_params(o, k, T, n, &a.p));
     if (!x || !s || !bias) return snn_error(SNN_E_INVALID, "neuron forward (bias) needs x, bias and s");
-    if (!snn_cuda_is_16(io)) return snn_error(SNN_E_UNSUPPORTED, "neuron forward (bias): io %s (f16 or bf16)",
-                                             snn_cuda_dtype_name(io));
+    if (!snn_cuda_is_16(io) || (sp != io && sp != SNN_F32 && sp != SNN_F8E4M3))
+        return snn_error(SNN_E_UNSUPPORTED, "neuron forward (bias): io %s, spikes %s (io f16 or bf16; spikes io, f32 "
+                         "or f8e4m3)", snn_cuda_dtype_name(io), snn_cuda_dtype_name(sp));
     if (period == 0 || period > n || n % period)
         return snn_error(SNN_E_INVALID, "neuron forward (bias): bias period %zu does not divide %zu neurons", period, n);
     a.T = T;
@@ -236,9 +237,10 @@ snn_status snn_cuda_neuron_io_forward_bias(snn_cuda *c, const snn_neuron_opts *o
     a.s = s;
     a.h = h_seq;
     a.vlast = v_last;
-    /* packs of 4: x and h_seq 16 bytes, the 16-bit spikes 8 */
-    int wide = n % 4 == 0 && snn_aligned(x, 16) && (!h_seq || snn_aligned(h_seq, 16)) && snn_aligned(s, 8);
-    snn_neuron_io_fwd32_launch(snn_cuda_stream_of(c), a, io, io, wide);
+    /* packs of 4: x and h_seq 16 bytes, the spikes 4 of their size */
+    const size_t sb = sp == SNN_F32 ? 16 : sp == SNN_F8E4M3 ? 4 : 8;
+    int wide = n % 4 == 0 && snn_aligned(x, 16) && (!h_seq || snn_aligned(h_seq, 16)) && snn_aligned(s, sb);
+    snn_neuron_io_fwd32_launch(snn_cuda_stream_of(c), a, io, sp, wide);
     SNN_CU_LAUNCHED("neuron_forward_io_bias");
     return SNN_OK;
 }

@@ -21,7 +21,8 @@ void snn_neuron_bwd_launch(cudaStream_t st, const BwdArgs &a, snn_dtype io, int 
  * 16-bit io type, h_seq FP32. wide: 16 bytes of x per thread (n a multiple of 16 / size(io),
  * every pointer aligned for it), else one neuron per thread. gk: PLIF's dL/dk accumulator. */
 void snn_neuron_io_fwd_launch(cudaStream_t st, const FwdArgs &a, snn_dtype io, snn_dtype sp, int wide);
-/* x FP32 plus bias[i % bias_period], rounded to io (F16/BF16), then the io neuron. */
+/* x FP32 plus bias[i % bias_period], rounded to io (F16/BF16), then the io neuron; spikes sp:
+ * io, F32 or E4M3 codes. */
 void snn_neuron_io_fwd32_launch(cudaStream_t st, const FwdArgs &a, snn_dtype io, snn_dtype sp, int wide);
 void snn_neuron_io_bwd_launch(cudaStream_t st, const BwdArgs &a, snn_dtype io, int wide, float *gk);
 

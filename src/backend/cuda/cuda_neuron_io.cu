@@ -52,15 +52,18 @@ void snn_neuron_io_fwd_launch(cudaStream_t st, const FwdArgs &a, snn_dtype io, s
     else fwd_s<__half>(st, a, sp, wide);
 }
 
+template <typename TR, typename TS>
+static void fwd32_v(cudaStream_t st, const FwdArgs &a, int wide) {
+    if (wide) neuron_io_fwd32_kernel<TR, TS, 4><<<snn_grid(a.n / 4, NEURON_BLOCK), NEURON_BLOCK, 0, st>>>(a);
+    else neuron_io_fwd32_kernel<TR, TS, 1><<<snn_grid(a.n, NEURON_BLOCK), NEURON_BLOCK, 0, st>>>(a);
+}
+
+/* spikes F32, in the rounding type, or E4M3 codes (an FP8 GEMM's input at unit scale) */
 template <typename TR>
 static void fwd32_s(cudaStream_t st, const FwdArgs &a, snn_dtype sp, int wide) {
-    if (sp == SNN_F32) {
-        if (wide) neuron_io_fwd32_kernel<TR, float, 4><<<snn_grid(a.n / 4, NEURON_BLOCK), NEURON_BLOCK, 0, st>>>(a);
-        else neuron_io_fwd32_kernel<TR, float, 1><<<snn_grid(a.n, NEURON_BLOCK), NEURON_BLOCK, 0, st>>>(a);
-    } else {
-        if (wide) neuron_io_fwd32_kernel<TR, TR, 4><<<snn_grid(a.n / 4, NEURON_BLOCK), NEURON_BLOCK, 0, st>>>(a);
-        else neuron_io_fwd32_kernel<TR, TR, 1><<<snn_grid(a.n, NEURON_BLOCK), NEURON_BLOCK, 0, st>>>(a);
-    }
+    if (sp == SNN_F32) fwd32_v<TR, float>(st, a, wide);
+    else if (sp == SNN_F8E4M3) fwd32_v<TR, snn_e4m3>(st, a, wide);
+    else fwd32_v<TR, TR>(st, a, wide);
 }
 
 void snn_neuron_io_fwd32_launch(cudaStream_t st, const FwdArgs &a, snn_dtype io, snn_dtype sp, int wide) {
