@@ -235,7 +235,14 @@ static void test_truncation(const char *path) {
             if (n > 8) buf[8] = '{';
         }
         snn_status st = snn_ckpt_open_memory(buf, n, "random", &c);
-        if (st != SNN_E_FORMAT) other++;
+        /* a short header can be a valid empty file by chance ("{}", or "{ }" after a length
+         * of 3: SNN_TEST_SEED=23104767192 draws one): accepted only with nothing in it */
+        const int empty = st == SNN_OK && snn_ckpt_num_tensors(c) == 0 && snn_ckpt_num_metadata(c) == 0 &&
+                          n >= 8 && buf[0] + 8u <= n && buf[0] <= 4;
+        if (st != SNN_E_FORMAT && !empty) {
+            if (other < 3) printf("random buffer %d (%zu bytes): status %d: %s\n", k, n, (int)st, snn_last_error());
+            other++;
+        }
         if (st == SNN_OK) snn_ckpt_close(c);
     }
     CHECK_MSG(other == 0, "%d random buffers were not SNN_E_FORMAT", other);
