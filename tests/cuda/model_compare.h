@@ -38,6 +38,37 @@ static inline double worst_param(snn_model *m, const float *a, const float *b, c
     return worst;
 }
 
+/* Worst parameter tensor of a total change over a few optimizer steps: ||a - b|| against
+ * the larger of ||b|| and one step's size, lr · ||g|| (g: the reference's last gradient). A
+ * scalar such as PLIF's w whose gradients change sign between steps moves by far less than
+ * one step, so a difference that is small against a step can be large against the net move
+ * (H100: 0.13 of PLIF w's net change, with its gradient 2e-3 apart). */
+static inline double worst_update(snn_model *m, const float *a, const float *b, const float *g, double lr,
+                                  const char **name) {
+    double worst = 0;
+    size_t off = 0;
+    for (size_t i = 0; i < m->n_tensors; i++) {
+        const snn_param *p = m->tensors[i].param;
+        if (p->kind == SNN_PARAM_BUFFER) continue;
+        double num = 0, den = 0, gs = 0;
+        for (size_t j = off; j < off + p->numel; j++) {
+            if (isnan(a[j]) || isnan(b[j])) num = INFINITY;
+            const double d = (double)a[j] - (double)b[j];
+            num += d * d;
+            den += (double)b[j] * (double)b[j];
+            gs += (double)g[j] * (double)g[j];
+        }
+        off += p->numel;
+        const double scale = fmax(sqrt(den), lr * sqrt(gs));
+        const double e = scale > 0 ? sqrt(num) / scale : sqrt(num);
+        if (e > worst || isnan(e)) {
+            worst = e;
+            *name = m->tensors[i].name;
+        }
+    }
+    return worst;
+}
+
 /* Sequential(kids...) built as a model; takes ownership of the modules (NULL = out of memory). */
 static inline snn_status build_seq(snn_module **kids, int n, const char *kind, snn_shape in, uint64_t seed,
                                    snn_model **m) {

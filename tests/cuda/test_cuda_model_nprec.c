@@ -15,7 +15,9 @@
  *    ~2e-2 in relative L2: the bound of part 2, 2e-2.
  * 2. Three training steps (eager, captured into the graph, replayed: PLIF's k must follow w
  *    inside the graph) with SGD + momentum, then the last step's gradients, the total
- *    parameter change, the summed loss and an evaluation forward, relative L2 per tensor.
+ *    parameter change (against the larger of its net size and one step, lr · |g|:
+ *    model_compare.h's worst_update), the summed loss and an evaluation forward, relative L2
+ *    per tensor.
  *    The neuron part is bit-identical; the GEMMs sum in a different order, which moves
  *    activations by ulps; where such a move crosses a threshold a spike flips (or, with a
  *    coarse S, a rounding boundary of S moves a value by an S ulp): the bound of
@@ -105,7 +107,7 @@ typedef struct {
     snn_optimizer *opt;
     snn_cuda_model *gm;
     float *p0, *dy;
-    double loss_cpu;
+    double loss_cpu, lr;
     uint64_t seed;
 } pair;
 
@@ -113,6 +115,7 @@ static int pair_open(pair *p, const char *name, make_fn make, int T, int N, cons
                      const snn_optim_opts *oo, int with_gpu) {
     memset(p, 0, sizeof *p);
     snprintf(p->label, sizeof p->label, "%s %s S=%s F=%s B=%s", name, mode, cb->S, cb->F, cb->B);
+    p->lr = oo->lr;
     p->T = T;
     p->N = N;
     int fp8 = !strcmp(mode, "fp8");
@@ -191,7 +194,7 @@ static void pair_compare(pair *p, const float *x, double tol, int with_loss) {
     }
     const char *wg = "-", *wp = "-";
     double eg = worst_param(p->mc, snn_model_grads(p->mg), snn_model_grads(p->mc), &wg);
-    double ep = worst_param(p->mc, dg, dc, &wp);
+    double ep = worst_update(p->mc, dg, dc, snn_model_grads(p->mc), p->lr, &wp);
     double lg = 0, el = 0;
     long corr = 0, steps = 0;
     if (with_loss) {
