@@ -340,8 +340,12 @@ static void run_all(int with_gpu) {
     static const char *modes[] = {"fp32", "bf16"};
     for (int mo = 0; mo < 2; mo++)
         for (size_t i = 0; i < nc; i++) {
-            test_train("fcsnn", make_fcsnn, modes[mo], &COMBOS[i], 2e-2, with_gpu);
-            test_train("plif mlp", make_plif, modes[mo], &COMBOS[i], 2e-2, with_gpu);
+            /* an FP8 storage (an E4M3 ulp is 2^-3 relative) crosses more rounding boundaries
+             * under BF16 GEMMs: the FP8 bound (H100: fcsnn bf16 S=float8_e4m3fn, layers.0.bias
+             * gradient 0.036 in one of three runs) */
+            const double tol = mo == 1 && !strncmp(COMBOS[i].S, "float8", 6) ? 5e-2 : 2e-2;
+            test_train("fcsnn", make_fcsnn, modes[mo], &COMBOS[i], tol, with_gpu);
+            test_train("plif mlp", make_plif, modes[mo], &COMBOS[i], tol, with_gpu);
         }
     /* fp8 (current scaling): test_cuda_model_fp8.c's bound (FP8 tensor-core accumulation) */
     for (size_t i = 0; i < nc; i++) test_train("fcsnn", make_fcsnn, "fp8", &COMBOS[i], 5e-2, with_gpu);
