@@ -17,6 +17,9 @@
  *   operands record nothing on either path. The codes path is really taken: its scratch and
  *   device slots exist, and a tampered weight cache changes the output.
  *   A pointwise Conv1d network (token-major GEMMs through the op table's transpose) the same way.
+ *   With neuron_forward_io_bias (written here too) the table takes the FP8 fusions of
+ *   prec_store.c: checked where they are assigned, and an inference forward on E4M3 spike
+ *   codes equal to a training forward bit for bit.
  *   Also: SNN_FP8_GEMM=emulate turns the codes path off, another value is refused, unset is
  *   the codes path. */
 #include <float.h>
@@ -81,6 +84,26 @@ static snn_status host_gemm(const snn_backend *be, const snn_gemm *g) {
     h.a_scale = h.b_scale = NULL;
     snn_status st = be == &codes_be ? cpu->gemm(cpu, &h) : SNN_E_STATE;
     free(A), free(B);
+    return st;
+}
+
+/* neuron_forward_io_bias from backend.h's contract (the CUDA table's entry; the CPU's has
+ * none): x = round_io(bias + p), the CPU's neuron on it, the spikes stored as sp (io, F32 or
+ * E4M3 codes). With it the codes table takes prec_store.c's FP8 fusions: the Linear's bias
+ * and rounding in the neuron, and E4M3 spike codes into the next FP8 Linear in inference. */
+static snn_status host_neuron_bias(const snn_backend *be, const snn_neuron_opts *o, float k, int T_, size_t n,
+                                   snn_dtype io, snn_dtype sp, const float *p, const float *bias, size_t period,
+                                   void *y, float *h_seq, float *v_last) {
+    const snn_backend *cpu = snn_backend_cpu();
+    if (be != &codes_be || !period || n % period || (io != SNN_BF16 && io != SNN_F16) ||
+        (sp != io && sp != SNN_F32 && sp != SNN_F8E4M3))
+        return snn_error(SNN_E_INVALID, "host neuron_forward_io_bias: bad arguments");
+    const size_t nn = (size_t)T_ * n;
+    float *x = malloc(nn * sizeof(float)), *sf = malloc(nn * sizeof(float));
+    for (size_t i = 0; i < nn; i++) x[i] = snn_round_to(io, bias[i % period] + p[i], 0);
+    snn_status st = cpu->neuron_forward(cpu, o, k, T_, n, x, sf, h_seq, v_last);
+    if (st == SNN_OK) st = snn_convert(sp, y, SNN_F32, sf, nn, 0);
+    free(x), free(sf);
     return st;
 }
 
@@ -168,10 +191,34 @@ static void run_recipe(const char *recipe, uint64_t seed) {
             }
         }
     }
+    /* the FP8 fusions (prec_store.c): each Linear -> LIF leaves its bias to the LIF, each
+     * LIF -> FP8 Linear carries E4M3 spike codes in an inference forward, which equals a
+     * training forward bit for bit, spike rates included; a backward after it is refused */
+    snn_module *const *L = b->root->children[0]->children;
+    CHECK(L[0]->defer_bias && L[1]->bias_src == L[0] && L[1]->x_round == SNN_BF16 && L[2]->defer_bias);
+    CHECK(L[1]->y_codes && L[2]->x_codes && L[3]->y_codes && L[4]->x_codes && !L[4]->defer_bias);
+    CHECK(!a->root->children[0]->children[0]->defer_bias); /* the CPU table: no fusion */
+    const float *y;
+    snn_spike_rate ra[2], rb[2];
+    int na = 0, nb = 0;
+    CHECK(snn_model_forward(b, x, 1, &y) == SNN_OK);
+    memcpy(ya, y, ny * sizeof(float));
+    CHECK(!L[1]->codes_fwd && !L[2]->codes_fwd && snn_model_spike_rates(b, ra, 2, &na) == SNN_OK);
+    CHECK(snn_model_forward(b, x, 0, &y) == SNN_OK);
+    CHECK_MSG(L[1]->codes_fwd && L[2]->codes_fwd && L[3]->codes_fwd && L[4]->codes_fwd,
+              "%s: the inference forward did not pass spike codes", recipe);
+    CHECK_MSG(!memcmp(ya, y, ny * sizeof(float)), "%s: the inference forward on codes differs from a training one",
+              recipe);
+    CHECK(snn_model_spike_rates(b, rb, 2, &nb) == SNN_OK && na == 2 && nb == 2);
+    for (int i = 0; i < 2 && na == 2 && nb == 2; i++)
+        CHECK_MSG(ra[i].rate == rb[i].rate && ra[i].rate > 0.0, "%s: spike rate %d %.6f vs %.6f", recipe, i,
+                  ra[i].rate, rb[i].rate);
+    CHECK(snn_precision_backward(pb, dy, ob, -1, 0, NULL, NULL) != SNN_OK);
+    /* the FP8 Linear refuses by itself too (the model's check comes first) */
+    CHECK(L[2]->ops->backward(L[2], &b->run, x, y, dy, NULL) == SNN_E_STATE && strstr(snn_last_error(), "spike codes"));
     /* the weight codes are cached: tampering with them shows in the next inference forward */
     snn_prec_module *m0 = &pb->mods[0];
     CHECK(m0->w8_valid);
-    const float *y;
     CHECK(snn_model_forward(b, x, 0, &y) == SNN_OK);
     memcpy(ya, y, ny * sizeof(float));
     memset(m0->w8, 0, (size_t)m0->out * (size_t)((m0->in + 15) / 16 * 16));
@@ -244,6 +291,7 @@ int main(void) {
     codes_be = *snn_backend_cpu();
     codes_be.fp8_codes = host_codes;
     codes_be.gemm = host_gemm;
+    codes_be.neuron_forward_io_bias = host_neuron_bias;
     run_recipe("delayed", rs);
     run_recipe("current", rs + 1);
     run_conv("delayed", rs + 2);
