@@ -268,7 +268,6 @@ static inline int snn_module_codes_now(int flag, const snn_run *r, const void *b
     return flag && r && !r->training && buf && ((uintptr_t)buf & 15u) == 0;
 }
 
-
 /* The module's own ops table, also while a precision wrapper is installed: type checks
  * ("is this a Conv1d?") go through snn_module_kind_is below, which reads this, not m->ops. */
 static inline const snn_module_ops *snn_module_own_ops(const snn_module *m) {
