@@ -166,16 +166,13 @@ static int fp8_linear(const snn_module *m) {
     const snn_prec_module *pm = (const snn_prec_module *)m->prec;
     return m->ops == &snn_prec_fp8_ops && pm && pm->kind == SNN_PM_FP8_LINEAR;
 }
-static int plain_neuron(const snn_module *m) {
-    return !m->prec && snn_module_is_neuron(m) && (m->ops->flags & SNN_MODULE_TYPED_IO);
-}
 
 static void fp8_visit(snn_module *m, void *ctx) {
     const snn_precision *p = ctx;
     if (!snn_module_is_sequential(m)) return;
     for (int i = 0; i + 1 < m->n_children; i++) {
         snn_module *P = m->children[i], *Q = m->children[i + 1];
-        if (!fp8_linear(P) || !plain_neuron(Q) || P->n_params < 2) continue;
+        if (!fp8_linear(P) || !linear_with_bias(P) || end_kind(p, Q) != 2) continue; /* 2: a plain neuron */
         P->defer_bias = 1;
         Q->bias_src = P;
         Q->x_round = (int)p->half;

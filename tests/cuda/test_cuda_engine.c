@@ -197,6 +197,13 @@ static double max_diff(const float *a, const float *b, size_t n) {
 }
 
 /* One loss = mean(y²) step on both sides; compares y, the gradients and the parameters. */
+/* FP8 GEMMs on codes: the GPU's default for the per-tensor recipes (SNN_FP8_GEMM=emulate keeps
+ * the bit-exact emulation) */
+static int on_codes(const char *prec) {
+    const char *fg = getenv("SNN_FP8_GEMM");
+    return (!strcmp(prec, "fp8:delayed") || !strcmp(prec, "fp8:current")) && !(fg && !strcmp(fg, "emulate"));
+}
+
 static void compare_steps(const char *name, const net *n, const char *prec, int T, int B, int steps) {
     uint64_t seed = rng++;
     side c = {0}, g = {0};
@@ -226,8 +233,7 @@ static void compare_steps(const char *name, const net *n, const char *prec, int 
      * BF16 output one ulp apart quantises one step apart in the next FP8 layer (H100, the
      * pre-norm block: 2.3 BF16 ulps at step 1, 3 % of the parameters past the AdamW bound at
      * step 2): the same relative L2 bounds, and more parameters past the update's bound */
-    const char *fg = getenv("SNN_FP8_GEMM");
-    const int codes = (!strcmp(prec, "fp8:delayed") || !strcmp(prec, "fp8:current")) && !(fg && !strcmp(fg, "emulate"));
+    const int codes = on_codes(prec);
     const int loose = n->spiking == 1 || n->spiking == 4 || !strcmp(prec, "fp8:current") || codes;
     /* an AdamW update is lr · m / (sqrt(v) + eps): gradients that differ by a few 16-bit ulps
      * (the bound above) move it by about as much, relative, from the second step on
@@ -369,8 +375,7 @@ static void codes_inference(const net *n, const char *prec, int T, int B) {
     memcpy(yc, y, ny * sizeof *yc);
     /* current scaling on codes: the scale follows the amax, last-bit differences move values
      * by an FP8 step and spikes flip (H100: 0.083) */
-    const char *fg = getenv("SNN_FP8_GEMM");
-    const int codes = (!strcmp(prec, "fp8:delayed") || !strcmp(prec, "fp8:current")) && !(fg && !strcmp(fg, "emulate"));
+    const int codes = on_codes(prec);
     double e = rel_l2(ya, yc, ny), eb = codes && !strcmp(prec, "fp8:current") ? 0.15 : 0.05;
     CHECK_MSG(e <= eb, "fcsnn %s: inference outputs differ from the CPU's, relative L2 %.3g > %.3g", prec, e, eb);
     st = snn_precision_backward(g.p, dy, g.opt, -1.0f, 0.0f, NULL, NULL);
