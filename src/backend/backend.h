@@ -181,6 +181,27 @@ struct snn_backend {
      * checked before an entry reads it); NULL on the CPU, where every pointer is host memory. */
     snn_status (*check_ptr)(const snn_backend *be, const void *p, size_t bytes);
 
+    /* ---- graphs (NULL on a table without them: the CPU) ----
+     * A graph is the device work of a region of host code (a model's forward or backward),
+     * recorded once and replayed with one launch (src/nn/model_graph.c decides when).
+     * graph_begin starts recording the table's stream; graph_end stops, and with keep returns
+     * the instantiated graph in *graph. A region that synchronises, allocates or copies from
+     * pageable memory cannot be recorded: graph_end then fails, nothing of the region ran, and
+     * the caller runs it again eagerly. graph_free waits for the stream first.
+     * dry(be, 1): until dry(be, 0), every entry that enqueues device work returns SNN_OK and
+     * enqueues nothing, and every entry that would bring a device value to the host, wait, or
+     * allocate fails: the host pass of a region whose device work a graph replays (host
+     * bookkeeping runs exactly as eagerly). dry(be, 0) fails if work reached the stream
+     * meanwhile anyway (a table entry that dry mode does not cover: a bug of the table).
+     * generation: bumped whenever memory a recorded graph may point at moves (the table's
+     * workspace growing); a graph recorded at another generation must not run. */
+    snn_status (*graph_begin)(const snn_backend *be);
+    snn_status (*graph_end)(const snn_backend *be, int keep, void **graph);
+    snn_status (*graph_launch)(const snn_backend *be, void *graph);
+    void (*graph_free)(const snn_backend *be, void *graph);
+    snn_status (*dry)(const snn_backend *be, int on);
+    uint64_t (*generation)(const snn_backend *be);
+
     /* ---- GEMM ---- */
     snn_status (*gemm)(const snn_backend *be, const snn_gemm *g);
     /* The FP32 product alone (modules not yet on the descriptor; CPU only). No context:

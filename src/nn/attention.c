@@ -170,6 +170,7 @@ snn_status snn_attention_attach_cache(snn_module *m, float *k, float *v, int row
     if ((k == NULL) != (v == NULL) || (k && (rows <= 0 || capacity <= 0)))
         return snn_error(SNN_E_INVALID, "KV cache: both buffers, positive rows and capacity (got %d, %d)",
                          rows, capacity);
+    snn_graph_invalidate_all(); /* the forward takes another path and pointers */
     a->kc = k;
     a->vc = v;
     a->cache_rows = rows;

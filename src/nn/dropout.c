@@ -74,6 +74,7 @@ static const snn_module_ops dropout_ops = {
     .id = SNN_KIND_DROPOUT,
     .kind = "Dropout",
     .devices = SNN_DEVMASK_ALL,
+    .flags = SNN_MODULE_STEP_RANDOM,
     .setup = dropout_setup,
     .reserve = dropout_reserve,
     .forward = dropout_forward,

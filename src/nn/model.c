@@ -154,6 +154,7 @@ static snn_status model_build(snn_module *root, const char *kind, const char *co
 
 /* Device memory and the device's backend (nothing on the CPU). */
 static void model_free_arena(snn_model *m) {
+    snn_model_graph_free(m); /* graphs point into the arena */
     if (m->x_host) {
         if (m->x_host_be) m->x_host_be->free_host(m->x_host_be, m->x_host);
         else free(m->x_host);
@@ -307,6 +308,21 @@ static snn_status view_place(const snn_model *m, const char *device, const char 
     return SNN_OK;
 }
 
+/* The regions model_graph.c records: the root's forward and backward. */
+static snn_status root_forward(snn_model *m, void *ctx) {
+    (void)ctx;
+    return m->root->ops->forward(m->root, &m->run, m->last_x, m->out);
+}
+static snn_status root_backward(snn_model *m, void *dy) {
+    return m->root->ops->backward(m->root, &m->run, m->last_x, m->out, dy, NULL);
+}
+static snn_module *output_module(const snn_model *m);
+/* What selects the output module's 16-bit output / gradient form (model_graph.c's variant). */
+static int output_variant(const snn_model *m) {
+    const snn_module *o = output_module(m);
+    return o ? (o->y_store ? 1 : 0) | (o->dy_store ? 2 : 0) : 0; /* the rows' ld follow from the model */
+}
+
 snn_status snn_model_forward_view(snn_model *m, const snn_tensor_view *x, int training, snn_tensor_view *y) {
     if (!m || !x) return snn_error(SNN_E_INVALID, "snn_model_forward_view: NULL model or input view");
     if (!m->arena.base) return snn_error(SNN_E_STATE, "snn_model_plan must be called before the first forward");
@@ -333,7 +349,8 @@ snn_status snn_model_forward_view(snn_model *m, const snn_tensor_view *x, int tr
         xs = m->x_store;
     }
     m->last_x = xs;
-    SNN_TRY(m->root->ops->forward(m->root, &m->run, xs, m->out));
+    SNN_TRY(snn_model_graph_run(m, training ? SNN_GRAPH_FWD_TRAIN : SNN_GRAPH_FWD_INFER, xs, m->out,
+                                output_variant(m), root_forward, NULL));
     if (!y) return SNN_OK;
     y->dtype = SNN_F32;
     y->numel = n_out;
@@ -349,7 +366,8 @@ snn_status snn_model_backward_stored(snn_model *m, const float *dy_store) {
     if (!m || !dy_store) return snn_error(SNN_E_INVALID, "snn_model_backward: NULL model or dy");
     if (!m->last_x) return snn_error(SNN_E_STATE, "backward called before forward");
     if (!m->run.training) return snn_error(SNN_E_STATE, "backward needs a forward in training mode");
-    return m->root->ops->backward(m->root, &m->run, m->last_x, m->out, dy_store, NULL);
+    return snn_model_graph_run(m, SNN_GRAPH_BWD, dy_store, m->last_x, output_variant(m), root_backward,
+                               (void *)dy_store);
 }
 
 /* The module whose forward writes the model's output: the last child down the Sequentials. */

@@ -42,7 +42,35 @@ struct snn_model {
      * (a precision wrapper's 16-bit weight, prec_exec.c) are rebuilt only when it moved. */
     uint64_t param_version;
     void *precision;     /* prepared precision state (src/precision), NULL before prepare */
+    /* graphs of the forward and backward on a device (model_graph.c) */
+    struct snn_model_graphs *graphs;
+    uint64_t graph_epoch;  /* bumped by snn_model_graph_invalidate */
+    uint64_t fwd_version;  /* param_version at the latest forward */
+    int fwd_seen;
 };
+
+/* ---- graphs (model_graph.c) ---- */
+typedef enum snn_graph_region {
+    SNN_GRAPH_FWD_INFER,
+    SNN_GRAPH_FWD_TRAIN,
+    SNN_GRAPH_BWD,
+    SNN_GRAPH_REGIONS
+} snn_graph_region;
+typedef snn_status (*snn_graph_body)(snn_model *m, void *ctx);
+/* Run body (the region's host code) eagerly, or record it into a graph, or replay its graph
+ * (a, b: the region's input and output pointers; variant: anything else that selects its
+ * device work), as model_graph.c describes. On the CPU: body. */
+snn_status snn_model_graph_run(snn_model *m, snn_graph_region region, const void *a, const void *b, int variant,
+                               snn_graph_body body, void *ctx);
+/* Host state that modules pass to the device by value changed (FP8 delayed scales, the
+ * storage assignment, a position offset): no graph recorded before this runs again. */
+void snn_model_graph_invalidate(snn_model *m);
+/* Free the graphs (a new plan, the device released). */
+void snn_model_graph_free(snn_model *m);
+typedef struct snn_graph_stats {
+    long records, replays, record_failures, dry_failures;
+} snn_graph_stats;
+snn_graph_stats snn_model_graph_stats(const snn_model *m);
 
 /* Build: take ownership of root (already holding its children), set up shapes for the
  * per-sample input shape, allocate flat buffers, initialise with the seed. */

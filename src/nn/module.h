@@ -125,6 +125,10 @@ typedef struct snn_module_desc {
 /* The kind honours snn_module.dx_add (its backward writes dx = dx_add + its gradient), so a
  * Residual whose branch starts with it needs no pass of its own to sum the gradients. */
 #define SNN_MODULE_DX_ADD 16u
+/* The kind's training forward draws random numbers at an offset of snn_run.step, a value
+ * that moves every forward (Dropout): a recorded graph of it would repeat one draw, so a
+ * model holding it records no training graphs (model_graph.c). */
+#define SNN_MODULE_STEP_RANDOM 32u
 
 /* What a module is: code that asks "is this a Linear?" compares this id (through
  * snn_module_kind_is), never the display name. One value per ops table; a table that
@@ -302,6 +306,10 @@ void snn_module_name_tree(snn_module *m, const char *prefix);
 
 /* Walk the tree in pre-order (parents before children). */
 typedef void (*snn_module_visit_fn)(snn_module *m, void *ctx);
+/* A module changed host state that its forward hands to the device by value (a position
+ * offset, a KV cache): graphs recorded before (src/nn/model_graph.c) must not run again. A
+ * module does not know its model, so every model's graphs go. */
+void snn_graph_invalidate_all(void);
 void snn_module_walk(snn_module *m, snn_module_visit_fn fn, void *ctx);
 
 /* Helpers used by many modules. */

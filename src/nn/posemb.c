@@ -73,6 +73,7 @@ snn_status snn_lm_set_offset(snn_module *m, int offset) {
         !snn_module_kind_is(m, SNN_KIND_CAUSAL_SELF_ATTENTION))
         return snn_error(SNN_E_INVALID, "%s (%s) has no position offset", m->name, snn_module_own_ops(m)->kind);
     if (offset < 0) return snn_error(SNN_E_INVALID, "position offset must be >= 0 (got %d)", offset);
+    if (*(int *)m->impl != offset) snn_graph_invalidate_all(); /* kernels take the offset by value */
     *(int *)m->impl = offset;
     return SNN_OK;
 }

@@ -186,6 +186,7 @@ static snn_status restore_impl(snn_model *m, const snn_precision_config *cfg, sn
     SNN_TRY(snn_precision_check_checkpoint(cfg ? cfg : &def, c));
     SNN_TRY(snn_model_check_weights(m, c));
     if (p) SNN_TRY(snn_precision_fp8_flush(p)); /* nothing of the old state left on the device */
+    snn_model_graph_invalidate(m); /* restored FP8 scales reach the kernels by value */
     uint64_t model_step, opt_steps;
     SNN_TRY(meta_uint(c, "model_step", UINT64_MAX, &model_step));
     SNN_TRY(meta_uint(c, "optimizer_steps", (uint64_t)LONG_MAX, &opt_steps));

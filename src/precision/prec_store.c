@@ -187,6 +187,7 @@ static void fp8_visit(snn_module *m, void *ctx) {
 
 void snn_precision_assign_stores(snn_precision *p) {
     store_ctx c = {p, 0};
+    snn_model_graph_invalidate(p->model); /* the modules' device work changes with their boundaries */
     snn_module_walk(p->model->root, visit, &c); /* every boundary FP32 first */
     if (p->be->gemm_rounds && p->be->neuron_forward_io && p->be->neuron_backward_io &&
         (p->half == SNN_F16 || p->half == SNN_BF16) && p->cfg.mode != SNN_PRECISION_FP8) {

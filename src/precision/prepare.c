@@ -398,6 +398,7 @@ void snn_precision_free(snn_precision *p) {
         }
     }
     if (p->model && p->model->precision == p) p->model->precision = NULL;
+    if (p->model) snn_model_graph_invalidate(p->model); /* the wrappers are gone */
     free(p->mods);
     p->be->free(p->be, p->scratch);
     p->be->free(p->be, p->dy_scaled);
@@ -433,6 +434,7 @@ snn_status snn_precision_plan(snn_precision *p, int T, int N) {
     if (!p->model) return snn_error(SNN_E_STATE, "snn_precision_plan: the model of this precision has been freed");
     if (T <= 0 || N <= 0) return snn_error(SNN_E_INVALID, "snn_precision_plan: T and N must be positive, got %d and %d", T, N);
     size_t B = (size_t)T * (size_t)N, need = 0;
+    snn_model_graph_invalidate(p->model); /* the scratch may move */
     for (int i = 0; i < p->n_mods; i++) {
         snn_prec_module *pm = &p->mods[i];
         snn_module *m = pm->m;
@@ -539,6 +541,8 @@ snn_status snn_precision_backward(snn_precision *p, const float *dy, snn_optimiz
         SNN_TRY(snn_fp8_state_update(&pm->sx, &p->fp8));
         SNN_TRY(snn_fp8_state_update(&pm->sw, &p->fp8));
         SNN_TRY(snn_fp8_state_update(&pm->sdy, &p->fp8));
+        /* delayed scaling hands its new scales to the FP8 kernels by value */
+        if (p->fp8.recipe == SNN_FP8_RECIPE_DELAYED) snn_model_graph_invalidate(m);
     }
     if (grad_norm) *grad_norm = norm;
     if (skipped) *skipped = found_inf && p->use_scaler;

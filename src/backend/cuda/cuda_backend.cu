@@ -70,6 +70,7 @@ struct cuda_table {
     void *scratch; /* SCRATCH_BYTES: flags, the FP32 gk, sumsq's total */
     unsigned *cnt; /* colsum's arrival counters, one per 32-column group, zero between calls */
     int cnt_n;
+    snn_cuda_graph_state g; /* recording, replay and dry mode (cuda_graph.cu) */
 };
 
 inline cuda_table *tab(const snn_backend *be) { return (cuda_table *)be; }
@@ -92,6 +93,7 @@ snn_status ws_get(const snn_backend *be, size_t bytes, void **out) {
     if (bytes > t->ws_bytes) {
         size_t nb = up256(bytes + bytes / 4); /* some headroom: fewer regrowths */
         SNN_CU_TRY(cudaStreamSynchronize(stream(be)));
+        t->g.gen++; /* a graph recorded with the old workspace must not run */
         if (t->ws) cudaFree(t->ws);
         t->ws = NULL;
         t->ws_bytes = 0;
@@ -503,6 +505,7 @@ snn_status colsum_counters(const snn_backend *be, int groups, unsigned **out) {
     if (groups > t->cnt_n) {
         const int n = groups < 256 ? 256 : groups;
         SNN_CU_TRY(cudaStreamSynchronize(stream(be)));
+        t->g.gen++;
         if (t->cnt) cudaFree(t->cnt);
         t->cnt = NULL;
         t->cnt_n = 0;
@@ -836,6 +839,7 @@ snn_status t_optim_update(const snn_backend *be, const snn_optim_update *u, size
 /* ---------------------------------------------------------------- for entries in other files */
 
 snn_cuda *snn_cuda_table_ctx(const snn_backend *be) { return tab(be)->c; }
+snn_cuda_graph_state *snn_cuda_table_graph(const snn_backend *be) { return &tab(be)->g; }
 snn_status snn_cuda_table_check(const snn_backend *be, const char *what) { return check_be(be, what); }
 snn_status snn_cuda_table_ws(const snn_backend *be, size_t bytes, void **out) { return ws_get(be, bytes, out); }
 void *snn_cuda_table_scratch(const snn_backend *be) { return tab(be)->scratch; }
@@ -923,6 +927,7 @@ extern "C" snn_status snn_backend_cuda_create(int device, snn_backend **out) {
     snn_cuda_install_norm(be);
     snn_cuda_install_lm(be);
     snn_cuda_install_lm_loss(be);
+    snn_cuda_install_graph(be); /* last: dry mode covers every entry installed before it */
     *out = be;
     return SNN_OK;
 }
@@ -931,6 +936,7 @@ extern "C" void snn_backend_cuda_destroy(snn_backend *be) {
     if (!be) return;
     cuda_table *t = tab(be);
     if (check_be(be, "destroy") == SNN_OK) snn_cuda_synchronize(t->c);
+    snn_cuda_graph_release(be);
     if (t->ws) cudaFree(t->ws);
     if (t->scratch) snn_cuda_free(t->scratch);
     if (t->cnt) cudaFree(t->cnt);

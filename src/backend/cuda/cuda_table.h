@@ -60,11 +60,23 @@ snn_status snn_cuda_attn_flash_backward(const snn_backend *be, snn_dtype t, int 
                                         int hd, float scale, const void *x, const float *P, const void *dy,
                                         void *dx, float *work);
 
+/* Graphs (cuda_graph.cu): the real entries while the table is dry, the generation of the
+ * memory recorded graphs point at, and the capture that catches work reaching the stream
+ * while dry. */
+struct snn_cuda_graph_state {
+    snn_backend real;
+    int dry;
+    uint64_t gen;
+};
+snn_cuda_graph_state *snn_cuda_table_graph(const snn_backend *be);
+void snn_cuda_graph_release(snn_backend *be); /* leaves dry mode if a caller did not */
+
 /* The families' install functions (each in its own file). */
 void snn_cuda_install_gemm(snn_backend *be);  /* cuda_table_gemm.cu: the GEMM entry */
 void snn_cuda_install_conv(snn_backend *be);  /* cuda_table_conv.cu: im2col, pooling */
 void snn_cuda_install_norm(snn_backend *be);  /* cuda_table_norm.cu: BatchNorm, dropout, token mean, SSA */
 void snn_cuda_install_lm(snn_backend *be);    /* cuda_table_lm.cu: the language-model ops */
 void snn_cuda_install_lm_loss(snn_backend *be); /* cuda_table_lm_loss.cu: the LM cross-entropy */
+void snn_cuda_install_graph(snn_backend *be);   /* cuda_graph.cu: graphs and dry mode */
 
 #endif
