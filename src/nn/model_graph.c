@@ -141,7 +141,11 @@ snn_status snn_model_graph_run(snn_model *m, snn_graph_region region, const void
     }
     if (s->graph) {
         /* replay: the host pass against the dry table, then the recorded device work */
-        SNN_TRY(be->dry(be, 1));
+        if (be->dry(be, 1) != SNN_OK) {
+            be->graph_free(be, s->graph);
+            s->graph = NULL;
+            return body(m, ctx);
+        }
         snn_status st = body(m, ctx);
         snn_status sd = be->dry(be, 0);
         if (st == SNN_OK && sd == SNN_OK) {

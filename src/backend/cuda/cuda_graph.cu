@@ -26,30 +26,33 @@ template <typename F> struct dry_ok;
 template <typename... A> struct dry_ok<snn_status (*)(A...)> {
     static snn_status fn(A...) { return SNN_OK; }
 };
-/* A stub of the entry type F that refuses. */
+/* A stub of the entry type F that refuses, and marks the dry pass as failed: a caller that
+ * swallows the error (PLIF's host parameter reads as NaN) still does not get a replay. */
+snn_status dry_refuse(const snn_backend *be) {
+    snn_cuda_table_graph(be)->refused++;
+    return snn_error(SNN_E_STATE, "CUDA graph replay: the host pass reached an entry that waits for the device, "
+                                  "returns a device value or allocates (the region differs from the recorded one)");
+}
 template <typename F> struct dry_no;
-template <typename... A> struct dry_no<snn_status (*)(A...)> {
-    static snn_status fn(A...) {
-        return snn_error(SNN_E_STATE, "CUDA graph replay: the host pass reached an entry that waits for the device, "
-                                      "returns a device value or allocates (the region differs from the recorded one)");
-    }
+template <typename... A> struct dry_no<snn_status (*)(const snn_backend *, A...)> {
+    static snn_status fn(const snn_backend *be, A...) { return dry_refuse(be); }
 };
 template <typename... A> struct dry_ok<void (*)(A...)> {
     static void fn(A...) {}
 };
 
 /* The neuron backward hands PLIF's dL/dk to the host when gk is given. */
-snn_status dry_neuron_backward(const snn_backend *, const snn_neuron_opts *, float, int, size_t, const float *,
+snn_status dry_neuron_backward(const snn_backend *be, const snn_neuron_opts *, float, int, size_t, const float *,
                                const float *, float *, double *gk) {
-    return gk ? dry_no<snn_status (*)()>::fn() : SNN_OK;
+    return gk ? dry_refuse(be) : SNN_OK;
 }
-snn_status dry_neuron_backward_mp(const snn_backend *, const snn_neuron_opts *, float, int, size_t, snn_dtype,
+snn_status dry_neuron_backward_mp(const snn_backend *be, const snn_neuron_opts *, float, int, size_t, snn_dtype,
                                   snn_dtype, snn_dtype, const float *, const float *, float *, double *gk) {
-    return gk ? dry_no<snn_status (*)()>::fn() : SNN_OK;
+    return gk ? dry_refuse(be) : SNN_OK;
 }
-snn_status dry_neuron_backward_io(const snn_backend *, const snn_neuron_opts *, float, int, size_t, snn_dtype,
+snn_status dry_neuron_backward_io(const snn_backend *be, const snn_neuron_opts *, float, int, size_t, snn_dtype,
                                   const float *, const void *, void *, double *gk) {
-    return gk ? dry_no<snn_status (*)()>::fn() : SNN_OK;
+    return gk ? dry_refuse(be) : SNN_OK;
 }
 
 #define OK_(f) be->f = dry_ok<decltype(be->f)>::fn
@@ -164,6 +167,7 @@ snn_status t_graph_end(const snn_backend *be, int keep, void **out) {
         return snn_error(SNN_E_UNSUPPORTED, "graph_end: the region could not be recorded (%s)",
                          e != cudaSuccess ? cudaGetErrorString(e) : "empty capture");
     }
+    cudaGetLastError(); /* an entry refused while recording (its error was handled) */
     if (!keep || !out) {
         cudaGraphDestroy(g);
         return SNN_OK;
@@ -204,6 +208,7 @@ snn_status t_dry(const snn_backend *cbe, int on) {
         gs->real = *be;
         make_dry(be);
         gs->dry = 1;
+        gs->refused = 0;
         return SNN_OK;
     }
     if (!gs->dry) return SNN_OK;
@@ -221,6 +226,8 @@ snn_status t_dry(const snn_backend *cbe, int on) {
     if (nodes)
         return snn_error(SNN_E_STATE, "dry mode: %zu operations reached the stream while the table was dry (an entry "
                                       "dry mode does not cover)", nodes);
+    if (gs->refused)
+        return snn_error(SNN_E_STATE, "dry mode: %d entries that need the device were called while dry", gs->refused);
     return SNN_OK;
 }
 

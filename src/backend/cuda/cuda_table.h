@@ -66,6 +66,7 @@ snn_status snn_cuda_attn_flash_backward(const snn_backend *be, snn_dtype t, int 
 struct snn_cuda_graph_state {
     snn_backend real;
     int dry;
+    int refused; /* entries that refused while dry */
     uint64_t gen;
 };
 snn_cuda_graph_state *snn_cuda_table_graph(const snn_backend *be);
