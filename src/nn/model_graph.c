@@ -102,12 +102,19 @@ snn_graph_stats snn_model_graph_stats(const snn_model *m) {
 }
 
 /* After a host pass whose device work did not run (a failed recording, a dry pass that left
- * the recorded path): the version caches of the weight copies claim copies that were never
- * made, so the parameters' version moves and the next forward makes them again. */
-static void host_pass_lost(snn_model *m) { m->param_version++; }
+ * the recorded path), before the region runs again eagerly. A forward whose parameters had
+ * moved (fresh) made its weight copies (16-bit, FP8 codes) in that pass: their caches now
+ * claim copies that were never made, so the parameters' version moves and the eager run makes
+ * them, as it would have anyway. Otherwise the pass changed no cache (a backward makes no
+ * copies; a forward with current copies kept them): nothing to undo, and moving the version
+ * would make the eager run quantise the weights again where the graph-free run does not (an
+ * FP8 amax recorded twice). */
+static void host_pass_lost(snn_model *m, int fwd_fresh) {
+    if (fwd_fresh) m->param_version++;
+}
 
-snn_status snn_model_graph_run(snn_model *m, snn_graph_region region, const void *a, const void *b, int variant,
-                               snn_graph_body body, void *ctx) {
+static snn_status region_run(snn_model *m, snn_graph_region region, const void *a, const void *b, int variant,
+                             snn_graph_body body, void *ctx) {
     const snn_backend *be = m->run.be;
     struct snn_model_graphs *g = m->owned_be ? graphs_of(m) : NULL;
     const int fwd = region != SNN_GRAPH_BWD;
@@ -156,7 +163,7 @@ snn_status snn_model_graph_run(snn_model *m, snn_graph_region region, const void
         be->graph_free(be, s->graph);
         s->graph = NULL;
         s->have_last = 0;
-        host_pass_lost(m);
+        host_pass_lost(m, fwd && k.fresh);
         return body(m, ctx);
     }
     const int again = s->have_last && key_eq(&s->last, &k);
@@ -184,6 +191,16 @@ snn_status snn_model_graph_run(snn_model *m, snn_graph_region region, const void
     s->fail_epoch = k.epoch;
     s->fail_shared = k.shared;
     s->fail_gen = be->generation(be);
-    host_pass_lost(m);
+    host_pass_lost(m, fwd && k.fresh);
     return body(m, ctx);
+}
+
+snn_status snn_model_graph_run(snn_model *m, snn_graph_region region, const void *a, const void *b, int variant,
+                               snn_graph_body body, void *ctx) {
+    snn_status st = region_run(m, region, a, b, variant, body, ctx);
+    if (region != SNN_GRAPH_BWD) { /* the weight copies now follow this version */
+        m->fwd_seen = 1;
+        m->fwd_version = m->param_version;
+    }
+    return st;
 }
