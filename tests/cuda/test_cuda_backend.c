@@ -777,6 +777,11 @@ static void neuron_plain_case(const snn_neuron_opts *o, float k, int T, size_t n
         double gk2 = NAN;
         OK(gpu->neuron_backward(gpu, o, k, T, n, d_hr, d_dy, NULL, &gk2));
         CHECK_MSG(fabs(gk2 - gk_ref) <= tolk, "neuron dL/dk without dx %.9g vs %.9g (%s)", gk2, gk_ref, desc);
+        /* the same call again: the same bits (the blocks' partials are summed in one order) */
+        double gk3 = NAN;
+        OK(gpu->neuron_backward(gpu, o, k, T, n, d_hr, d_dy, d_dx, &gk3));
+        CHECK_MSG(memcmp(&gk3, &gk, sizeof gk) == 0, "neuron dL/dk %.17g then %.17g on the same call (%s)", gk, gk3,
+                  desc);
     }
     free(x), free(dy), free(y_ref), free(h_ref), free(vl_ref), free(dx_ref), free(y), free(h), free(vl), free(dx);
     dfree(d_x), dfree(d_y), dfree(d_h), dfree(d_vl), dfree(d_hr), dfree(d_dy), dfree(d_dx);
@@ -827,6 +832,10 @@ static void neuron_io_case(const snn_neuron_opts *o, float k, int T, size_t n, s
         const double tolk = 1e-5 * scale / (double)k + 1e-6;
         CHECK_MSG(fabs(gk - gk_ref) <= tolk, "typed neuron dL/dk %.9g vs %.9g, bound %.3g (%s)", gk, gk_ref, tolk,
                   desc);
+        double gk3 = NAN;
+        OK(gpu->neuron_backward_io(gpu, o, k, T, n, io, d_h, d_dy, d_dx, &gk3));
+        CHECK_MSG(memcmp(&gk3, &gk, sizeof gk) == 0, "typed neuron dL/dk %.17g then %.17g on the same call (%s)", gk,
+                  gk3, desc);
     }
     free(x), free(dy), free(y_ref), free(h_ref), free(vl_ref), free(dx_ref), free(y), free(h), free(vl), free(dx);
     dfree(d_x), dfree(d_y), dfree(d_h), dfree(d_vl), dfree(d_dy), dfree(d_dx);

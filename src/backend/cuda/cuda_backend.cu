@@ -49,6 +49,10 @@ snn_status snn_cuda_neuron_io_forward(snn_cuda *c, const snn_neuron_opts *o, flo
                                       snn_dtype spike_type, const void *x, void *s, float *h_seq, float *v_last);
 snn_status snn_cuda_neuron_io_backward(snn_cuda *c, const snn_neuron_opts *o, float k, int T, size_t n, snn_dtype io,
                                        const float *h_seq, const void *gs, void *gx, float *gk);
+snn_status snn_cuda_neuron_backward_parts(snn_cuda *c, const snn_neuron_opts *o, float k, int T, size_t n,
+                                          snn_dtype io_type, const void *h_seq, const float *v0, const void *gs,
+                                          const void *gv_seq, const float *gv_last, void *gx, float *gv0,
+                                          float *gk, int gk_parts, float *gx_tsum, float *gx_amax);
 snn_status snn_cuda_neuron_io_forward_bias(snn_cuda *c, const snn_neuron_opts *o, float k, int T, size_t n,
                                            snn_dtype io, snn_dtype sp, const float *x, const float *bias,
                                            size_t period, void *s, float *h_seq, float *v_last);
@@ -180,6 +184,21 @@ __global__ void __launch_bounds__(256) sumsq_final_kernel(const double *part, in
     for (int i = threadIdx.x; i < np; i += blockDim.x) acc = __dadd_rn(acc, part[i]);
     acc = snn_block_sum_d(acc, red);
     if (threadIdx.x == 0) *out = acc;
+}
+
+/* out[0] = Σ part[0 .. np) in one fixed order (each thread a strided sum, then a fixed tree):
+ * PLIF's dL/dk from the neuron kernels' block partials, the same bits on every run. */
+__global__ void __launch_bounds__(256) gk_sum_kernel(const float *part, size_t np, float *out) {
+    __shared__ float s[256];
+    float a = 0.0f;
+    for (size_t i = threadIdx.x; i < np; i += 256) a += part[i];
+    s[threadIdx.x] = a;
+    __syncthreads();
+    for (int h = 128; h > 0; h >>= 1) {
+        if ((int)threadIdx.x < h) s[threadIdx.x] += s[threadIdx.x + h];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) out[0] = s[0];
 }
 
 __global__ void nonfinite_kernel(const float *x, size_t n, int *flag) {
@@ -667,8 +686,10 @@ snn_status t_neuron_backward(const snn_backend *be, const snn_neuron_opts *o, fl
     const int want_k = gk && o->kind != SNN_NEURON_IF;
     if (!dx && !want_k) return SNN_OK; /* nothing asked for (IF's dL/dk is 0) */
     if (want_k) ok.kind = SNN_NEURON_PLIF;
-    /* the kernel needs gs and gx: a zero gradient and a throw-away dx from the workspace */
-    size_t need = 0, off_dy = 0, off_dx = 0;
+    /* the kernel needs gs and gx: a zero gradient and a throw-away dx from the workspace;
+     * dL/dk: one partial a block (blocks of at least 32 threads), summed in order after */
+    const size_t n_parts = want_k ? (n + 31) / 32 : 0;
+    size_t need = up256(n_parts * sizeof(float)), off_dy = 0, off_dx = 0;
     if (!dy) {
         off_dy = need;
         need += up256(N * sizeof(float));
@@ -684,11 +705,13 @@ snn_status t_neuron_backward(const snn_backend *be, const snn_neuron_opts *o, fl
         dy = (const float *)((char *)ws + off_dy);
     }
     if (!dx) dx = (float *)((char *)ws + off_dx);
-    float *gk_dev = (float *)tab(be)->scratch;
-    if (want_k) SNN_CU_TRY(cudaMemsetAsync(gk_dev, 0, sizeof(float), stream(be)));
-    SNN_TRY(snn_cuda_neuron_backward(tab(be)->c, &ok, k, T, n, SNN_F32, h_seq, NULL, dy, NULL, NULL, dx, NULL,
-                                     want_k ? gk_dev : NULL, NULL, NULL));
+    float *gk_dev = (float *)tab(be)->scratch, *parts = (float *)ws;
+    if (want_k) SNN_CU_TRY(cudaMemsetAsync(parts, 0, n_parts * sizeof(float), stream(be)));
+    SNN_TRY(snn_cuda_neuron_backward_parts(tab(be)->c, &ok, k, T, n, SNN_F32, h_seq, NULL, dy, NULL, NULL, dx, NULL,
+                                           want_k ? parts : NULL, 1, NULL, NULL));
     if (want_k) {
+        gk_sum_kernel<<<1, 256, 0, stream(be)>>>(parts, n_parts, gk_dev);
+        SNN_CU_LAUNCHED("gk_sum");
         float f = 0.0f;
         SNN_TRY(snn_cuda_download(tab(be)->c, &f, gk_dev, sizeof f));
         *gk = (double)f;
@@ -723,10 +746,16 @@ snn_status t_neuron_backward_io(const snn_backend *be, const snn_neuron_opts *o,
     if ((size_t)T * n == 0) return SNN_OK;
     if (!dy || !dx) return snn_error(SNN_E_INVALID, "neuron_backward_io: NULL dy or dx");
     const int want_k = gk && o->kind == SNN_NEURON_PLIF;
-    float *gk_dev = (float *)tab(be)->scratch;
-    if (want_k) SNN_CU_TRY(cudaMemsetAsync(gk_dev, 0, sizeof(float), stream(be)));
-    SNN_TRY(snn_cuda_neuron_io_backward(tab(be)->c, o, k, T, n, io, h_seq, dy, dx, want_k ? gk_dev : NULL));
+    float *gk_dev = (float *)tab(be)->scratch, *parts = NULL;
+    const size_t n_parts = (n + 31) / 32; /* one partial a block, summed in order after */
     if (want_k) {
+        SNN_TRY(ws_get(be, n_parts * sizeof(float), (void **)&parts));
+        SNN_CU_TRY(cudaMemsetAsync(parts, 0, n_parts * sizeof(float), stream(be)));
+    }
+    SNN_TRY(snn_cuda_neuron_io_backward(tab(be)->c, o, k, T, n, io, h_seq, dy, dx, parts));
+    if (want_k) {
+        gk_sum_kernel<<<1, 256, 0, stream(be)>>>(parts, n_parts, gk_dev);
+        SNN_CU_LAUNCHED("gk_sum");
         float f = 0.0f;
         SNN_TRY(snn_cuda_download(tab(be)->c, &f, gk_dev, sizeof f));
         *gk = (double)f;

@@ -154,8 +154,17 @@ extern "C" snn_status snn_cuda_neuron_backward(snn_cuda *c, const snn_neuron_opt
                                                const void *gs, const void *gv_seq,
                                                const float *gv_last, void *gx, float *gv0,
                                                float *gk, float *gx_tsum, float *gx_amax) {
+    return snn_cuda_neuron_backward_parts(c, o, k, T, n, io_type, h_seq, v0, gs, gv_seq, gv_last, gx, gv0, gk, 0,
+                                          gx_tsum, gx_amax);
+}
+
+snn_status snn_cuda_neuron_backward_parts(snn_cuda *c, const snn_neuron_opts *o, float k, int T, size_t n,
+                                          snn_dtype io_type, const void *h_seq, const float *v0, const void *gs,
+                                          const void *gv_seq, const float *gv_last, void *gx, float *gv0,
+                                          float *gk, int gk_parts, float *gx_tsum, float *gx_amax) {
     BwdArgs a;
     memset(&a, 0, sizeof a);
+    a.gk_parts = gk_parts;
     SNN_TRY(make_params(o, k, T, n, &a.p));
     if (!h_seq || !gs || !gx) return snn_error(SNN_E_INVALID, "neuron backward needs h_seq, gs and gx");
     if (io_type != SNN_F32 && !snn_cuda_is_16(io_type))
@@ -249,6 +258,7 @@ snn_status snn_cuda_neuron_io_backward(snn_cuda *c, const snn_neuron_opts *o, fl
                                        const float *h_seq, const void *gs, void *gx, float *gk) {
     BwdArgs a;
     memset(&a, 0, sizeof a);
+    a.gk_parts = 1; /* gk: one partial a block (the engine's entry sums them in order) */
     SNN_TRY(make_params(o, k, T, n, &a.p));
     if (!h_seq || !gs || !gx) return snn_error(SNN_E_INVALID, "neuron backward needs h_seq, gs and gx");
     if (!snn_cuda_is_16(io))

@@ -12,6 +12,13 @@
  * every multiprocessor). */
 void snn_neuron_fwd_launch(cudaStream_t st, const FwdArgs &a, snn_dtype io, snn_dtype sp,
                            int pack_bytes, int lng, int block);
+/* snn_cuda_neuron_backward (include/snn/cuda.h) with gk_parts: 1 writes each block's dL/dk
+ * into gk[block] (at most (n + 31) / 32 blocks) instead of adding it atomically, for a sum in a
+ * fixed order after (the engine's entry: the same bits on every run). */
+snn_status snn_cuda_neuron_backward_parts(snn_cuda *c, const snn_neuron_opts *o, float k, int T, size_t n,
+                                          snn_dtype io_type, const void *h_seq, const float *v0, const void *gs,
+                                          const void *gv_seq, const float *gv_last, void *gx, float *gv0,
+                                          float *gk, int gk_parts, float *gx_tsum, float *gx_amax);
 /* spec: allow the kernels with the surrogate fixed at compile time (IF/LIF, Sigmoid or ATan,
  * short prefetch, no max|gx|). */
 void snn_neuron_bwd_launch(cudaStream_t st, const BwdArgs &a, snn_dtype io, int pack_bytes,

@@ -47,6 +47,7 @@ struct BwdArgs {
     void *gx;
     float *gv0, *gxsum;
     int want_gk, want_amax;
+    int gk_parts; /* 1: gk[blockIdx.x] = the block's dL/dk (summed in a fixed order after); 0: atomicAdd */
 };
 
 /* FP32 exponential and division: the hardware approximations on the device (a few ulp; the

@@ -27,7 +27,8 @@ __global__ void __launch_bounds__(NEURON_BLOCK, (U >= 8 ? 1 : 2)) neuron_bwd_ker
             sk += red_k[i];
             sm = fmaxf(sm, red_m[i]);
         }
-        if (a.want_gk) atomicAdd(gk, sk);
+        if (a.want_gk && a.gk_parts) gk[blockIdx.x] = sk;
+        else if (a.want_gk) atomicAdd(gk, sk);
         if (a.want_amax) snn_atomic_max_pos(amax, sm);
     }
 }

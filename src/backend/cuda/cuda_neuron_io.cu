@@ -30,7 +30,8 @@ __global__ void __launch_bounds__(NEURON_BLOCK, 2) neuron_io_bwd_kernel(BwdArgs 
     if (threadIdx.x == 0) {
         float s = 0.0f;
         for (int i = 0; i < (int)blockDim.x / 32; i++) s += red[i];
-        atomicAdd(gk, s);
+        if (a.gk_parts) gk[blockIdx.x] = s;
+        else atomicAdd(gk, s);
     }
 }
 
