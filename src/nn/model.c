@@ -183,7 +183,8 @@ static void model_free_device(snn_model *m) {
     m->buffer_store = m->buffers;
     m->run.be = snn_backend_cpu();
     m->owned_be = NULL;
-    snn_backend_cuda_destroy(be);
+    if (m->release_be) m->release_be(be);
+    m->release_be = NULL;
 }
 
 void snn_model_bind_storage(snn_model *m) {

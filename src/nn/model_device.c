@@ -45,6 +45,8 @@ static snn_status parse_device(const char *s, snn_device_type *dev, int *index) 
     return snn_error(SNN_E_INVALID, "unknown device '%s' (use cpu, cuda or cuda:N with N in [0, 63])", s);
 }
 
+static snn_status place(snn_model *m, snn_backend *be, void (*release)(snn_backend *));
+
 static snn_status to_cpu(snn_model *m) {
     if (!m->owned_be) return SNN_OK;
     /* refresh the host copy, then let the device go */
@@ -78,6 +80,18 @@ snn_status snn_model_to(snn_model *m, const char *device) {
                          c.bad->name[0] ? c.bad->name : "<root>", snn_module_own_ops(c.bad)->kind, device);
     snn_backend *be = NULL;
     SNN_TRY(snn_backend_cuda_create(index, &be));
+    return place(m, be, snn_backend_cuda_destroy);
+}
+
+snn_status snn_model_to_table(snn_model *m, snn_backend *be, void (*release)(snn_backend *)) {
+    if (!m || !be || !release) return snn_error(SNN_E_INVALID, "snn_model_to_table: NULL argument");
+    if (m->owned_be || m->precision || m->optimizer_bound)
+        return snn_error(SNN_E_STATE, "snn_model_to_table: a fresh model on the CPU only");
+    return place(m, be, release);
+}
+
+/* Move m's storage to be (a device table the model owns from now on, freed by release). */
+static snn_status place(snn_model *m, snn_backend *be, void (*release)(snn_backend *)) {
     float *p = NULL, *g = NULL, *b = NULL;
     snn_status st = be->alloc(be, (m->n_params ? m->n_params : 1) * sizeof(float), (void **)&p);
     if (st == SNN_OK) st = be->alloc(be, (m->n_params ? m->n_params : 1) * sizeof(float), (void **)&g);
@@ -89,10 +103,11 @@ snn_status snn_model_to(snn_model *m, const char *device) {
         be->free(be, p);
         be->free(be, g);
         be->free(be, b);
-        snn_backend_cuda_destroy(be);
+        release(be);
         return st;
     }
     m->owned_be = be;
+    m->release_be = release;
     m->run.be = be;
     m->param_version++;
     m->param_store = p;

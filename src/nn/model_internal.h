@@ -21,6 +21,7 @@ struct snn_model {
     float *params, *grads, *buffers;
     float *param_store, *grad_store, *buffer_store;
     struct snn_backend *owned_be; /* a device backend this model created (freed with it) */
+    void (*release_be)(struct snn_backend *be); /* how owned_be is freed */
     float *x_store, *dy_store;    /* device: staging of the caller's input and dL/dy (arena) */
     float *out_host;              /* device: the host copy of the output */
     float *x_host;                /* snn_model_input_buffer: [T, N, input] host memory
@@ -84,6 +85,11 @@ snn_status snn_model_build_uninit(snn_module *root, const char *kind, const char
 /* Point every parameter at the model's current storage and every module at its backend;
  * the activation arena is released (plan again). */
 void snn_model_bind_storage(snn_model *m);
+/* Tests: place a fresh CPU model on a table the caller made (a test double of a device, e.g.
+ * the CPU table with graph entries of its own). Once the checks pass the model owns the table
+ * and release frees it (with the model, on a move back to the CPU, or when placing fails); a
+ * refused call leaves it with the caller. */
+snn_status snn_model_to_table(snn_model *m, struct snn_backend *be, void (*release)(struct snn_backend *));
 /* Free the device storage and backend; the stores point at the host copy again (whose
  * contents the caller refreshed first). */
 void snn_model_release_device(snn_model *m);
