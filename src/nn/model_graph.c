@@ -126,9 +126,7 @@ static snn_status region_run(snn_model *m, snn_graph_region region, const void *
     k.epoch = m->graph_epoch;
     k.shared = atomic_load(&shared_epoch);
     if (fwd) {
-        k.fresh = !m->fwd_seen || m->param_version != m->fwd_version;
-        m->fwd_seen = 1;
-        m->fwd_version = m->param_version;
+        k.fresh = !m->fwd_seen || m->param_version != m->fwd_version; /* recorded after: graph_run */
     } else if (g) {
         /* the backward's host code reads what the forward left: the forward's key is its own */
         k.fresh = g->last_fwd.fresh;
