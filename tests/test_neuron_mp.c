@@ -260,7 +260,7 @@ static double plif_term_mag(const snn_neuron_opts *o, float k, int T, size_t n, 
     return mag;
 }
 
-/* loose: E5M2 arithmetic on IF, where the reference's gate does not hold (see gate 3):
+/* loose: FP8 arithmetic on IF, where the reference's gate does not always hold (see gate 3):
  * weaker sanity bounds instead. dk_cond: also accept a k-gradient within 10% of
  * plif_term_mag (see gate 3). */
 static void gate_case(const char *tag, const snn_neuron_opts *o, int T, size_t n, const float *x, snn_dtype S,
@@ -369,8 +369,12 @@ static void test_gate_fp8_storage_matrix(void) {
  *    (a membrane 0.6 beyond atol 0.125 + rtol 0.25, one spike in 1024 flipped, dL/dv0
  *    relative L2 up to 0.42 and cosine down to 0.94). E5M2 IF is therefore held to
  *    weaker bounds: at most 1% of the spikes flipped, membrane within 1.25, gradient
- *    cosine >= 0.85 and relative L2 <= 0.60. E4M3 arithmetic (all neurons) and E5M2
- *    LIF/PLIF pass the reference's gate in every one of 500 draws per configuration. */
+ *    cosine >= 0.85 and relative L2 <= 0.60. E4M3 IF (3 mantissa bits) does the same, more
+ *    rarely: seeds 2000-4300 (about 2,300 draws) failed the gate 7 times, all with
+ *    detach_reset, each with a spike flipped and the membrane beyond the bound after it
+ *    (first seen in CI: SNN_TEST_SEED=6314981413). IF in both FP8 formats takes the weaker
+ *    bounds. E4M3 LIF/PLIF and E5M2 LIF/PLIF pass the reference's gate in every one of 500
+ *    draws per configuration. */
 static void test_gate_fp8_compute(void) {
     const snn_dtype S[2] = {SNN_F8E4M3, SNN_F8E5M2};
     const int T = 16;
@@ -387,7 +391,7 @@ static void test_gate_fp8_compute(void) {
                         char tag[128];
                         snprintf(tag, sizeof tag, "gate 3 %s kind %d decay %d soft %d detach %d", snn_dtype_name(S[si]),
                                  kind, decay, soft, detach);
-                        gate_case(tag, &o, T, n, x, S[si], S[si], S[si], 0, 1, si == 1 && kind == SNN_NEURON_IF, 1);
+                        gate_case(tag, &o, T, n, x, S[si], S[si], S[si], 0, 1, kind == SNN_NEURON_IF, 1);
                     }
     free(x);
 }
