@@ -42,7 +42,7 @@ typedef struct graph_slot {
     graph_key key;
     graph_key last;  /* the key of the previous run */
     int have_last;
-    int failed;      /* recording failed at (fail_epoch, fail_gen) */
+    int failed;      /* recording failed at (fail_epoch, fail_shared, fail_gen) */
     uint64_t fail_epoch, fail_shared, fail_gen;
 } graph_slot;
 

@@ -60,9 +60,8 @@ snn_status snn_cuda_attn_flash_backward(const snn_backend *be, snn_dtype t, int 
                                         int hd, float scale, const void *x, const float *P, const void *dy,
                                         void *dx, float *work);
 
-/* Graphs (cuda_graph.cu): the real entries while the table is dry, the generation of the
- * memory recorded graphs point at, and the capture that catches work reaching the stream
- * while dry. */
+/* Graphs (cuda_graph.cu): the real entries while the table is dry, how many dry entries
+ * refused, and the generation of the memory recorded graphs point at. */
 struct snn_cuda_graph_state {
     snn_backend real;
     int dry;
