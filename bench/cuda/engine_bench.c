@@ -59,7 +59,7 @@ static int parse(const char *s, long lo, long hi, long *out) {
 
 int main(int argc, char **argv) {
     long width = 4096, depth = 20, T = 16, B = 256, in = 784, classes = 10, trials = 5, steps = 5;
-    long image = 128, embed = 384, heads = 12, runner = 1;
+    long image = 128, embed = 384, heads = 12, runner = 1, engine = 1, infer = 1;
     const char *prec = "bf16", *json = NULL, *model = "fcsnn", *optim = "adamw";
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *a = argv[i], *v = argv[i + 1];
@@ -67,9 +67,10 @@ int main(int argc, char **argv) {
                 : !strcmp(a, "--batch") ? &B : !strcmp(a, "--in") ? &in : !strcmp(a, "--classes") ? &classes
                 : !strcmp(a, "--trials") ? &trials : !strcmp(a, "--steps") ? &steps
                 : !strcmp(a, "--image") ? &image : !strcmp(a, "--embed") ? &embed : !strcmp(a, "--heads") ? &heads
-                : !strcmp(a, "--runner") ? &runner : NULL;
+                : !strcmp(a, "--runner") ? &runner : !strcmp(a, "--engine") ? &engine
+                : !strcmp(a, "--infer") ? &infer : NULL;
         if (n) {
-            long lo = n == &runner ? 0 : 1;
+            long lo = n == &runner || n == &engine || n == &infer ? 0 : 1;
             if (!parse(v, lo, 1 << 16, n)) {
                 fprintf(stderr, "engine_bench: error: %s expects an integer in [%ld, 65536], got '%s'\n", a, lo, v);
                 return 2;
@@ -142,11 +143,14 @@ int main(int argc, char **argv) {
     if (snn_cuda_create(0, 0, &xc) != SNN_OK || snn_cuda_alloc(xc, nx * sizeof *x, (void **)&x_dev) != SNN_OK ||
         snn_cuda_upload(xc, x_dev, x, nx * sizeof *x) != SNN_OK)
         return die("device input");
-    double eng_train[64], eng_inf[64], dev_train[64], dev_inf[64], run_train[64], run_inf[64], loss = 0;
-    for (int t = 0; t < trials; t++) {
+    double eng_train[64] = {0}, eng_inf[64] = {0}, dev_train[64] = {0}, dev_inf[64] = {0}, run_train[64] = {0},
+           run_inf[64] = {0}, loss = 0;
+    /* --engine 0 / --infer 0 leave phases out (a kernel profile of one part) */
+    for (int t = 0; engine && t < trials; t++) {
         /* phases: 0 train / 1 infer with a host input, 2 train / 3 infer with a device input */
         for (int phase = 0; phase < 4; phase++) {
             const int training = phase % 2 == 0;
+            if (!training && !infer) continue;
             double t0 = 0;
             for (long s = 0; s <= steps; s++) {
                 if (s == 1) t0 = now_s(); /* step 0 warms up */
@@ -196,7 +200,7 @@ int main(int argc, char **argv) {
         }
         snn_cuda_synchronize(c);
         run_train[t] = (now_s() - t0) / (double)steps;
-        for (long s = 0; s <= steps; s++) {
+        for (long s = 0; infer && s <= steps; s++) {
             if (s == 1) {
                 snn_cuda_synchronize(c);
                 t0 = now_s();
@@ -210,6 +214,7 @@ int main(int argc, char **argv) {
     double dt_ = median(dev_train, (int)trials), di = median(dev_inf, (int)trials);
     double rt = have_runner ? median(run_train, (int)trials) : 0, ri = have_runner ? median(run_inf, (int)trials) : 0;
     char line[1024];
+#define RATE(sec) ((sec) > 0 ? (double)B / (sec) : 0.0) /* 0: the phase did not run */
     snprintf(line, sizeof line,
              "{\"bench\": \"engine_%s\", \"commit\": \"%s\", \"commit_dirty\": %d, \"precision\": \"%s\", \"optimizer\": \"%s\", "
              "\"width\": %ld, \"depth\": %ld, \"T\": %ld, \"batch\": %ld, \"in\": %ld, \"classes\": %ld, "
@@ -218,8 +223,9 @@ int main(int argc, char **argv) {
              "\"engine_device_input_infer_samples_per_s\": %.1f, \"runner_train_samples_per_s\": %.1f, "
              "\"runner_infer_samples_per_s\": %.1f, \"engine_over_runner_train\": %.4f, "
              "\"engine_over_runner_infer\": %.4f, \"last_loss\": %.6g}",
-             model, snn_build_commit(), snn_build_dirty(), prec, optim, width, depth, T, B, in, classes, trials, steps, B / et,
-             B / ei, B / dt_, B / di, rt > 0 ? B / rt : 0.0, ri > 0 ? B / ri : 0.0, rt > 0 ? rt / et : 0.0, ri > 0 ? ri / ei : 0.0,
+             model, snn_build_commit(), snn_build_dirty(), prec, optim, width, depth, T, B, in, classes, trials, steps,
+             RATE(et), RATE(ei), RATE(dt_), RATE(di), RATE(rt), RATE(ri), rt > 0 && et > 0 ? rt / et : 0.0,
+             ri > 0 && ei > 0 ? ri / ei : 0.0,
              loss / (double)ny);
     puts(line);
     if (json) {
