@@ -168,6 +168,12 @@ static const conv_case conv_cases[] = {
     {3, 10, 7, 2, 2, 3, 3, 0, 0, 3, 2},  /* stride > kernel: pixels nothing reads */
     {2, 4, 4, 4, 4, 1, 1, 3, 3, 1, 0},   /* padding as large as the kernel - 1 */
     {6, 15, 14, 3, 3, 2, 2, 1, 1, 9, 7}, /* a larger batch */
+    /* rows, runs and ld that take the vectorised walks (runs of 8, 4 and 2 outputs) */
+    {4, 16, 16, 3, 3, 1, 1, 1, 1, 3, 0},  /* Wo 16, ld 768: 8 (16-bit) and 4 (FP32) a store */
+    {3, 16, 16, 3, 3, 2, 2, 1, 1, 2, 0},  /* stride 2, Wo 8 */
+    {3, 12, 12, 3, 3, 1, 1, 1, 1, 2, 8},  /* Wo 12: 4 a store */
+    {2, 10, 10, 3, 3, 1, 1, 1, 1, 3, 2},  /* Wo 10: 2 a store */
+    {8, 8, 8, 1, 1, 1, 1, 0, 0, 4, 0},    /* pointwise, Wo 8 */
 };
 
 static void test_im2col(void) {
@@ -243,7 +249,10 @@ static void test_im2col(void) {
 /* ------------------------------------------------------------------ layout changes, reductions */
 
 static void test_scatter_gather(void) {
-    static const int cases[][4] = {{1, 1, 1, 0}, {5, 3, 7, 2}, {3, 17, 49, 1}, {8, 64, 9, 0}, {2, 6, 196, 5}};
+    /* the last three take the vectorised walks: runs of 4 (FP32) and 8 or 4 (16-bit), and an ld
+     * that only allows pairs (the one-element walk) */
+    static const int cases[][4] = {{1, 1, 1, 0},  {5, 3, 7, 2},   {3, 17, 49, 1}, {8, 64, 9, 0},
+                                   {2, 6, 196, 5}, {4, 6, 64, 0}, {3, 5, 12, 4},  {2, 3, 8, 2}};
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         const int nb = cases[ci][0], O = cases[ci][1];
         const size_t P = (size_t)cases[ci][2], ld = (size_t)nb * P + (size_t)cases[ci][3];

@@ -216,6 +216,8 @@ static void test_batchnorm(void) {
     bn_case(67, 7, 1, 100, 101); /* |mean| >> std */
     bn_case(4, 3, 1031, -2, 2);  /* long planes */
     bn_case(129, 33, 3, -1, 1);
+    bn_case(6, 5, 64, -1, 1);    /* planes of a multiple of 4: the float4 passes */
+    bn_case(3, 9, 1028, 5, 6);
     /* refusals as the CPU's */
     float *d = dnew(NULL, 64);
     CHECK(gpu->batchnorm_stats(gpu, 2, 0, 2, (float *)d, NULL, 0, (double *)d) == SNN_E_INVALID);

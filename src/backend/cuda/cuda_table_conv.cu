@@ -22,6 +22,8 @@
 
 #include <limits.h>
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 namespace {
 
@@ -57,6 +59,16 @@ Geo geo_of(const snn_conv_geom *g) {
 }
 
 inline bool fits32(size_t n) { return n <= (size_t)0x7fffffff; }
+
+/* SNN_CUDA_CONV_VEC=0 keeps the one-element walks (an A/B switch for the vectorised forms). */
+int conv_novec(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("SNN_CUDA_CONV_VEC");
+        v = e && !strcmp(e, "0");
+    }
+    return v;
+}
 
 /* ---------------------------------------------------------------- im2col / col2im */
 
@@ -152,11 +164,113 @@ __global__ void im2col_fd_kernel(Geo g, int nb, Div dP, Div dnb, Div dkk, Div dk
     }
 }
 
+/* ---- vectorised forms: V consecutive outputs a thread, one store of V elements ----
+ * The walks above decompose every element's index (six divisions) and store 2 or 4 bytes at a
+ * time; these decompose once per V elements of one output row (or one P-run of a layout
+ * change) and store them in one 4- to 16-byte write. The values and the element each lands
+ * in are the same, so the results are bit-identical; used where the run lengths, the leading
+ * dimension and the base are multiples of V (vec_width below). */
+
+/* The stored bits of an FP32 value in type O. */
+template <typename O> struct Stored;
+template <> struct Stored<float> {
+    typedef uint32_t T;
+    static __device__ __forceinline__ T of(float v) { return __float_as_uint(v); }
+};
+template <> struct Stored<__nv_bfloat16> {
+    typedef uint16_t T;
+    static __device__ __forceinline__ T of(float v) { return __bfloat16_as_ushort(__float2bfloat16_rn(v)); }
+};
+template <> struct Stored<__half> {
+    typedef uint16_t T;
+    static __device__ __forceinline__ T of(float v) { return __half_as_ushort(__float2half_rn(v)); }
+};
+
+/* One aligned store of V elements of bits B (2 to 16 bytes). */
+template <typename B, int V> __device__ __forceinline__ void store_run(B *dst, const B (&v)[V]) {
+    constexpr int bytes = V * (int)sizeof(B);
+    static_assert(bytes == 2 || bytes == 4 || bytes == 8 || bytes == 16, "store of 2 to 16 bytes");
+    if constexpr (bytes == 16) {
+        uint4 u;
+        memcpy(&u, v, 16);
+        *reinterpret_cast<uint4 *>(dst) = u;
+    } else if constexpr (bytes == 8) {
+        uint2 u;
+        memcpy(&u, v, 8);
+        *reinterpret_cast<uint2 *>(dst) = u;
+    } else if constexpr (bytes == 4) {
+        uint32_t u;
+        memcpy(&u, v, 4);
+        *reinterpret_cast<uint32_t *>(dst) = u;
+    } else {
+        *dst = v[0];
+    }
+}
+
+/* The widest V in {8, 4, 2, 1} (at most 16 bytes of elems of `esize` bytes) dividing every
+ * run length in `runs` and the leading dimension, with the base aligned to V elements. */
+int vec_width(size_t esize, const void *base, size_t ld, size_t run0, size_t run1) {
+    for (int v = (int)(16 / esize) < 8 ? (int)(16 / esize) : 8; v > 1; v >>= 1)
+        if (ld % (size_t)v == 0 && run0 % (size_t)v == 0 && run1 % (size_t)v == 0 &&
+            (uintptr_t)base % ((size_t)v * esize) == 0)
+            return v;
+    return 1;
+}
+
+/* im2col with item e = ((r*nb + s)*Ho + oh)*G + grp, G = Wo / V: the item writes
+ * col[r*ld + s*P + oh*Wo + grp*V + q] for q < V (consecutive items: consecutive memory). */
+template <typename O, int V>
+__global__ void im2col_vec_kernel(Geo g, int nb, Div dG, Div dHo, Div dnb, Div dkk, Div dkw,
+                                  const float *__restrict__ x, O *__restrict__ col, size_t ld) {
+    typedef typename Stored<O>::T B;
+    const int G = g.Wo / V, P = g.Ho * g.Wo, kk = g.kh * g.kw;
+    const int total = g.C * kk * nb * g.Ho * G;
+    const size_t plane = (size_t)g.H * g.W;
+    for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < total; e += gridDim.x * blockDim.x) {
+        const int line = dv(e, dG), grp = e - line * G;
+        const int rs = dv(line, dHo), oh = line - rs * g.Ho;
+        const int r = dv(rs, dnb), s = rs - r * nb;
+        const int c = dv(r, dkk), t = r - c * kk;
+        const int i = dv(t, dkw), j = t - i * g.kw;
+        const int ih = oh * g.sh - g.ph + i, ow0 = grp * V;
+        B v[V];
+        if ((unsigned)ih < (unsigned)g.H) {
+            const float *xr = x + ((size_t)s * g.C + (size_t)c) * plane + (size_t)ih * g.W;
+#pragma unroll
+            for (int q = 0; q < V; q++) {
+                const int iw = (ow0 + q) * g.sw - g.pw + j;
+                v[q] = Stored<O>::of((unsigned)iw < (unsigned)g.W ? xr[iw] : 0.0f);
+            }
+        } else {
+#pragma unroll
+            for (int q = 0; q < V; q++) v[q] = Stored<O>::of(0.0f);
+        }
+        store_run<B, V>(reinterpret_cast<B *>(col) + (size_t)r * ld + (size_t)s * P + (size_t)oh * g.Wo + ow0, v);
+    }
+}
+
+template <typename O, int V>
+void launch_im2col_vec(const snn_backend *be, const snn_conv_geom *g, int nb, const float *x, O *col, size_t ld,
+                       size_t total) {
+    const unsigned grid = snn_cuda_table_grid(be, total / V, 256);
+    im2col_vec_kernel<O, V><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), nb, div_make(g->Wo / V), div_make(g->Ho),
+                                                             div_make(nb), div_make(g->kh * g->kw), div_make(g->kw),
+                                                             x, col, ld);
+}
+
 template <typename O>
 void launch_im2col(const snn_backend *be, const snn_conv_geom *g, int nb, const float *x, O *col, size_t ld,
                    size_t total) {
+    const int fit = fits32(total) && fits32((size_t)nb * g->C * g->H * g->W);
+    const size_t P = (size_t)g->Ho * g->Wo;
+    const int V = fit && !conv_novec() ? vec_width(sizeof(O), col, ld, P, (size_t)g->Wo) : 1;
+    if constexpr (sizeof(O) == 2) {
+        if (V == 8) return launch_im2col_vec<O, 8>(be, g, nb, x, col, ld, total);
+    }
+    if (V == 4) return launch_im2col_vec<O, 4>(be, g, nb, x, col, ld, total);
+    if (V == 2) return launch_im2col_vec<O, 2>(be, g, nb, x, col, ld, total);
     const unsigned grid = snn_cuda_table_grid(be, total, 256);
-    if (fits32(total) && fits32((size_t)nb * g->C * g->H * g->W))
+    if (fit)
         im2col_fd_kernel<O><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), nb, div_make(g->Ho * g->Wo), div_make(nb),
                                                              div_make(g->kh * g->kw), div_make(g->kw), div_make(g->Wo),
                                                              x, col, ld);
@@ -255,6 +369,62 @@ __global__ void gather_fd_kernel(int nb, int O, int P, Div dP, Div dO, const flo
     }
 }
 
+/* The vectorised layout changes: item e covers elements [e*V, e*V + V) of y (one P-run, P % V
+ * == 0), whose source run src[o*ld + s*P + p ...] is contiguous too. */
+template <int V>
+__global__ void scatter_vec_kernel(int nb, int O, int P, Div dPV, Div dO, const float *__restrict__ src, size_t ld,
+                                   const float *__restrict__ bias, int rc, float *__restrict__ y) {
+    const int PV = P / V, total = nb * O * PV;
+    for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < total; e += gridDim.x * blockDim.x) {
+        const int so = dv(e, dPV), p = (e - so * PV) * V, s = dv(so, dO), o = so - s * O;
+        const float bo = bias ? bias[o] : 0.0f;
+        uint32_t v[V];
+        if (src) {
+            const float *sp = src + (size_t)o * ld + (size_t)s * P + p;
+            float a[V];
+            if constexpr (V == 4) {
+                const float4 f = *reinterpret_cast<const float4 *>(sp);
+                a[0] = f.x, a[1] = f.y, a[2] = f.z, a[3] = f.w;
+            } else {
+#pragma unroll
+                for (int q = 0; q < V; q++) a[q] = sp[q];
+            }
+#pragma unroll
+            for (int q = 0; q < V; q++) v[q] = __float_as_uint(round_by(rc, __fadd_rn(a[q], bo)));
+        } else {
+#pragma unroll
+            for (int q = 0; q < V; q++) v[q] = __float_as_uint(round_by(rc, bo));
+        }
+        store_run<uint32_t, V>(reinterpret_cast<uint32_t *>(y) + (size_t)e * V, v);
+    }
+}
+
+template <typename D, int V>
+__global__ void gather_vec_kernel(int nb, int O, int P, Div dPV, Div dO, const float *__restrict__ src,
+                                  D *__restrict__ dst, size_t ld) {
+    typedef typename Stored<D>::T B;
+    const int PV = P / V, total = nb * O * PV;
+    for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < total; e += gridDim.x * blockDim.x) {
+        const int so = dv(e, dPV), p = (e - so * PV) * V, s = dv(so, dO), o = so - s * O;
+        const float *sp = src + (size_t)e * V;
+        float a[V];
+        if constexpr (V % 4 == 0) {
+#pragma unroll
+            for (int q = 0; q < V; q += 4) {
+                const float4 f = *reinterpret_cast<const float4 *>(sp + q);
+                a[q] = f.x, a[q + 1] = f.y, a[q + 2] = f.z, a[q + 3] = f.w;
+            }
+        } else {
+#pragma unroll
+            for (int q = 0; q < V; q++) a[q] = sp[q];
+        }
+        B v[V];
+#pragma unroll
+        for (int q = 0; q < V; q++) v[q] = Stored<D>::of(a[q]);
+        store_run<B, V>(reinterpret_cast<B *>(dst) + (size_t)o * ld + (size_t)s * P + p, v);
+    }
+}
+
 snn_status t_conv_scatter(const snn_backend *be, int nb, int O, size_t P, const float *src, size_t ld,
                           const float *bias, snn_dtype round, float *y) {
     SNN_TRY(snn_cuda_table_check(be, "conv_scatter"));
@@ -266,6 +436,14 @@ snn_status t_conv_scatter(const snn_backend *be, int nb, int O, size_t P, const 
     const size_t total = (size_t)nb * O * P;
     const unsigned grid = snn_cuda_table_grid(be, total, 256);
     const int rc = round_code(round);
+    /* float4 runs: P and ld multiples of 4, both bases 16-byte aligned */
+    if (fits32(total) && !conv_novec() && P % 4 == 0 && (!src || vec_width(4, src, ld, P, P) == 4) &&
+        (uintptr_t)y % 16 == 0) {
+        scatter_vec_kernel<4><<<snn_cuda_table_grid(be, total / 4, 256), 256, 0, stream_of(be)>>>(
+            nb, O, (int)P, div_make((int)P / 4), div_make(O), src, ld, bias, rc, y);
+        SNN_CU_LAUNCHED("conv_scatter");
+        return SNN_OK;
+    }
     if (fits32(total))
         scatter_fd_kernel<<<grid, 256, 0, stream_of(be)>>>(nb, O, (int)P, div_make((int)P), div_make(O), src, ld, bias,
                                                             rc, y);
@@ -293,6 +471,21 @@ snn_status t_conv_gather(const snn_backend *be, int nb, int O, size_t P, const f
 template <typename D>
 void launch_gather(const snn_backend *be, int nb, int O, size_t P, const float *src, D *dst, size_t ld) {
     const size_t total = (size_t)nb * O * P;
+    /* runs of V: P and ld multiples of V, dst aligned to V elements, src to 16 bytes (V >= 4) */
+    const int V = fits32(total) && !conv_novec() && (uintptr_t)src % 16 == 0 ? vec_width(sizeof(D), dst, ld, P, P) : 1;
+    if (V >= 4) {
+        const unsigned gv = snn_cuda_table_grid(be, total / V, 256);
+        if constexpr (sizeof(D) == 2) {
+            if (V == 8) {
+                gather_vec_kernel<D, 8><<<gv, 256, 0, stream_of(be)>>>(nb, O, (int)P, div_make((int)P / 8),
+                                                                       div_make(O), src, dst, ld);
+                return;
+            }
+        }
+        gather_vec_kernel<D, 4><<<gv, 256, 0, stream_of(be)>>>(nb, O, (int)P, div_make((int)P / 4), div_make(O),
+                                                                   src, dst, ld);
+        return;
+    }
     const unsigned grid = snn_cuda_table_grid(be, total, 256);
     if (fits32(total))
         gather_fd_kernel<D><<<grid, 256, 0, stream_of(be)>>>(nb, O, (int)P, div_make((int)P), div_make(O), src, dst,

@@ -20,6 +20,8 @@
  * exactly the contract). SSA: the runner's kernels (cuda_attn.cu), which recompute A in the
  * backward; the work area is their scratch. */
 #include <limits.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "backend/cuda/cuda_layers.h"
 #include "backend/cuda/cuda_philox.h"
@@ -92,18 +94,45 @@ __global__ void bn_stats_final_kernel(int C, int training, double eps, double mo
 }
 
 /* The elementwise passes walk (row, channel) lines in blockIdx.y and the S values of a line
- * in x: the channel is computed once a line, not with two 64-bit divisions an element. */
+ * in x: the channel is computed once a line, not with two 64-bit divisions an element. With
+ * V = 4 (S a multiple of 4, the arrays 16-byte aligned) a thread loads and stores four values
+ * at once; each value's operations are the same, so the bits are too. */
+template <int V> struct F;
+template <> struct F<1> {
+    typedef float T;
+    static __device__ __forceinline__ float get(const T &v, int) { return v; }
+    static __device__ __forceinline__ void set(T &v, int, float f) { v = f; }
+};
+template <> struct F<4> {
+    typedef float4 T;
+    static __device__ __forceinline__ float get(const T &v, int q) { return q == 0 ? v.x : q == 1 ? v.y : q == 2 ? v.z : v.w; }
+    static __device__ __forceinline__ void set(T &v, int q, float f) {
+        if (q == 0) v.x = f;
+        else if (q == 1) v.y = f;
+        else if (q == 2) v.z = f;
+        else v.w = f;
+    }
+};
+
+template <int V>
 __global__ void bn_apply_kernel(const float *__restrict__ x, size_t B, int C, size_t S, const double *__restrict__ mean,
                                 const double *__restrict__ invstd, const float *__restrict__ w,
                                 const float *__restrict__ b, float *__restrict__ y) {
-    const size_t lines = B * (size_t)C;
+    typedef typename F<V>::T T;
+    const size_t lines = B * (size_t)C, SV = S / V;
     for (size_t e = blockIdx.y; e < lines; e += gridDim.y) {
         const int c = (int)(e % (size_t)C);
         const double sc = __dmul_rn(invstd[c], (double)w[c]), mu = mean[c], bc = (double)b[c];
-        const float *xp = x + e * S;
-        float *yp = y + e * S;
-        for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < S; k += (size_t)gridDim.x * blockDim.x)
-            yp[k] = (float)__dadd_rn(__dmul_rn(__dsub_rn((double)xp[k], mu), sc), bc);
+        const T *xp = reinterpret_cast<const T *>(x + e * S);
+        T *yp = reinterpret_cast<T *>(y + e * S);
+        for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < SV; k += (size_t)gridDim.x * blockDim.x) {
+            const T xv = xp[k];
+            T yv;
+#pragma unroll
+            for (int q = 0; q < V; q++)
+                F<V>::set(yv, q, (float)__dadd_rn(__dmul_rn(__dsub_rn((double)F<V>::get(xv, q), mu), sc), bc));
+            yp[k] = yv;
+        }
     }
 }
 
@@ -148,25 +177,35 @@ __global__ void bn_grad_col_kernel(const double *__restrict__ p0, const double *
     }
 }
 
+template <int V>
 __global__ void bn_dx_kernel(const float *__restrict__ x, const float *__restrict__ dy, size_t B, int C, size_t S,
                              int training, double count, const float *__restrict__ w, const double *__restrict__ mean,
                              const double *__restrict__ invstd, const double *__restrict__ gsum,
                              const double *__restrict__ gdot, float *__restrict__ dx) {
-    const size_t lines = B * (size_t)C;
+    typedef typename F<V>::T T;
+    const size_t lines = B * (size_t)C, SV = S / V;
     for (size_t e = blockIdx.y; e < lines; e += gridDim.y) {
         const int c = (int)(e % (size_t)C);
         const double is = invstd[c], k = __dmul_rn((double)w[c], is), mu = mean[c];
         const double a = training ? __ddiv_rn(gsum[c], count) : 0.0, bb = training ? __ddiv_rn(gdot[c], count) : 0.0;
-        const float *xp = x + e * S, *gp = dy + e * S;
-        float *dp = dx + e * S;
-        for (size_t q = blockIdx.x * (size_t)blockDim.x + threadIdx.x; q < S; q += (size_t)gridDim.x * blockDim.x) {
-            const double g = (double)gp[q];
+        const T *xp = reinterpret_cast<const T *>(x + e * S), *gp = reinterpret_cast<const T *>(dy + e * S);
+        T *dp = reinterpret_cast<T *>(dx + e * S);
+        for (size_t q = blockIdx.x * (size_t)blockDim.x + threadIdx.x; q < SV; q += (size_t)gridDim.x * blockDim.x) {
+            const T gv = gp[q];
+            T out;
             if (training) {
-                const double xh = __dmul_rn(__dsub_rn((double)xp[q], mu), is);
-                dp[q] = (float)__dmul_rn(k, __dsub_rn(__dsub_rn(g, a), __dmul_rn(xh, bb)));
+                const T xv = xp[q];
+#pragma unroll
+                for (int u = 0; u < V; u++) {
+                    const double g = (double)F<V>::get(gv, u);
+                    const double xh = __dmul_rn(__dsub_rn((double)F<V>::get(xv, u), mu), is);
+                    F<V>::set(out, u, (float)__dmul_rn(k, __dsub_rn(__dsub_rn(g, a), __dmul_rn(xh, bb))));
+                }
             } else {
-                dp[q] = (float)__dmul_rn(k, g);
+#pragma unroll
+                for (int u = 0; u < V; u++) F<V>::set(out, u, (float)__dmul_rn(k, (double)F<V>::get(gv, u)));
             }
+            dp[q] = out;
         }
     }
 }
@@ -176,6 +215,16 @@ snn_status bn_args(const snn_backend *be, const char *what, size_t B, int C, siz
     SNN_TRY(snn_cuda_table_check(be, what));
     if (C <= 0 || (B && S && !x)) return snn_error(SNN_E_INVALID, "%s: bad arguments (C = %d)", what, C);
     return SNN_OK;
+}
+
+/* Lines of S values as float4: S a multiple of 4 and every array 16-byte aligned. */
+bool bn_vec4(size_t S, const float *a, const float *b, const float *c) {
+    static int off = -1;
+    if (off < 0) {
+        const char *e = getenv("SNN_CUDA_CONV_VEC"); /* the A/B switch of cuda_table_conv.cu */
+        off = e && !strcmp(e, "0");
+    }
+    return !off && S % 4 == 0 && (uintptr_t)a % 16 == 0 && (uintptr_t)b % 16 == 0 && (uintptr_t)c % 16 == 0;
 }
 
 unsigned grid(const snn_backend *be, size_t n) { return snn_cuda_table_grid(be, n ? n : 1, NT); }
@@ -218,8 +267,13 @@ snn_status t_batchnorm_forward(const snn_backend *be, size_t B, int C, size_t S,
     SNN_CU_LAUNCHED("batchnorm_forward (statistics)");
     const size_t n = B * (size_t)C * S;
     if (n) {
-        const snn_cuda_lines l = snn_cuda_table_lines(be, B * (size_t)C, S);
-        bn_apply_kernel<<<l.grid, l.block, 0, st>>>(x, B, C, S, mean, invstd, w, b, y);
+        if (bn_vec4(S, x, y, y)) {
+            const snn_cuda_lines l = snn_cuda_table_lines(be, B * (size_t)C, S / 4);
+            bn_apply_kernel<4><<<l.grid, l.block, 0, st>>>(x, B, C, S, mean, invstd, w, b, y);
+        } else {
+            const snn_cuda_lines l = snn_cuda_table_lines(be, B * (size_t)C, S);
+            bn_apply_kernel<1><<<l.grid, l.block, 0, st>>>(x, B, C, S, mean, invstd, w, b, y);
+        }
         SNN_CU_LAUNCHED("batchnorm_forward");
     }
     return SNN_OK;
@@ -259,8 +313,15 @@ snn_status t_batchnorm_backward_input(const snn_backend *be, size_t B, int C, si
         return snn_error(SNN_E_INVALID, "batchnorm_backward_input: NULL argument");
     const size_t n = B * (size_t)C * S;
     if (!n) return SNN_OK;
-    const snn_cuda_lines l = snn_cuda_table_lines(be, B * (size_t)C, S);
-    bn_dx_kernel<<<l.grid, l.block, 0, st_of(be)>>>(x, dy, B, C, S, training, count, w, mean, invstd, gsum, gdot, dx);
+    if (bn_vec4(S, x, dy, dx)) {
+        const snn_cuda_lines l = snn_cuda_table_lines(be, B * (size_t)C, S / 4);
+        bn_dx_kernel<4><<<l.grid, l.block, 0, st_of(be)>>>(x, dy, B, C, S, training, count, w, mean, invstd, gsum,
+                                                            gdot, dx);
+    } else {
+        const snn_cuda_lines l = snn_cuda_table_lines(be, B * (size_t)C, S);
+        bn_dx_kernel<1><<<l.grid, l.block, 0, st_of(be)>>>(x, dy, B, C, S, training, count, w, mean, invstd, gsum,
+                                                            gdot, dx);
+    }
     SNN_CU_LAUNCHED("batchnorm_backward_input");
     return SNN_OK;
 }
