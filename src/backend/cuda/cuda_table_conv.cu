@@ -614,21 +614,38 @@ __device__ __forceinline__ void window(int o, int s, int p, int k, int n, int *a
 }
 
 /* The outputs [*a, *b) along one axis whose window holds input i. */
-__device__ __forceinline__ void readers(int i, int s, int p, int k, int no, int *a, int *b) {
+__device__ __forceinline__ void readers(int i, const Div &ds, int p, int k, int no, int *a, int *b) {
     const int t = i + p - k + 1; /* o*s >= t */
-    int lo = t <= 0 ? 0 : (t + s - 1) / s;
-    int hi = (i + p) / s + 1; /* o*s <= i + p */
+    int lo = t <= 0 ? 0 : dv(t + (int)ds.d - 1, ds);
+    int hi = dv(i + p, ds) + 1; /* o*s <= i + p */
     if (hi > no) hi = no;
     *a = lo;
     *b = hi > lo ? hi : lo;
 }
 
+/* The pooling walks' index divisions: multiply-highs (cuda_fastdiv.h) for 32-bit indices,
+ * the hardware division for 64-bit ones. */
+template <typename I> __device__ __forceinline__ I qd(I n, const Div &d);
+template <> __device__ __forceinline__ uint32_t qd<uint32_t>(uint32_t n, const Div &d) { return (uint32_t)dv((int)n, d); }
+template <> __device__ __forceinline__ uint64_t qd<uint64_t>(uint64_t n, const Div &d) { return n / d.d; }
+
+/* The divisors of a pooling geometry. */
+struct PoolDiv {
+    Div in_n, out_n, W, Wo, sh, sw;
+};
+PoolDiv pool_div(const snn_conv_geom *g) {
+    PoolDiv d = {div_make(g->H * g->W), div_make(g->Ho * g->Wo), div_make(g->W), div_make(g->Wo), div_make(g->sh),
+                 div_make(g->sw)};
+    return d;
+}
+
 template <typename I>
-__global__ void maxpool_fwd_kernel(Geo g, const float *__restrict__ x, float *__restrict__ y, int32_t *__restrict__ arg) {
+__global__ void maxpool_fwd_kernel(Geo g, PoolDiv d, const float *__restrict__ x, float *__restrict__ y,
+                                   int32_t *__restrict__ arg) {
     const I out_n = (I)g.Ho * (I)g.Wo, total = (I)g.C * out_n;
     for (I e = blockIdx.x * (I)blockDim.x + threadIdx.x; e < total; e += (I)gridDim.x * blockDim.x) {
-        const I pl = e / out_n, o = e % out_n;
-        const int oh = (int)(o / (I)g.Wo), ow = (int)(o % (I)g.Wo);
+        const I pl = qd<I>(e, d.out_n), o = e - pl * out_n;
+        const int oh = dv((int)o, d.Wo), ow = (int)o - oh * g.Wo;
         int h0, h1, w0, w1;
         window(oh, g.sh, g.ph, g.kh, g.H, &h0, &h1);
         window(ow, g.sw, g.pw, g.kw, g.W, &w0, &w1);
@@ -654,16 +671,16 @@ __global__ void maxpool_fwd_kernel(Geo g, const float *__restrict__ x, float *__
 }
 
 template <typename I>
-__global__ void maxpool_bwd_kernel(Geo g, const float *__restrict__ dy, const int32_t *__restrict__ arg,
+__global__ void maxpool_bwd_kernel(Geo g, PoolDiv d, const float *__restrict__ dy, const int32_t *__restrict__ arg,
                                    float *__restrict__ dx) {
     const I in_n = (I)g.H * (I)g.W, total = (I)g.C * in_n;
     const size_t out_n = (size_t)g.Ho * g.Wo;
     for (I e = blockIdx.x * (I)blockDim.x + threadIdx.x; e < total; e += (I)gridDim.x * blockDim.x) {
-        const I pl = e / in_n, pix = e % in_n;
-        const int ih = (int)(pix / (I)g.W), iw = (int)(pix % (I)g.W);
+        const I pl = qd<I>(e, d.in_n), pix = e - pl * in_n;
+        const int ih = dv((int)pix, d.W), iw = (int)pix - ih * g.W;
         int a0, a1, b0, b1;
-        readers(ih, g.sh, g.ph, g.kh, g.Ho, &a0, &a1);
-        readers(iw, g.sw, g.pw, g.kw, g.Wo, &b0, &b1);
+        readers(ih, d.sh, g.ph, g.kh, g.Ho, &a0, &a1);
+        readers(iw, d.sw, g.pw, g.kw, g.Wo, &b0, &b1);
         const float *gp = dy + (size_t)pl * out_n;
         const int32_t *ap = arg + (size_t)pl * out_n;
         float acc = 0.0f;
@@ -677,11 +694,11 @@ __global__ void maxpool_bwd_kernel(Geo g, const float *__restrict__ dy, const in
 }
 
 template <typename I>
-__global__ void avgpool_fwd_kernel(Geo g, float inv, const float *__restrict__ x, float *__restrict__ y) {
+__global__ void avgpool_fwd_kernel(Geo g, PoolDiv d, float inv, const float *__restrict__ x, float *__restrict__ y) {
     const I out_n = (I)g.Ho * (I)g.Wo, total = (I)g.C * out_n;
     for (I e = blockIdx.x * (I)blockDim.x + threadIdx.x; e < total; e += (I)gridDim.x * blockDim.x) {
-        const I pl = e / out_n, o = e % out_n;
-        const int oh = (int)(o / (I)g.Wo), ow = (int)(o % (I)g.Wo);
+        const I pl = qd<I>(e, d.out_n), o = e - pl * out_n;
+        const int oh = dv((int)o, d.Wo), ow = (int)o - oh * g.Wo;
         int h0, h1, w0, w1;
         window(oh, g.sh, g.ph, g.kh, g.H, &h0, &h1);
         window(ow, g.sw, g.pw, g.kw, g.W, &w0, &w1);
@@ -694,15 +711,15 @@ __global__ void avgpool_fwd_kernel(Geo g, float inv, const float *__restrict__ x
 }
 
 template <typename I>
-__global__ void avgpool_bwd_kernel(Geo g, float inv, const float *__restrict__ dy, float *__restrict__ dx) {
+__global__ void avgpool_bwd_kernel(Geo g, PoolDiv d, float inv, const float *__restrict__ dy, float *__restrict__ dx) {
     const I in_n = (I)g.H * (I)g.W, total = (I)g.C * in_n;
     const size_t out_n = (size_t)g.Ho * g.Wo;
     for (I e = blockIdx.x * (I)blockDim.x + threadIdx.x; e < total; e += (I)gridDim.x * blockDim.x) {
-        const I pl = e / in_n, pix = e % in_n;
-        const int ih = (int)(pix / (I)g.W), iw = (int)(pix % (I)g.W);
+        const I pl = qd<I>(e, d.in_n), pix = e - pl * in_n;
+        const int ih = dv((int)pix, d.W), iw = (int)pix - ih * g.W;
         int a0, a1, b0, b1;
-        readers(ih, g.sh, g.ph, g.kh, g.Ho, &a0, &a1);
-        readers(iw, g.sw, g.pw, g.kw, g.Wo, &b0, &b1);
+        readers(ih, d.sh, g.ph, g.kh, g.Ho, &a0, &a1);
+        readers(iw, d.sw, g.pw, g.kw, g.Wo, &b0, &b1);
         const float *gp = dy + (size_t)pl * out_n;
         float acc = 0.0f;
         for (int oh = a0; oh < a1; oh++)
@@ -722,8 +739,9 @@ snn_status t_maxpool_forward(const snn_backend *be, const snn_conv_geom *g, cons
     if (!x || !y || !argmax) return snn_error(SNN_E_INVALID, "maxpool_forward: NULL buffer");
     const size_t total = (size_t)g->C * g->Ho * g->Wo;
     const unsigned grid = snn_cuda_table_grid(be, total, 256);
-    if (pool_fits32(g)) maxpool_fwd_kernel<uint32_t><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), x, y, argmax);
-    else maxpool_fwd_kernel<uint64_t><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), x, y, argmax);
+    const PoolDiv d = pool_div(g);
+    if (pool_fits32(g)) maxpool_fwd_kernel<uint32_t><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), d, x, y, argmax);
+    else maxpool_fwd_kernel<uint64_t><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), d, x, y, argmax);
     SNN_CU_LAUNCHED("maxpool_forward");
     return SNN_OK;
 }
@@ -735,8 +753,9 @@ snn_status t_maxpool_backward(const snn_backend *be, const snn_conv_geom *g, con
     if (!dy || !dx || !argmax) return snn_error(SNN_E_INVALID, "maxpool_backward: NULL buffer");
     const size_t total = (size_t)g->C * g->H * g->W;
     const unsigned grid = snn_cuda_table_grid(be, total, 256);
-    if (pool_fits32(g)) maxpool_bwd_kernel<uint32_t><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), dy, argmax, dx);
-    else maxpool_bwd_kernel<uint64_t><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), dy, argmax, dx);
+    const PoolDiv d = pool_div(g);
+    if (pool_fits32(g)) maxpool_bwd_kernel<uint32_t><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), d, dy, argmax, dx);
+    else maxpool_bwd_kernel<uint64_t><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), d, dy, argmax, dx);
     SNN_CU_LAUNCHED("maxpool_backward");
     return SNN_OK;
 }
@@ -748,8 +767,8 @@ snn_status t_avgpool_forward(const snn_backend *be, const snn_conv_geom *g, cons
     const float inv = 1.0f / (float)(g->kh * g->kw); /* the CPU's rounded FP32 reciprocal */
     const size_t total = (size_t)g->C * g->Ho * g->Wo;
     const unsigned grid = snn_cuda_table_grid(be, total, 256);
-    if (pool_fits32(g)) avgpool_fwd_kernel<uint32_t><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), inv, x, y);
-    else avgpool_fwd_kernel<uint64_t><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), inv, x, y);
+    if (pool_fits32(g)) avgpool_fwd_kernel<uint32_t><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), pool_div(g), inv, x, y);
+    else avgpool_fwd_kernel<uint64_t><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), pool_div(g), inv, x, y);
     SNN_CU_LAUNCHED("avgpool_forward");
     return SNN_OK;
 }
@@ -761,8 +780,8 @@ snn_status t_avgpool_backward(const snn_backend *be, const snn_conv_geom *g, con
     const float inv = 1.0f / (float)(g->kh * g->kw);
     const size_t total = (size_t)g->C * g->H * g->W;
     const unsigned grid = snn_cuda_table_grid(be, total, 256);
-    if (pool_fits32(g)) avgpool_bwd_kernel<uint32_t><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), inv, dy, dx);
-    else avgpool_bwd_kernel<uint64_t><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), inv, dy, dx);
+    if (pool_fits32(g)) avgpool_bwd_kernel<uint32_t><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), pool_div(g), inv, dy, dx);
+    else avgpool_bwd_kernel<uint64_t><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), pool_div(g), inv, dy, dx);
     SNN_CU_LAUNCHED("avgpool_backward");
     return SNN_OK;
 }
