@@ -129,6 +129,11 @@ typedef struct snn_module_desc {
  * that moves every forward (Dropout): a recorded graph of it would repeat one draw, so a
  * model holding it records no training graphs (model_graph.c). */
 #define SNN_MODULE_STEP_RANDOM 32u
+/* On a table whose GEMMs round their operands (gemm_rounds), the kind's GEMMs read dy only
+ * through a conversion to the GEMM type (the convolutions: conv_gather16, or the GEMM's own
+ * operand rounding), so a 16-bit wrapper's FP32 rounding pass over dy serves only the bias
+ * gradient: for an instance without a bias the wrapper leaves dy as it is. */
+#define SNN_MODULE_ROUNDS_DY 64u
 
 /* What a module is: code that asks "is this a Linear?" compares this id (through
  * snn_module_kind_is), never the display name. One value per ops table; a table that

@@ -97,6 +97,8 @@ static snn_status g16_direct_call(snn_module *m, const snn_run *r, int backward,
         if (pm->orig->flags & SNN_MODULE_TYPED_IO) {
             SNN_TRY(m->be->cast(m->be, p->half, p->scratch, dy, out_floats(m, r)));
             dy16 = p->scratch;
+        } else if ((pm->orig->flags & SNN_MODULE_ROUNDS_DY) && m->be->gemm_rounds && !snn_prec_gemm_bias(pm)) {
+            /* no bias gradient, and the GEMMs' conversion rounds dy: the pass would change nothing */
         } else {
             float *r_dy = p->scratch;
             SNN_TRY(round_buf(m, p->half, r_dy, dy, out_floats(m, r)));

@@ -143,6 +143,39 @@ __global__ void col2im_kernel(Geo g, I nb, const float *__restrict__ col, size_t
     }
 }
 
+/* col2im for unit strides with every index below 2^31 (the convolutions of the zoo): tap (i,
+ * j) of pixel (ih, iw) is output (ih + ph - i, iw + pw - j), so the loops have no division
+ * and, unrolled for a 3 x 3 kernel, issue all their loads at once. A tap outside the output
+ * adds +0.0f, which leaves the sum's bits unchanged (it starts at +0.0f, so it is never -0),
+ * and the taps are added in the same increasing order: bit-identical to col2im_kernel. */
+template <int KH, int KW>
+__global__ void col2im_s1_kernel(Geo g, int nb, Div dC, Div dW, const float *__restrict__ col, size_t ld, int rc,
+                                 float *__restrict__ dx) {
+    const int kh = KH ? KH : g.kh, kw = KW ? KW : g.kw;
+    const int P = g.Ho * g.Wo, HW = g.H * g.W, lines = nb * g.C;
+    for (int sc = blockIdx.y; sc < lines; sc += gridDim.y) {
+        const int s = dv(sc, dC), c = sc - s * g.C;
+        const float *cs = col + (size_t)s * P + (size_t)c * kh * kw * ld;
+        float *dp = dx + (size_t)sc * HW;
+        for (int pix = blockIdx.x * blockDim.x + threadIdx.x; pix < HW; pix += gridDim.x * blockDim.x) {
+            const int ih = dv(pix, dW), iw = pix - ih * g.W;
+            float acc = 0.0f;
+#pragma unroll
+            for (int i = 0; i < kh; i++) {
+                const int oh = ih + g.ph - i;
+#pragma unroll
+                for (int j = 0; j < kw; j++) {
+                    const int ow = iw + g.pw - j;
+                    const bool in = (unsigned)oh < (unsigned)g.Ho && (unsigned)ow < (unsigned)g.Wo;
+                    const float v = in ? cs[(size_t)(i * kw + j) * ld + (size_t)oh * g.Wo + ow] : 0.0f;
+                    acc = __fadd_rn(acc, v);
+                }
+            }
+            dp[pix] = round_by(rc, acc);
+        }
+    }
+}
+
 /* The same walk with every index below 2^31: the divisions as multiply-highs (cuda_fastdiv.h),
  * which is what the kernel's time goes to otherwise. */
 template <typename O>
@@ -317,6 +350,16 @@ snn_status t_col2im(const snn_backend *be, const snn_conv_geom *g, int nb, const
     if (!total) return SNN_OK;
     if (!dx || !col) return snn_error(SNN_E_INVALID, "col2im: NULL buffer");
     const snn_cuda_lines gr = snn_cuda_table_lines(be, (size_t)nb * g->C, (size_t)g->H * g->W);
+    /* the unit-stride walk: every col offset below 2^31 too */
+    if (g->sh == 1 && g->sw == 1 && fits32(total) && fits32((size_t)g->C * g->kh * g->kw * ld) && !conv_novec()) {
+        const Div dC = div_make(g->C), dW = div_make(g->W);
+        if (g->kh == 3 && g->kw == 3)
+            col2im_s1_kernel<3, 3><<<gr.grid, gr.block, 0, stream_of(be)>>>(geo_of(g), nb, dC, dW, col, ld, rc, dx);
+        else
+            col2im_s1_kernel<0, 0><<<gr.grid, gr.block, 0, stream_of(be)>>>(geo_of(g), nb, dC, dW, col, ld, rc, dx);
+        SNN_CU_LAUNCHED("col2im");
+        return SNN_OK;
+    }
     if (fits32(total) && fits32((size_t)nb * P))
         col2im_kernel<uint32_t><<<gr.grid, gr.block, 0, stream_of(be)>>>(geo_of(g), (uint32_t)nb, col, ld, rc, dx);
     else

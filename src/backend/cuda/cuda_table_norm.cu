@@ -41,19 +41,37 @@ __device__ __forceinline__ double lane_tree(double v) {
     return v;
 }
 
-/* part[i·C + c] = Σ_k x[i][c][k] (sum == NULL) or Σ_k (x - sum[c]/count)²: one warp a row. */
+/* part[i·C + c] = Σ_k x[i][c][k] (sum == NULL) or Σ_k (x - sum[c]/count)²: one warp a row.
+ * Each lane loads RU of its values (k = lane, lane + 32, ...) before adding them in that
+ * order: the loads overlap instead of each waiting for the previous add. */
+#define RU 8
 __global__ void bn_row_kernel(const float *__restrict__ x, size_t B, int C, size_t S,
                               const double *__restrict__ sum, double count, double *__restrict__ part) {
     const size_t n = B * (size_t)C, nw = ((size_t)gridDim.x * blockDim.x) >> 5;
     const unsigned lane = threadIdx.x & 31u;
     for (size_t e = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; e < n; e += nw) {
         const float *p = x + e * S;
+        const double mu = sum ? __ddiv_rn(sum[e % (size_t)C], count) : 0.0;
         double s = 0.0;
-        if (!sum) {
-            for (size_t k = lane; k < S; k += 32) s = __dadd_rn(s, (double)p[k]);
-        } else {
-            const double mu = __ddiv_rn(sum[e % (size_t)C], count);
-            for (size_t k = lane; k < S; k += 32) {
+        size_t k = lane;
+        for (; k + 32 * (RU - 1) < S; k += 32 * RU) {
+            float v[RU];
+#pragma unroll
+            for (int u = 0; u < RU; u++) v[u] = p[k + 32 * u];
+#pragma unroll
+            for (int u = 0; u < RU; u++) {
+                if (!sum) {
+                    s = __dadd_rn(s, (double)v[u]);
+                } else {
+                    const double d = __dsub_rn((double)v[u], mu);
+                    s = __dadd_rn(s, __dmul_rn(d, d));
+                }
+            }
+        }
+        for (; k < S; k += 32) {
+            if (!sum) {
+                s = __dadd_rn(s, (double)p[k]);
+            } else {
                 const double d = __dsub_rn((double)p[k], mu);
                 s = __dadd_rn(s, __dmul_rn(d, d));
             }
@@ -63,11 +81,21 @@ __global__ void bn_row_kernel(const float *__restrict__ x, size_t B, int C, size
     }
 }
 
-/* acc[c] = Σ_i part[i·C + c] from 0.0 in row order. */
+/* acc[c] = Σ_i part[i·C + c] from 0.0 in row order: one thread a channel (that order leaves
+ * no more parallelism), CU rows loaded ahead of their adds. */
+#define CU 16
 __global__ void bn_col_kernel(const double *__restrict__ part, size_t B, int C, double *__restrict__ acc) {
     for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x) {
         double a = 0.0;
-        for (size_t i = 0; i < B; i++) a = __dadd_rn(a, part[i * (size_t)C + (size_t)c]);
+        size_t i = 0;
+        for (; i + CU <= B; i += CU) {
+            double v[CU];
+#pragma unroll
+            for (int u = 0; u < CU; u++) v[u] = part[(i + u) * (size_t)C + (size_t)c];
+#pragma unroll
+            for (int u = 0; u < CU; u++) a = __dadd_rn(a, v[u]);
+        }
+        for (; i < B; i++) a = __dadd_rn(a, part[i * (size_t)C + (size_t)c]);
         acc[c] = a;
     }
 }
@@ -136,7 +164,8 @@ __global__ void bn_apply_kernel(const float *__restrict__ x, size_t B, int C, si
     }
 }
 
-/* p0[i·C + c] = Σ_k dy, p1[i·C + c] = Σ_k dy·((x - mean)·invstd): one warp a row. */
+/* p0[i·C + c] = Σ_k dy, p1[i·C + c] = Σ_k dy·((x - mean)·invstd): one warp a row, loads
+ * ahead of the adds as in bn_row_kernel. */
 __global__ void bn_grad_row_kernel(const float *__restrict__ x, const float *__restrict__ dy, size_t B, int C,
                                    size_t S, const double *__restrict__ mean, const double *__restrict__ invstd,
                                    double *__restrict__ p0, double *__restrict__ p1) {
@@ -147,7 +176,22 @@ __global__ void bn_grad_row_kernel(const float *__restrict__ x, const float *__r
         const double mu = mean[c], is = invstd[c];
         const float *px = x + e * S, *pg = dy + e * S;
         double s0 = 0.0, s1 = 0.0;
-        for (size_t k = lane; k < S; k += 32) {
+        size_t k = lane;
+        for (; k + 32 * (RU / 2 - 1) < S; k += 32 * (RU / 2)) {
+            float gv[RU / 2], xv[RU / 2];
+#pragma unroll
+            for (int u = 0; u < RU / 2; u++) {
+                gv[u] = pg[k + 32 * u];
+                xv[u] = px[k + 32 * u];
+            }
+#pragma unroll
+            for (int u = 0; u < RU / 2; u++) {
+                const double g = (double)gv[u];
+                s0 = __dadd_rn(s0, g);
+                s1 = __dadd_rn(s1, __dmul_rn(g, __dmul_rn(__dsub_rn((double)xv[u], mu), is)));
+            }
+        }
+        for (; k < S; k += 32) {
             const double g = (double)pg[k];
             s0 = __dadd_rn(s0, g);
             s1 = __dadd_rn(s1, __dmul_rn(g, __dmul_rn(__dsub_rn((double)px[k], mu), is)));
@@ -166,7 +210,21 @@ __global__ void bn_grad_col_kernel(const double *__restrict__ p0, const double *
                                    float *__restrict__ db) {
     for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x) {
         double a0 = 0.0, a1 = 0.0;
-        for (size_t i = 0; i < B; i++) {
+        size_t i = 0;
+        for (; i + CU / 2 <= B; i += CU / 2) {
+            double v0[CU / 2], v1[CU / 2];
+#pragma unroll
+            for (int u = 0; u < CU / 2; u++) {
+                v0[u] = p0[(i + u) * (size_t)C + (size_t)c];
+                v1[u] = p1[(i + u) * (size_t)C + (size_t)c];
+            }
+#pragma unroll
+            for (int u = 0; u < CU / 2; u++) {
+                a0 = __dadd_rn(a0, v0[u]);
+                a1 = __dadd_rn(a1, v1[u]);
+            }
+        }
+        for (; i < B; i++) {
             a0 = __dadd_rn(a0, p0[i * (size_t)C + (size_t)c]);
             a1 = __dadd_rn(a1, p1[i * (size_t)C + (size_t)c]);
         }
@@ -227,6 +285,8 @@ bool bn_vec4(size_t S, const float *a, const float *b, const float *c) {
     return !off && S % 4 == 0 && (uintptr_t)a % 16 == 0 && (uintptr_t)b % 16 == 0 && (uintptr_t)c % 16 == 0;
 }
 
+unsigned col_grid(int C) { return (unsigned)((C + 31) / 32 < 65535 ? (C + 31) / 32 : 65535); }
+
 unsigned grid(const snn_backend *be, size_t n) { return snn_cuda_table_grid(be, n ? n : 1, NT); }
 
 snn_status t_batchnorm_stats(const snn_backend *be, size_t B, int C, size_t S, const float *x, const double *sum,
@@ -248,7 +308,8 @@ snn_status t_batchnorm_stats(const snn_backend *be, size_t B, int C, size_t S, c
         bn_row_kernel<<<grid(be, rows * 32), NT, 0, st>>>(x, B, C, S, sum, count, part);
         SNN_CU_LAUNCHED("batchnorm_stats");
     }
-    bn_col_kernel<<<grid(be, (size_t)C), NT, 0, st>>>(part, B, C, acc);
+    /* 32 channels a block: the channel loops are latency-bound, so spread them over the SMs */
+    bn_col_kernel<<<col_grid(C), 32, 0, st>>>(part, B, C, acc);
     SNN_CU_LAUNCHED("batchnorm_stats (channels)");
     return SNN_OK;
 }
@@ -300,7 +361,7 @@ snn_status t_batchnorm_backward_sums(const snn_backend *be, size_t B, int C, siz
             SNN_CU_LAUNCHED("batchnorm_backward_sums");
         }
     }
-    bn_grad_col_kernel<<<grid(be, (size_t)C), NT, 0, st>>>(p0, p1, B, C, gsum, gdot, dw, db);
+    bn_grad_col_kernel<<<col_grid(C), 32, 0, st>>>(p0, p1, B, C, gsum, gdot, dw, db);
     SNN_CU_LAUNCHED("batchnorm_backward_sums (channels)");
     return SNN_OK;
 }
