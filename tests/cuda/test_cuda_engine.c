@@ -376,10 +376,11 @@ static void codes_inference(const net *n, const char *prec, int T, int B) {
                   "fcsnn %s: spike rate %d: training forward %.6f, inference %.6f", prec, i, ra[i].rate, rb[i].rate);
     OK(snn_model_forward(c.m, x, 0, &y));
     memcpy(yc, y, ny * sizeof *yc);
-    /* current scaling on codes: the scale follows the amax, last-bit differences move values
-     * by an FP8 step and spikes flip (H100: 0.083) */
+    /* per-tensor scaling on codes: the GEMM's sum order differs from the CPU's, last-bit
+     * differences move values by an FP8 step and spikes flip (H100: 0.083 current, 0.064
+     * delayed); the same bound as the training steps' */
     const int codes = on_codes(prec);
-    double e = rel_l2(ya, yc, ny), eb = codes && !strcmp(prec, "fp8:current") ? 0.15 : 0.05;
+    double e = rel_l2(ya, yc, ny), eb = codes ? 0.15 : 0.05;
     CHECK_MSG(e <= eb, "fcsnn %s: inference outputs differ from the CPU's, relative L2 %.3g > %.3g", prec, e, eb);
     st = snn_precision_backward(g.p, dy, g.opt, -1.0f, 0.0f, NULL, NULL);
     /* refused before any module runs (the model's own check); the FP8 Linear's, which names
