@@ -417,6 +417,8 @@ static const pool_case pool_cases[] = {
     {7, 11, 11, 2, 2, 3, 3, 1, 0},  /* stride > kernel: unread pixels get 0 */
     {2, 1, 1, 1, 1, 1, 1, 0, 0},    /* one pixel */
     {40, 14, 13, 4, 4, 3, 3, 2, 2}, /* many planes, padding kernel/2 */
+    {6, 16, 16, 3, 3, 2, 2, 1, 1},  /* Spikformer's 3x3 / 2 / 1 on even sides (its own backward walk) */
+    {3, 10, 9, 3, 3, 2, 2, 1, 1},   /* the same walk, an odd width */
 };
 
 static void test_pool(void) {

@@ -736,6 +736,91 @@ __global__ void maxpool_bwd_kernel(Geo g, PoolDiv d, const float *__restrict__ d
     }
 }
 
+/* maxpool_forward for a 3 x 3 window, stride 2, padding 1 with 32-bit indices: the taps
+ * unrolled (loads issued together), visited in the same row-major order over the clipped
+ * window with the same rule (a larger value or the first NaN wins, the argmax starting at the
+ * window's first pixel): bit-identical to maxpool_fwd_kernel. */
+__global__ void maxpool_fwd_k3s2_kernel(Geo g, int planes, Div dWo, Div dHo, const float *__restrict__ x,
+                                        float *__restrict__ y, int32_t *__restrict__ arg) {
+    const int Ho = g.Ho, Wo = g.Wo, H = g.H, W = g.W, n = planes * Ho * Wo;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        const int t = dv(i, dWo), ox = i - t * Wo;
+        const int pl = dv(t, dHo), oy = t - pl * Ho;
+        const int h0 = 2 * oy - 1 < 0 ? 0 : 2 * oy - 1, w0 = 2 * ox - 1 < 0 ? 0 : 2 * ox - 1;
+        const float *xp = x + (size_t)pl * H * W;
+        float v[9];
+        bool in[9];
+#pragma unroll
+        for (int ky = 0; ky < 3; ky++)
+#pragma unroll
+            for (int kx = 0; kx < 3; kx++) {
+                const int ih = 2 * oy - 1 + ky, iw = 2 * ox - 1 + kx;
+                in[ky * 3 + kx] = (unsigned)ih < (unsigned)H && (unsigned)iw < (unsigned)W;
+                v[ky * 3 + kx] = in[ky * 3 + kx] ? xp[ih * W + iw] : 0.0f;
+            }
+        float best = -INFINITY;
+        int32_t a = h0 * W + w0;
+        bool nan = false;
+#pragma unroll
+        for (int q = 0; q < 9; q++) {
+            if (in[q] && !nan && (v[q] > best || isnan(v[q]))) {
+                best = v[q];
+                a = (2 * oy - 1 + q / 3) * W + (2 * ox - 1 + q % 3);
+                nan = isnan(v[q]);
+            }
+        }
+        y[i] = best;
+        arg[i] = a;
+    }
+}
+
+/* maxpool_backward for a 3 x 3 window, stride 2, padding 1 (Spikformer's), with 32-bit
+ * indices: one thread per output (oy, ox) writes the 2 x 2 inputs (2oy + a, 2ox + b), which
+ * only the windows (oy..oy+1, ox..ox+1) can hold: input (2oy, 2ox) lies in window (oy, ox)
+ * alone, (2oy, 2ox + 1) also in (oy, ox + 1), (2oy + 1, 2ox) also in (oy + 1, ox), and
+ * (2oy + 1, 2ox + 1) in all four. Each sum starts from +0.0f and takes the windows in
+ * increasing output order, as maxpool_bwd_kernel does; a window whose argmax is another
+ * input adds +0.0f, which changes no bits (the sum is never -0): bit-identical, with a quarter
+ * of the general walk's loads and index work. Every input is covered: H <= 2 Ho, W <= 2 Wo. */
+__global__ void maxpool_bwd_k3s2_kernel(Geo g, int planes, Div dWo, Div dHo, const float *__restrict__ dy,
+                                        const int32_t *__restrict__ arg, float *__restrict__ dx) {
+    const int Ho = g.Ho, Wo = g.Wo, H = g.H, W = g.W, n = planes * Ho * Wo;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        const int t = dv(i, dWo), ox = i - t * Wo;
+        const int pl = dv(t, dHo), oy = t - pl * Ho;
+        const bool r1 = oy + 1 < Ho, c1 = ox + 1 < Wo;
+        const float g00 = dy[i], g01 = c1 ? dy[i + 1] : 0.0f;
+        const float g10 = r1 ? dy[i + Wo] : 0.0f, g11 = r1 && c1 ? dy[i + Wo + 1] : 0.0f;
+        const int32_t a00 = arg[i], a01 = c1 ? arg[i + 1] : -1;
+        const int32_t a10 = r1 ? arg[i + Wo] : -1, a11 = r1 && c1 ? arg[i + Wo + 1] : -1;
+        const int y = 2 * oy, xq = 2 * ox;
+        const int32_t p00 = y * W + xq, p01 = p00 + 1, p10 = p00 + W, p11 = p10 + 1;
+        float v00 = 0.0f, v01 = 0.0f, v10 = 0.0f, v11 = 0.0f;
+        v00 = __fadd_rn(v00, a00 == p00 ? g00 : 0.0f);
+        v01 = __fadd_rn(v01, a00 == p01 ? g00 : 0.0f);
+        v01 = __fadd_rn(v01, a01 == p01 ? g01 : 0.0f);
+        v10 = __fadd_rn(v10, a00 == p10 ? g00 : 0.0f);
+        v10 = __fadd_rn(v10, a10 == p10 ? g10 : 0.0f);
+        v11 = __fadd_rn(v11, a00 == p11 ? g00 : 0.0f);
+        v11 = __fadd_rn(v11, a01 == p11 ? g01 : 0.0f);
+        v11 = __fadd_rn(v11, a10 == p11 ? g10 : 0.0f);
+        v11 = __fadd_rn(v11, a11 == p11 ? g11 : 0.0f);
+        float *d = dx + ((size_t)pl * H + y) * W + xq;
+        const bool xr = xq + 1 < W, yr = y + 1 < H;
+        if (xr && !(W & 1)) { /* even W: the pair is 8-byte aligned */
+            *reinterpret_cast<float2 *>(d) = make_float2(v00, v01);
+            if (yr) *reinterpret_cast<float2 *>(d + W) = make_float2(v10, v11);
+        } else {
+            d[0] = v00;
+            if (xr) d[1] = v01;
+            if (yr) {
+                d[W] = v10;
+                if (xr) d[W + 1] = v11;
+            }
+        }
+    }
+}
+
 template <typename I>
 __global__ void avgpool_fwd_kernel(Geo g, PoolDiv d, float inv, const float *__restrict__ x, float *__restrict__ y) {
     const I out_n = (I)g.Ho * (I)g.Wo, total = (I)g.C * out_n;
@@ -783,6 +868,13 @@ snn_status t_maxpool_forward(const snn_backend *be, const snn_conv_geom *g, cons
     const size_t total = (size_t)g->C * g->Ho * g->Wo;
     const unsigned grid = snn_cuda_table_grid(be, total, 256);
     const PoolDiv d = pool_div(g);
+    if (g->kh == 3 && g->kw == 3 && g->sh == 2 && g->sw == 2 && g->ph == 1 && g->pw == 1 && pool_fits32(g) &&
+        !conv_novec()) {
+        maxpool_fwd_k3s2_kernel<<<grid, 256, 0, stream_of(be)>>>(geo_of(g), g->C, div_make(g->Wo), div_make(g->Ho), x,
+                                                                 y, argmax);
+        SNN_CU_LAUNCHED("maxpool_forward");
+        return SNN_OK;
+    }
     if (pool_fits32(g)) maxpool_fwd_kernel<uint32_t><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), d, x, y, argmax);
     else maxpool_fwd_kernel<uint64_t><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), d, x, y, argmax);
     SNN_CU_LAUNCHED("maxpool_forward");
@@ -797,6 +889,14 @@ snn_status t_maxpool_backward(const snn_backend *be, const snn_conv_geom *g, con
     const size_t total = (size_t)g->C * g->H * g->W;
     const unsigned grid = snn_cuda_table_grid(be, total, 256);
     const PoolDiv d = pool_div(g);
+    if (g->kh == 3 && g->kw == 3 && g->sh == 2 && g->sw == 2 && g->ph == 1 && g->pw == 1 && pool_fits32(g) &&
+        (uintptr_t)dx % 8 == 0 && !conv_novec()) {
+        const size_t nout = (size_t)g->C * g->Ho * g->Wo;
+        maxpool_bwd_k3s2_kernel<<<snn_cuda_table_grid(be, nout, 256), 256, 0, stream_of(be)>>>(
+            geo_of(g), g->C, div_make(g->Wo), div_make(g->Ho), dy, argmax, dx);
+        SNN_CU_LAUNCHED("maxpool_backward");
+        return SNN_OK;
+    }
     if (pool_fits32(g)) maxpool_bwd_kernel<uint32_t><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), d, dy, argmax, dx);
     else maxpool_bwd_kernel<uint64_t><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), d, dy, argmax, dx);
     SNN_CU_LAUNCHED("maxpool_backward");

@@ -81,23 +81,42 @@ __global__ void bn_row_kernel(const float *__restrict__ x, size_t B, int C, size
     }
 }
 
-/* acc[c] = Σ_i part[i·C + c] from 0.0 in row order: one thread a channel (that order leaves
- * no more parallelism), CU rows loaded ahead of their adds. */
-#define CU 16
-__global__ void bn_col_kernel(const double *__restrict__ part, size_t B, int C, double *__restrict__ acc) {
-    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x) {
-        double a = 0.0;
-        size_t i = 0;
-        for (; i + CU <= B; i += CU) {
-            double v[CU];
+/* The column sums acc[c] = Σ_i part[i·C + c], from 0.0 in row order. That order leaves one
+ * thread a channel, so the loads are what costs: a block of COL_THREADS stages a tile of ROWS
+ * rows x COL_C channels in shared memory with coalesced loads, all in flight at once, and
+ * then COL_C threads add their column of the tile in row order. */
+#define COL_C 32
+#define COL_THREADS 256
+template <int NS, int ROWS>
+__device__ __forceinline__ void col_sums(const double *const (&src)[NS], size_t B, int C, double (&acc)[NS]) {
+    __shared__ double tile[NS][ROWS][COL_C + 1];
+    const int c0 = blockIdx.x * COL_C;
 #pragma unroll
-            for (int u = 0; u < CU; u++) v[u] = part[(i + u) * (size_t)C + (size_t)c];
+    for (int k = 0; k < NS; k++) acc[k] = 0.0;
+    for (size_t i0 = 0; i0 < B; i0 += ROWS) {
+        const int rows = B - i0 < (size_t)ROWS ? (int)(B - i0) : ROWS;
+        for (int q = threadIdx.x; q < rows * COL_C; q += COL_THREADS) {
+            const int r = q / COL_C, cc = q % COL_C;
+            const bool in = c0 + cc < C;
 #pragma unroll
-            for (int u = 0; u < CU; u++) a = __dadd_rn(a, v[u]);
+            for (int k = 0; k < NS; k++) tile[k][r][cc] = in ? src[k][(i0 + r) * (size_t)C + (size_t)(c0 + cc)] : 0.0;
         }
-        for (; i < B; i++) a = __dadd_rn(a, part[i * (size_t)C + (size_t)c]);
-        acc[c] = a;
+        __syncthreads();
+        if (threadIdx.x < COL_C)
+            for (int r = 0; r < rows; r++)
+#pragma unroll
+                for (int k = 0; k < NS; k++) acc[k] = __dadd_rn(acc[k], tile[k][r][threadIdx.x]);
+        __syncthreads();
     }
+}
+
+__global__ void __launch_bounds__(COL_THREADS) bn_col_kernel(const double *__restrict__ part, size_t B, int C,
+                                                             double *__restrict__ acc) {
+    const double *src[1] = {part};
+    double a[1];
+    col_sums<1, 128>(src, B, C, a);
+    const int c = blockIdx.x * COL_C + (int)threadIdx.x;
+    if (threadIdx.x < COL_C && c < C) acc[c] = a[0];
 }
 
 __global__ void bn_stats_final_kernel(int C, int training, double eps, double mom, double count,
@@ -205,33 +224,19 @@ __global__ void bn_grad_row_kernel(const float *__restrict__ x, const float *__r
     }
 }
 
-__global__ void bn_grad_col_kernel(const double *__restrict__ p0, const double *__restrict__ p1, size_t B, int C,
-                                   double *__restrict__ gsum, double *__restrict__ gdot, float *__restrict__ dw,
-                                   float *__restrict__ db) {
-    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x) {
-        double a0 = 0.0, a1 = 0.0;
-        size_t i = 0;
-        for (; i + CU / 2 <= B; i += CU / 2) {
-            double v0[CU / 2], v1[CU / 2];
-#pragma unroll
-            for (int u = 0; u < CU / 2; u++) {
-                v0[u] = p0[(i + u) * (size_t)C + (size_t)c];
-                v1[u] = p1[(i + u) * (size_t)C + (size_t)c];
-            }
-#pragma unroll
-            for (int u = 0; u < CU / 2; u++) {
-                a0 = __dadd_rn(a0, v0[u]);
-                a1 = __dadd_rn(a1, v1[u]);
-            }
-        }
-        for (; i < B; i++) {
-            a0 = __dadd_rn(a0, p0[i * (size_t)C + (size_t)c]);
-            a1 = __dadd_rn(a1, p1[i * (size_t)C + (size_t)c]);
-        }
-        gsum[c] = a0;
-        gdot[c] = a1;
-        db[c] = __fadd_rn(db[c], (float)a0);
-        dw[c] = __fadd_rn(dw[c], (float)a1);
+__global__ void __launch_bounds__(COL_THREADS)
+    bn_grad_col_kernel(const double *__restrict__ p0, const double *__restrict__ p1, size_t B, int C,
+                       double *__restrict__ gsum, double *__restrict__ gdot, float *__restrict__ dw,
+                       float *__restrict__ db) {
+    const double *src[2] = {p0, p1};
+    double a[2];
+    col_sums<2, 64>(src, B, C, a);
+    const int c = blockIdx.x * COL_C + (int)threadIdx.x;
+    if (threadIdx.x < COL_C && c < C) {
+        gsum[c] = a[0];
+        gdot[c] = a[1];
+        db[c] = __fadd_rn(db[c], (float)a[0]);
+        dw[c] = __fadd_rn(dw[c], (float)a[1]);
     }
 }
 
@@ -285,7 +290,7 @@ bool bn_vec4(size_t S, const float *a, const float *b, const float *c) {
     return !off && S % 4 == 0 && (uintptr_t)a % 16 == 0 && (uintptr_t)b % 16 == 0 && (uintptr_t)c % 16 == 0;
 }
 
-unsigned col_grid(int C) { return (unsigned)((C + 31) / 32 < 65535 ? (C + 31) / 32 : 65535); }
+unsigned col_grid(int C) { return (unsigned)((C + COL_C - 1) / COL_C); }
 
 unsigned grid(const snn_backend *be, size_t n) { return snn_cuda_table_grid(be, n ? n : 1, NT); }
 
@@ -308,8 +313,8 @@ snn_status t_batchnorm_stats(const snn_backend *be, size_t B, int C, size_t S, c
         bn_row_kernel<<<grid(be, rows * 32), NT, 0, st>>>(x, B, C, S, sum, count, part);
         SNN_CU_LAUNCHED("batchnorm_stats");
     }
-    /* 32 channels a block: the channel loops are latency-bound, so spread them over the SMs */
-    bn_col_kernel<<<col_grid(C), 32, 0, st>>>(part, B, C, acc);
+    /* COL_C channels a block (col_sums) */
+    bn_col_kernel<<<col_grid(C), COL_THREADS, 0, st>>>(part, B, C, acc);
     SNN_CU_LAUNCHED("batchnorm_stats (channels)");
     return SNN_OK;
 }
@@ -361,7 +366,7 @@ snn_status t_batchnorm_backward_sums(const snn_backend *be, size_t B, int C, siz
             SNN_CU_LAUNCHED("batchnorm_backward_sums");
         }
     }
-    bn_grad_col_kernel<<<col_grid(C), 32, 0, st>>>(p0, p1, B, C, gsum, gdot, dw, db);
+    bn_grad_col_kernel<<<col_grid(C), COL_THREADS, 0, st>>>(p0, p1, B, C, gsum, gdot, dw, db);
     SNN_CU_LAUNCHED("batchnorm_backward_sums (channels)");
     return SNN_OK;
 }
