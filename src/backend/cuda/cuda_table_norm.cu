@@ -81,6 +81,86 @@ __global__ void bn_row_kernel(const float *__restrict__ x, size_t B, int C, size
     }
 }
 
+/* The row sums for short rows (S <= SHORT_S, e.g. the 64 tokens of a Spikformer block): a
+ * lane holds at most SHORT_S / 32 values of a row, so one row a warp leaves the loads
+ * waiting on each other's trees. Here a warp takes RR consecutive rows at once: the loads of
+ * all RR rows go out together, then RR trees. Each row's lane partials and tree are
+ * bn_row_kernel's / bn_grad_row_kernel's, so are the bits. */
+#define SHORT_S 256
+#define RR 4
+__global__ void bn_row_short_kernel(const float *__restrict__ x, size_t B, int C, size_t S,
+                                    const double *__restrict__ sum, double count, double *__restrict__ part) {
+    const size_t n = B * (size_t)C, nw = ((size_t)gridDim.x * blockDim.x) >> 5;
+    const unsigned lane = threadIdx.x & 31u;
+    for (size_t e0 = (((size_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5) * RR; e0 < n; e0 += nw * RR) {
+        double s[RR], mu[RR];
+#pragma unroll
+        for (int r = 0; r < RR; r++) {
+            s[r] = 0.0;
+            mu[r] = sum && e0 + r < n ? __ddiv_rn(sum[(e0 + r) % (size_t)C], count) : 0.0;
+        }
+        for (size_t k = lane; k < S; k += 32) {
+            float v[RR];
+#pragma unroll
+            for (int r = 0; r < RR; r++) v[r] = e0 + r < n ? x[(e0 + r) * S + k] : 0.0f;
+#pragma unroll
+            for (int r = 0; r < RR; r++) {
+                if (!sum) {
+                    s[r] = __dadd_rn(s[r], (double)v[r]);
+                } else {
+                    const double d = __dsub_rn((double)v[r], mu[r]);
+                    s[r] = __dadd_rn(s[r], __dmul_rn(d, d));
+                }
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < RR; r++) {
+            const double t = lane_tree(s[r]);
+            if (!lane && e0 + r < n) part[e0 + r] = t;
+        }
+    }
+}
+
+__global__ void bn_grad_row_short_kernel(const float *__restrict__ x, const float *__restrict__ dy, size_t B, int C,
+                                         size_t S, const double *__restrict__ mean, const double *__restrict__ invstd,
+                                         double *__restrict__ p0, double *__restrict__ p1) {
+    const size_t n = B * (size_t)C, nw = ((size_t)gridDim.x * blockDim.x) >> 5;
+    const unsigned lane = threadIdx.x & 31u;
+    for (size_t e0 = (((size_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5) * RR; e0 < n; e0 += nw * RR) {
+        double s0[RR], s1[RR], mu[RR], is[RR];
+#pragma unroll
+        for (int r = 0; r < RR; r++) {
+            s0[r] = s1[r] = 0.0;
+            const size_t c = (e0 + r) % (size_t)C;
+            mu[r] = mean[c];
+            is[r] = invstd[c];
+        }
+        for (size_t k = lane; k < S; k += 32) {
+            float gv[RR], xv[RR];
+#pragma unroll
+            for (int r = 0; r < RR; r++) {
+                const bool in = e0 + r < n;
+                gv[r] = in ? dy[(e0 + r) * S + k] : 0.0f;
+                xv[r] = in ? x[(e0 + r) * S + k] : 0.0f;
+            }
+#pragma unroll
+            for (int r = 0; r < RR; r++) {
+                const double g = (double)gv[r];
+                s0[r] = __dadd_rn(s0[r], g);
+                s1[r] = __dadd_rn(s1[r], __dmul_rn(g, __dmul_rn(__dsub_rn((double)xv[r], mu[r]), is[r])));
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < RR; r++) {
+            const double t0 = lane_tree(s0[r]), t1 = lane_tree(s1[r]);
+            if (!lane && e0 + r < n) {
+                p0[e0 + r] = t0;
+                p1[e0 + r] = t1;
+            }
+        }
+    }
+}
+
 /* The column sums acc[c] = Σ_i part[i·C + c], from 0.0 in row order. That order leaves one
  * thread a channel, so the loads are what costs: a block of COL_THREADS stages a tile of ROWS
  * rows x COL_C channels in shared memory with coalesced loads, all in flight at once, and
@@ -310,7 +390,10 @@ snn_status t_batchnorm_stats(const snn_backend *be, size_t B, int C, size_t S, c
     if (S == 0) {
         SNN_CU_TRY(cudaMemsetAsync(part, 0, rows * sizeof(double), st));
     } else {
-        bn_row_kernel<<<grid(be, rows * 32), NT, 0, st>>>(x, B, C, S, sum, count, part);
+        if (S <= SHORT_S)
+            bn_row_short_kernel<<<grid(be, (rows + RR - 1) / RR * 32), NT, 0, st>>>(x, B, C, S, sum, count, part);
+        else
+            bn_row_kernel<<<grid(be, rows * 32), NT, 0, st>>>(x, B, C, S, sum, count, part);
         SNN_CU_LAUNCHED("batchnorm_stats");
     }
     /* COL_C channels a block (col_sums) */
@@ -362,7 +445,11 @@ snn_status t_batchnorm_backward_sums(const snn_backend *be, size_t B, int C, siz
         if (S == 0) {
             SNN_CU_TRY(cudaMemsetAsync(p0, 0, 2 * rows * sizeof(double), st));
         } else {
-            bn_grad_row_kernel<<<grid(be, rows * 32), NT, 0, st>>>(x, dy, B, C, S, mean, invstd, p0, p1);
+            if (S <= SHORT_S)
+                bn_grad_row_short_kernel<<<grid(be, (rows + RR - 1) / RR * 32), NT, 0, st>>>(x, dy, B, C, S, mean,
+                                                                                              invstd, p0, p1);
+            else
+                bn_grad_row_kernel<<<grid(be, rows * 32), NT, 0, st>>>(x, dy, B, C, S, mean, invstd, p0, p1);
             SNN_CU_LAUNCHED("batchnorm_backward_sums");
         }
     }
