@@ -174,6 +174,7 @@ static const conv_case conv_cases[] = {
     {3, 12, 12, 3, 3, 1, 1, 1, 1, 2, 8},  /* Wo 12: 4 a store */
     {2, 10, 10, 3, 3, 1, 1, 1, 1, 3, 2},  /* Wo 10: 2 a store */
     {8, 8, 8, 1, 1, 1, 1, 0, 0, 4, 0},    /* pointwise, Wo 8 */
+    {4, 14, 14, 3, 3, 1, 1, 1, 1, 2, 0},  /* Wo 14: runs of 4 that cross output rows */
 };
 
 static void test_im2col(void) {
@@ -419,6 +420,8 @@ static const pool_case pool_cases[] = {
     {40, 14, 13, 4, 4, 3, 3, 2, 2}, /* many planes, padding kernel/2 */
     {6, 16, 16, 3, 3, 2, 2, 1, 1},  /* Spikformer's 3x3 / 2 / 1 on even sides (its own backward walk) */
     {3, 10, 9, 3, 3, 2, 2, 1, 1},   /* the same walk, an odd width */
+    {5, 14, 14, 2, 2, 2, 2, 0, 0},  /* windows that tile the input (their own backward walk) */
+    {4, 9, 6, 3, 2, 3, 2, 0, 0},    /* the same, a rectangular window */
 };
 
 static void test_pool(void) {

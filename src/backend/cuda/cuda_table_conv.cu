@@ -250,35 +250,35 @@ int vec_width(size_t esize, const void *base, size_t ld, size_t run0, size_t run
     return 1;
 }
 
-/* im2col with item e = ((r*nb + s)*Ho + oh)*G + grp, G = Wo / V: the item writes
- * col[r*ld + s*P + oh*Wo + grp*V + q] for q < V (consecutive items: consecutive memory). */
+/* im2col with item e = (r*nb + s)*(P/V) + q: the item writes col[r*ld + s*P + qV + u] for
+ * u < V, outputs qV..qV+V-1 of the flattened H'W' plane (a run may cross into the next
+ * output row when W' is not a multiple of V; consecutive items: consecutive memory). */
 template <typename O, int V>
-__global__ void im2col_vec_kernel(Geo g, int nb, Div dG, Div dHo, Div dnb, Div dkk, Div dkw,
+__global__ void im2col_vec_kernel(Geo g, int nb, Div dPV, Div dnb, Div dkk, Div dkw, Div dWo,
                                   const float *__restrict__ x, O *__restrict__ col, size_t ld) {
     typedef typename Stored<O>::T B;
-    const int G = g.Wo / V, P = g.Ho * g.Wo, kk = g.kh * g.kw;
-    const int total = g.C * kk * nb * g.Ho * G;
+    const int P = g.Ho * g.Wo, PV = P / V, kk = g.kh * g.kw;
+    const int total = g.C * kk * nb * PV;
     const size_t plane = (size_t)g.H * g.W;
     for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < total; e += gridDim.x * blockDim.x) {
-        const int line = dv(e, dG), grp = e - line * G;
-        const int rs = dv(line, dHo), oh = line - rs * g.Ho;
-        const int r = dv(rs, dnb), s = rs - r * nb;
+        const int line = dv(e, dPV), p0 = (e - line * PV) * V;
+        const int r = dv(line, dnb), s = line - r * nb;
         const int c = dv(r, dkk), t = r - c * kk;
         const int i = dv(t, dkw), j = t - i * g.kw;
-        const int ih = oh * g.sh - g.ph + i, ow0 = grp * V;
+        int oh = dv(p0, dWo), ow = p0 - oh * g.Wo;
+        const float *xc = x + ((size_t)s * g.C + (size_t)c) * plane;
         B v[V];
-        if ((unsigned)ih < (unsigned)g.H) {
-            const float *xr = x + ((size_t)s * g.C + (size_t)c) * plane + (size_t)ih * g.W;
 #pragma unroll
-            for (int q = 0; q < V; q++) {
-                const int iw = (ow0 + q) * g.sw - g.pw + j;
-                v[q] = Stored<O>::of((unsigned)iw < (unsigned)g.W ? xr[iw] : 0.0f);
+        for (int u = 0; u < V; u++) {
+            const int ih = oh * g.sh - g.ph + i, iw = ow * g.sw - g.pw + j;
+            v[u] = Stored<O>::of((unsigned)ih < (unsigned)g.H && (unsigned)iw < (unsigned)g.W ? xc[ih * g.W + iw]
+                                                                                              : 0.0f);
+            if (++ow == g.Wo) {
+                ow = 0;
+                ++oh;
             }
-        } else {
-#pragma unroll
-            for (int q = 0; q < V; q++) v[q] = Stored<O>::of(0.0f);
         }
-        store_run<B, V>(reinterpret_cast<B *>(col) + (size_t)r * ld + (size_t)s * P + (size_t)oh * g.Wo + ow0, v);
+        store_run<B, V>(reinterpret_cast<B *>(col) + (size_t)r * ld + (size_t)s * P + p0, v);
     }
 }
 
@@ -286,8 +286,8 @@ template <typename O, int V>
 void launch_im2col_vec(const snn_backend *be, const snn_conv_geom *g, int nb, const float *x, O *col, size_t ld,
                        size_t total) {
     const unsigned grid = snn_cuda_table_grid(be, total / V, 256);
-    im2col_vec_kernel<O, V><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), nb, div_make(g->Wo / V), div_make(g->Ho),
-                                                             div_make(nb), div_make(g->kh * g->kw), div_make(g->kw),
+    im2col_vec_kernel<O, V><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), nb, div_make(g->Ho * g->Wo / V), div_make(nb),
+                                                             div_make(g->kh * g->kw), div_make(g->kw), div_make(g->Wo),
                                                              x, col, ld);
 }
 
@@ -296,7 +296,7 @@ void launch_im2col(const snn_backend *be, const snn_conv_geom *g, int nb, const 
                    size_t total) {
     const int fit = fits32(total) && fits32((size_t)nb * g->C * g->H * g->W);
     const size_t P = (size_t)g->Ho * g->Wo;
-    const int V = fit && !conv_novec() ? vec_width(sizeof(O), col, ld, P, (size_t)g->Wo) : 1;
+    const int V = fit && !conv_novec() ? vec_width(sizeof(O), col, ld, P, P) : 1;
     if constexpr (sizeof(O) == 2) {
         if (V == 8) return launch_im2col_vec<O, 8>(be, g, nb, x, col, ld, total);
     }
@@ -821,6 +821,26 @@ __global__ void maxpool_bwd_k3s2_kernel(Geo g, int planes, Div dWo, Div dHo, con
     }
 }
 
+/* maxpool_backward for windows that tile the input exactly (stride = kernel, no padding,
+ * H = H' kh, W = W' kw: convsnn's 2 x 2 / 2): every input lies in one window, so one thread
+ * per output writes its kh x kw inputs: +0.0f plus dy where the argmax is that input, +0.0f
+ * plus +0.0f elsewhere, the values maxpool_bwd_kernel's sum from +0.0f gives. */
+__global__ void maxpool_bwd_tile_kernel(Geo g, int planes, Div dWo, Div dHo, const float *__restrict__ dy,
+                                        const int32_t *__restrict__ arg, float *__restrict__ dx) {
+    const int Ho = g.Ho, Wo = g.Wo, W = g.W, n = planes * Ho * Wo;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        const int t = dv(i, dWo), ox = i - t * Wo;
+        const int pl = dv(t, dHo), oy = t - pl * Ho;
+        const float gv = dy[i];
+        const int32_t a = arg[i];
+        float *d = dx + (size_t)pl * g.H * W;
+        for (int ky = 0; ky < g.kh; ky++) {
+            const int row = (oy * g.kh + ky) * W + ox * g.kw;
+            for (int kx = 0; kx < g.kw; kx++) d[row + kx] = __fadd_rn(0.0f, a == row + kx ? gv : 0.0f);
+        }
+    }
+}
+
 template <typename I>
 __global__ void avgpool_fwd_kernel(Geo g, PoolDiv d, float inv, const float *__restrict__ x, float *__restrict__ y) {
     const I out_n = (I)g.Ho * (I)g.Wo, total = (I)g.C * out_n;
@@ -893,6 +913,14 @@ snn_status t_maxpool_backward(const snn_backend *be, const snn_conv_geom *g, con
         (uintptr_t)dx % 8 == 0 && !conv_novec()) {
         const size_t nout = (size_t)g->C * g->Ho * g->Wo;
         maxpool_bwd_k3s2_kernel<<<snn_cuda_table_grid(be, nout, 256), 256, 0, stream_of(be)>>>(
+            geo_of(g), g->C, div_make(g->Wo), div_make(g->Ho), dy, argmax, dx);
+        SNN_CU_LAUNCHED("maxpool_backward");
+        return SNN_OK;
+    }
+    if (g->sh == g->kh && g->sw == g->kw && g->ph == 0 && g->pw == 0 && g->H == g->Ho * g->kh &&
+        g->W == g->Wo * g->kw && pool_fits32(g) && !conv_novec()) {
+        const size_t nout = (size_t)g->C * g->Ho * g->Wo;
+        maxpool_bwd_tile_kernel<<<snn_cuda_table_grid(be, nout, 256), 256, 0, stream_of(be)>>>(
             geo_of(g), g->C, div_make(g->Wo), div_make(g->Ho), dy, argmax, dx);
         SNN_CU_LAUNCHED("maxpool_backward");
         return SNN_OK;
