@@ -49,6 +49,14 @@ target_include_directories(test_cuda_emul PRIVATE ${PROJECT_SOURCE_DIR}/src ${PR
 target_compile_options(test_cuda_emul PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-std=c++17 -Xcompiler=-Wno-unknown-pragmas>)
 target_link_libraries(test_cuda_emul PRIVATE snn_shared ${SNN_DEPS})
 add_test(NAME test_cuda_emul COMMAND test_cuda_emul WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
+# ... and of the convolution and pooling walks (cuda_conv_body.h)
+add_executable(test_cuda_emul_conv ${PROJECT_SOURCE_DIR}/tests/cuda/test_cuda_emul_conv.cu
+                                   ${PROJECT_SOURCE_DIR}/tests/harness.c)
+target_include_directories(test_cuda_emul_conv PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests
+                                                       ${PROJECT_SOURCE_DIR}/tests/cuda)
+target_compile_options(test_cuda_emul_conv PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-std=c++17 -Xcompiler=-Wno-unknown-pragmas>)
+target_link_libraries(test_cuda_emul_conv PRIVATE snn_shared ${SNN_DEPS})
+add_test(NAME test_cuda_emul_conv COMMAND test_cuda_emul_conv WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
 
 # Benchmarks (not tests): bench/cuda/*_bench.cu
 foreach(b neuron_bench fcsnn_bench linear_bench)

@@ -21,8 +21,13 @@ static inline Div div_make(int d) {
     r.m = (uint32_t)(((1ull << 32) * ((1ull << r.s) - (uint64_t)d)) / (uint64_t)d + 1);
     return r;
 }
-__device__ __forceinline__ int dv(int n, const Div &q) {
-    return (int)((__umulhi((uint32_t)n, q.m) + (uint32_t)n) >> q.s);
+__host__ __device__ __forceinline__ int dv(int n, const Div &q) {
+#ifdef __CUDA_ARCH__
+    const uint32_t hi = __umulhi((uint32_t)n, q.m);
+#else /* host emulation of kernel bodies (cuda_conv_body.h) */
+    const uint32_t hi = (uint32_t)(((uint64_t)(uint32_t)n * q.m) >> 32);
+#endif
+    return (int)((hi + (uint32_t)n) >> q.s);
 }
 
 #endif

@@ -17,6 +17,7 @@
  *     sequential order: backend.h's bound).
  * Index arithmetic runs in 32 bits when the element count fits (the common case) and in 64
  * bits otherwise. */
+#include "backend/cuda/cuda_conv_body.h"
 #include "backend/cuda/cuda_fastdiv.h"
 #include "backend/cuda/cuda_table.h"
 
@@ -50,9 +51,6 @@ snn_status check_pool(const char *what, const snn_conv_geom *g) {
 }
 
 /* The geometry as kernel arguments. */
-struct Geo {
-    int C, H, W, kh, kw, sh, sw, ph, pw, Ho, Wo;
-};
 Geo geo_of(const snn_conv_geom *g) {
     Geo r = {g->C, g->H, g->W, g->kh, g->kw, g->sh, g->sw, g->ph, g->pw, g->Ho, g->Wo};
     return r;
@@ -204,42 +202,6 @@ __global__ void im2col_fd_kernel(Geo g, int nb, Div dP, Div dnb, Div dkk, Div dk
  * in are the same, so the results are bit-identical; used where the run lengths, the leading
  * dimension and the base are multiples of V (vec_width below). */
 
-/* The stored bits of an FP32 value in type O. */
-template <typename O> struct Stored;
-template <> struct Stored<float> {
-    typedef uint32_t T;
-    static __device__ __forceinline__ T of(float v) { return __float_as_uint(v); }
-};
-template <> struct Stored<__nv_bfloat16> {
-    typedef uint16_t T;
-    static __device__ __forceinline__ T of(float v) { return __bfloat16_as_ushort(__float2bfloat16_rn(v)); }
-};
-template <> struct Stored<__half> {
-    typedef uint16_t T;
-    static __device__ __forceinline__ T of(float v) { return __half_as_ushort(__float2half_rn(v)); }
-};
-
-/* One aligned store of V elements of bits B (2 to 16 bytes). */
-template <typename B, int V> __device__ __forceinline__ void store_run(B *dst, const B (&v)[V]) {
-    constexpr int bytes = V * (int)sizeof(B);
-    static_assert(bytes == 2 || bytes == 4 || bytes == 8 || bytes == 16, "store of 2 to 16 bytes");
-    if constexpr (bytes == 16) {
-        uint4 u;
-        memcpy(&u, v, 16);
-        *reinterpret_cast<uint4 *>(dst) = u;
-    } else if constexpr (bytes == 8) {
-        uint2 u;
-        memcpy(&u, v, 8);
-        *reinterpret_cast<uint2 *>(dst) = u;
-    } else if constexpr (bytes == 4) {
-        uint32_t u;
-        memcpy(&u, v, 4);
-        *reinterpret_cast<uint32_t *>(dst) = u;
-    } else {
-        *dst = v[0];
-    }
-}
-
 /* The widest V in {8, 4, 2, 1} (at most 16 bytes of elems of `esize` bytes) dividing every
  * run length in `runs` and the leading dimension, with the base aligned to V elements. */
 int vec_width(size_t esize, const void *base, size_t ld, size_t run0, size_t run1) {
@@ -250,45 +212,22 @@ int vec_width(size_t esize, const void *base, size_t ld, size_t run0, size_t run
     return 1;
 }
 
-/* im2col with item e = (r*nb + s)*(P/V) + q: the item writes col[r*ld + s*P + qV + u] for
- * u < V, outputs qV..qV+V-1 of the flattened H'W' plane (a run may cross into the next
- * output row when W' is not a multiple of V; consecutive items: consecutive memory). */
+/* im2col in runs of V outputs (cuda_conv_body.h). */
 template <typename O, int V>
-__global__ void im2col_vec_kernel(Geo g, int nb, Div dPV, Div dnb, Div dkk, Div dkw, Div dWo,
-                                  const float *__restrict__ x, O *__restrict__ col, size_t ld) {
-    typedef typename Stored<O>::T B;
-    const int P = g.Ho * g.Wo, PV = P / V, kk = g.kh * g.kw;
-    const int total = g.C * kk * nb * PV;
-    const size_t plane = (size_t)g.H * g.W;
-    for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < total; e += gridDim.x * blockDim.x) {
-        const int line = dv(e, dPV), p0 = (e - line * PV) * V;
-        const int r = dv(line, dnb), s = line - r * nb;
-        const int c = dv(r, dkk), t = r - c * kk;
-        const int i = dv(t, dkw), j = t - i * g.kw;
-        int oh = dv(p0, dWo), ow = p0 - oh * g.Wo;
-        const float *xc = x + ((size_t)s * g.C + (size_t)c) * plane;
-        B v[V];
-#pragma unroll
-        for (int u = 0; u < V; u++) {
-            const int ih = oh * g.sh - g.ph + i, iw = ow * g.sw - g.pw + j;
-            v[u] = Stored<O>::of((unsigned)ih < (unsigned)g.H && (unsigned)iw < (unsigned)g.W ? xc[ih * g.W + iw]
-                                                                                              : 0.0f);
-            if (++ow == g.Wo) {
-                ow = 0;
-                ++oh;
-            }
-        }
-        store_run<B, V>(reinterpret_cast<B *>(col) + (size_t)r * ld + (size_t)s * P + p0, v);
-    }
+__global__ void im2col_vec_kernel(Geo g, int nb, Im2colDiv d, const float *__restrict__ x, O *__restrict__ col,
+                                  size_t ld) {
+    const int total = g.C * g.kh * g.kw * nb * (g.Ho * g.Wo / V);
+    for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < total; e += gridDim.x * blockDim.x)
+        im2col_vec_item<O, V>(g, nb, d, x, col, ld, e);
 }
 
 template <typename O, int V>
 void launch_im2col_vec(const snn_backend *be, const snn_conv_geom *g, int nb, const float *x, O *col, size_t ld,
                        size_t total) {
     const unsigned grid = snn_cuda_table_grid(be, total / V, 256);
-    im2col_vec_kernel<O, V><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), nb, div_make(g->Ho * g->Wo / V), div_make(nb),
-                                                             div_make(g->kh * g->kw), div_make(g->kw), div_make(g->Wo),
-                                                             x, col, ld);
+    const Im2colDiv d = {div_make(g->Ho * g->Wo / V), div_make(nb), div_make(g->kh * g->kw), div_make(g->kw),
+                         div_make(g->Wo)};
+    im2col_vec_kernel<O, V><<<grid, 256, 0, stream_of(be)>>>(geo_of(g), nb, d, x, col, ld);
 }
 
 template <typename O>
@@ -736,109 +675,26 @@ __global__ void maxpool_bwd_kernel(Geo g, PoolDiv d, const float *__restrict__ d
     }
 }
 
-/* maxpool_forward for a 3 x 3 window, stride 2, padding 1 with 32-bit indices: the taps
- * unrolled (loads issued together), visited in the same row-major order over the clipped
- * window with the same rule (a larger value or the first NaN wins, the argmax starting at the
- * window's first pixel): bit-identical to maxpool_fwd_kernel. */
+/* The pooling walks of cuda_conv_body.h, one output a thread. */
 __global__ void maxpool_fwd_k3s2_kernel(Geo g, int planes, Div dWo, Div dHo, const float *__restrict__ x,
                                         float *__restrict__ y, int32_t *__restrict__ arg) {
-    const int Ho = g.Ho, Wo = g.Wo, H = g.H, W = g.W, n = planes * Ho * Wo;
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        const int t = dv(i, dWo), ox = i - t * Wo;
-        const int pl = dv(t, dHo), oy = t - pl * Ho;
-        const int h0 = 2 * oy - 1 < 0 ? 0 : 2 * oy - 1, w0 = 2 * ox - 1 < 0 ? 0 : 2 * ox - 1;
-        const float *xp = x + (size_t)pl * H * W;
-        float v[9];
-        bool in[9];
-#pragma unroll
-        for (int ky = 0; ky < 3; ky++)
-#pragma unroll
-            for (int kx = 0; kx < 3; kx++) {
-                const int ih = 2 * oy - 1 + ky, iw = 2 * ox - 1 + kx;
-                in[ky * 3 + kx] = (unsigned)ih < (unsigned)H && (unsigned)iw < (unsigned)W;
-                v[ky * 3 + kx] = in[ky * 3 + kx] ? xp[ih * W + iw] : 0.0f;
-            }
-        float best = -INFINITY;
-        int32_t a = h0 * W + w0;
-        bool nan = false;
-#pragma unroll
-        for (int q = 0; q < 9; q++) {
-            if (in[q] && !nan && (v[q] > best || isnan(v[q]))) {
-                best = v[q];
-                a = (2 * oy - 1 + q / 3) * W + (2 * ox - 1 + q % 3);
-                nan = isnan(v[q]);
-            }
-        }
-        y[i] = best;
-        arg[i] = a;
-    }
+    const int n = planes * g.Ho * g.Wo;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        maxpool_fwd_k3s2_item(g, dWo, dHo, x, y, arg, i);
 }
 
-/* maxpool_backward for a 3 x 3 window, stride 2, padding 1 (Spikformer's), with 32-bit
- * indices: one thread per output (oy, ox) writes the 2 x 2 inputs (2oy + a, 2ox + b), which
- * only the windows (oy..oy+1, ox..ox+1) can hold: input (2oy, 2ox) lies in window (oy, ox)
- * alone, (2oy, 2ox + 1) also in (oy, ox + 1), (2oy + 1, 2ox) also in (oy + 1, ox), and
- * (2oy + 1, 2ox + 1) in all four. Each sum starts from +0.0f and takes the windows in
- * increasing output order, as maxpool_bwd_kernel does; a window whose argmax is another
- * input adds +0.0f, which changes no bits (the sum is never -0): bit-identical, with a quarter
- * of the general walk's loads and index work. Every input is covered: H <= 2 Ho, W <= 2 Wo. */
 __global__ void maxpool_bwd_k3s2_kernel(Geo g, int planes, Div dWo, Div dHo, const float *__restrict__ dy,
                                         const int32_t *__restrict__ arg, float *__restrict__ dx) {
-    const int Ho = g.Ho, Wo = g.Wo, H = g.H, W = g.W, n = planes * Ho * Wo;
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        const int t = dv(i, dWo), ox = i - t * Wo;
-        const int pl = dv(t, dHo), oy = t - pl * Ho;
-        const bool r1 = oy + 1 < Ho, c1 = ox + 1 < Wo;
-        const float g00 = dy[i], g01 = c1 ? dy[i + 1] : 0.0f;
-        const float g10 = r1 ? dy[i + Wo] : 0.0f, g11 = r1 && c1 ? dy[i + Wo + 1] : 0.0f;
-        const int32_t a00 = arg[i], a01 = c1 ? arg[i + 1] : -1;
-        const int32_t a10 = r1 ? arg[i + Wo] : -1, a11 = r1 && c1 ? arg[i + Wo + 1] : -1;
-        const int y = 2 * oy, xq = 2 * ox;
-        const int32_t p00 = y * W + xq, p01 = p00 + 1, p10 = p00 + W, p11 = p10 + 1;
-        float v00 = 0.0f, v01 = 0.0f, v10 = 0.0f, v11 = 0.0f;
-        v00 = __fadd_rn(v00, a00 == p00 ? g00 : 0.0f);
-        v01 = __fadd_rn(v01, a00 == p01 ? g00 : 0.0f);
-        v01 = __fadd_rn(v01, a01 == p01 ? g01 : 0.0f);
-        v10 = __fadd_rn(v10, a00 == p10 ? g00 : 0.0f);
-        v10 = __fadd_rn(v10, a10 == p10 ? g10 : 0.0f);
-        v11 = __fadd_rn(v11, a00 == p11 ? g00 : 0.0f);
-        v11 = __fadd_rn(v11, a01 == p11 ? g01 : 0.0f);
-        v11 = __fadd_rn(v11, a10 == p11 ? g10 : 0.0f);
-        v11 = __fadd_rn(v11, a11 == p11 ? g11 : 0.0f);
-        float *d = dx + ((size_t)pl * H + y) * W + xq;
-        const bool xr = xq + 1 < W, yr = y + 1 < H;
-        if (xr && !(W & 1)) { /* even W: the pair is 8-byte aligned */
-            *reinterpret_cast<float2 *>(d) = make_float2(v00, v01);
-            if (yr) *reinterpret_cast<float2 *>(d + W) = make_float2(v10, v11);
-        } else {
-            d[0] = v00;
-            if (xr) d[1] = v01;
-            if (yr) {
-                d[W] = v10;
-                if (xr) d[W + 1] = v11;
-            }
-        }
-    }
+    const int n = planes * g.Ho * g.Wo;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        maxpool_bwd_k3s2_item(g, dWo, dHo, dy, arg, dx, i);
 }
 
-/* maxpool_backward for windows that tile the input exactly (stride = kernel, no padding,
- * H = H' kh, W = W' kw: convsnn's 2 x 2 / 2): every input lies in one window, so one thread
- * per output writes its kh x kw inputs: +0.0f plus dy where the argmax is that input, +0.0f
- * plus +0.0f elsewhere, the values maxpool_bwd_kernel's sum from +0.0f gives. */
 __global__ void maxpool_bwd_tile_kernel(Geo g, int planes, Div dWo, Div dHo, const float *__restrict__ dy,
                                         const int32_t *__restrict__ arg, float *__restrict__ dx) {
-    const int Ho = g.Ho, Wo = g.Wo, W = g.W, n = planes * Ho * Wo;
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        const int t = dv(i, dWo), ox = i - t * Wo;
-        const int pl = dv(t, dHo), oy = t - pl * Ho;
-        const float gv = dy[i];
-        const int32_t a = arg[i];
-        float *d = dx + (size_t)pl * g.H * W;
-        for (int ky = 0; ky < g.kh; ky++) {
-            const int row = (oy * g.kh + ky) * W + ox * g.kw;
-            for (int kx = 0; kx < g.kw; kx++) d[row + kx] = __fadd_rn(0.0f, a == row + kx ? gv : 0.0f);
-        }
-    }
+    const int n = planes * g.Ho * g.Wo;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        maxpool_bwd_tile_item(g, dWo, dHo, dy, arg, dx, i);
 }
 
 template <typename I>

@@ -1,0 +1,212 @@
+/* Host emulation of the CUDA table's convolution and pooling walks: runs the kernel bodies of
+ * src/backend/cuda/cuda_conv_body.h on the CPU, work item after work item, against the CPU
+ * table's entries (the reference the GPU tests use), bit for bit. Needs nvcc, no GPU: the
+ * indexing, the vector runs and the edges of a walk are checked before device time is spent.
+ * Fresh random inputs each run (SNN_TEST_SEED replays one); outputs are poisoned first. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_conv_body.h"
+
+extern "C" {
+#include "backend/backend.h"
+#include "harness.h"
+}
+
+static uint64_t g_rng;
+
+static float *hnew(size_t n, float lo, float hi) {
+    float *p = (float *)aligned_alloc(64, (n ? n : 1) * sizeof(float) + 64);
+    snn_test_fill_uniform(p, n, lo, hi, &g_rng);
+    return p;
+}
+
+static float *hpoison(size_t n) {
+    float *p = (float *)aligned_alloc(64, (n ? n : 1) * sizeof(float) + 64);
+    snn_test_poison(p, n);
+    return p;
+}
+
+static snn_conv_geom geom(int C, int H, int W, int kh, int kw, int sh, int sw, int ph, int pw) {
+    snn_conv_geom g = {C, H, W, kh, kw, sh, sw, ph, pw, 0, 0};
+    if (!snn_conv_geom_finish(&g)) {
+        fprintf(stderr, "bad test geometry\n");
+        exit(1);
+    }
+    return g;
+}
+
+static Geo geo(const snn_conv_geom &g) { return Geo{g.C, g.H, g.W, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.Ho, g.Wo}; }
+
+static uint32_t bits(float v) {
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    return u;
+}
+
+/* ------------------------------------------------------------------ im2col in runs */
+
+/* The stored form the entry promises: the FP32 column itself, or its RNE cast. */
+template <typename O> static uint32_t want_of(float v);
+template <> uint32_t want_of<float>(float v) { return bits(v); }
+template <> uint32_t want_of<__nv_bfloat16>(float v) { return snn_f32_to_bf16(v); }
+template <> uint32_t want_of<__half>(float v) { return snn_f32_to_f16(v); }
+
+template <typename O> static uint32_t got_of(const O *p) {
+    if constexpr (sizeof(O) == 4) {
+        uint32_t u;
+        memcpy(&u, p, 4);
+        return u;
+    } else {
+        uint16_t u;
+        memcpy(&u, p, 2);
+        return u;
+    }
+}
+
+template <typename O, int V> static void im2col_case(const snn_conv_geom &g, int nb, size_t extra, const char *what) {
+    const size_t K = (size_t)g.C * g.kh * g.kw, P = (size_t)g.Ho * g.Wo, in_n = (size_t)g.C * g.H * g.W;
+    const size_t ld = (size_t)nb * P + extra, ncol = K * ld;
+    if (P % V || ld % V) {
+        fprintf(stderr, "%s: not a run-of-%d case\n", what, V);
+        exit(1);
+    }
+    float *x = hnew(in_n * (size_t)nb, -2.0f, 2.0f);
+    for (size_t i = 0; i < in_n * (size_t)nb; i += 7) x[i] = 0.0f; /* exact zeros among the values */
+    float *ref = hpoison(ncol);
+    CHECK(snn_backend_cpu()->im2col(snn_backend_cpu(), &g, nb, x, ref, ld) == SNN_OK);
+    O *col = (O *)aligned_alloc(64, ncol * sizeof(O) + 64);
+    memset((void *)col, 0xA5, ncol * sizeof(O)); /* the columns past nb*P must keep this */
+    const Geo G = geo(g);
+    const Im2colDiv d = {div_make((int)(P / V)), div_make(nb), div_make(g.kh * g.kw), div_make(g.kw), div_make(g.Wo)};
+    const int items = (int)(K * (size_t)nb * P / V);
+    for (int e = 0; e < items; e++) im2col_vec_item<O, V>(G, nb, d, x, col, ld, e);
+    size_t bad = 0, touched = 0;
+    for (size_t r = 0; r < K; r++)
+        for (size_t c = 0; c < ld; c++) {
+            const size_t k = r * ld + c;
+            if (c < (size_t)nb * P) {
+                bad += got_of(col + k) != want_of<O>(ref[k]);
+            } else {
+                unsigned char pat[sizeof(O)];
+                memset(pat, 0xA5, sizeof pat);
+                touched += memcmp(col + k, pat, sizeof(O)) != 0;
+            }
+        }
+    CHECK_MSG(bad == 0 && touched == 0, "im2col runs of %d (%zu-byte values) %s: %zu of %zu differ, %zu padding "
+              "columns written", V, sizeof(O), what, bad, K * (size_t)nb * P, touched);
+    free(x);
+    free(ref);
+    free(col);
+}
+
+static void test_im2col(void) {
+    struct {
+        int C, H, W, k, s, p, nb;
+        size_t extra;
+    } cases[] = {
+        {4, 16, 16, 3, 1, 1, 3, 0},  /* runs inside output rows */
+        {3, 14, 14, 3, 1, 1, 2, 0},  /* W' = 14: runs of 4 cross rows */
+        {2, 12, 12, 3, 1, 1, 2, 8},  /* runs of 8 cross rows, ld > nb*P */
+        {3, 10, 10, 3, 1, 1, 3, 2},  /* runs of 2 */
+        {3, 16, 16, 3, 2, 1, 2, 0},  /* stride 2 */
+        {5, 9, 7, 3, 2, 0, 4, 0},    /* W' = 3, P = 12 */
+        {8, 8, 8, 1, 1, 0, 4, 0},    /* pointwise */
+        {1, 28, 28, 3, 1, 1, 4, 0},  /* convsnn's first layer */
+        {3, 17, 15, 5, 2, 2, 4, 0},  /* 5 x 5, odd sides, P = 72 */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const snn_conv_geom g =
+            geom(cases[i].C, cases[i].H, cases[i].W, cases[i].k, cases[i].k, cases[i].s, cases[i].s, cases[i].p,
+                 cases[i].p);
+        const size_t P = (size_t)g.Ho * g.Wo, ld = (size_t)cases[i].nb * P + cases[i].extra;
+        char what[96];
+        snprintf(what, sizeof what, "case %zu (C%d %dx%d k%d s%d p%d nb%d ld%zu)", i, g.C, g.H, g.W, cases[i].k,
+                 cases[i].s, cases[i].p, cases[i].nb, ld);
+        for (int v = 8; v >= 2; v >>= 1) {
+            if (P % (size_t)v || ld % (size_t)v) continue;
+            if (v == 8) {
+                im2col_case<__nv_bfloat16, 8>(g, cases[i].nb, cases[i].extra, what);
+                im2col_case<__half, 8>(g, cases[i].nb, cases[i].extra, what);
+            } else if (v == 4) {
+                im2col_case<__nv_bfloat16, 4>(g, cases[i].nb, cases[i].extra, what);
+                im2col_case<float, 4>(g, cases[i].nb, cases[i].extra, what);
+            } else {
+                im2col_case<__half, 2>(g, cases[i].nb, cases[i].extra, what);
+                im2col_case<float, 2>(g, cases[i].nb, cases[i].extra, what);
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ max pooling */
+
+/* Inputs on a coarse grid (ties), some -inf, NaNs every nan_step values (97: a few; 4: windows
+ * with two, where the first must win), zeros of both signs. */
+static float *pool_input(size_t n, size_t nan_step) {
+    float *x = hnew(n, -3.0f, 3.0f);
+    for (size_t i = 0; i < n; i++) x[i] = (float)(int)(x[i] * 2.0f) * 0.5f;
+    for (size_t i = 3; i < n; i += 53) x[i] = -INFINITY;
+    for (size_t i = 11 % nan_step; i < n; i += nan_step) x[i] = NAN;
+    for (size_t i = 5; i < n; i += 29) x[i] = -0.0f;
+    return x;
+}
+
+static void pool_case(int planes, int H, int W, int k, int s, int p, size_t nan_step) {
+    const snn_backend *cpu = snn_backend_cpu();
+    const snn_conv_geom g = geom(planes, H, W, k, k, s, s, p, p);
+    const size_t nx = (size_t)planes * H * W, ny = (size_t)planes * g.Ho * g.Wo;
+    const Geo G = geo(g);
+    const Div dWo = div_make(g.Wo), dHo = div_make(g.Ho);
+    char what[96];
+    snprintf(what, sizeof what, "max pool %d planes %dx%d k%d s%d p%d, NaN every %zu", planes, H, W, k, s, p,
+             nan_step);
+    float *x = pool_input(nx, nan_step), *yr = hpoison(ny), *dy = hnew(ny, -1.0f, 1.0f);
+    for (size_t i = 2; i < ny; i += 31) dy[i] = -0.0f; /* a -0 gradient: the sum from +0 makes it +0 */
+    int32_t *ar = (int32_t *)malloc(ny * sizeof(int32_t));
+    CHECK(cpu->maxpool_forward(cpu, &g, x, yr, ar) == SNN_OK);
+    const bool k3s2 = k == 3 && s == 2 && p == 1;
+    if (k3s2) {
+        float *y = hpoison(ny);
+        int32_t *a = (int32_t *)malloc(ny * sizeof(int32_t));
+        memset(a, 0xA5, ny * sizeof(int32_t));
+        for (int i = 0; i < (int)ny; i++) maxpool_fwd_k3s2_item(G, dWo, dHo, x, y, a, i);
+        size_t bad = 0;
+        for (size_t i = 0; i < ny; i++) bad += bits(y[i]) != bits(yr[i]) || a[i] != ar[i];
+        CHECK_MSG(bad == 0, "%s forward: %zu of %zu outputs or argmaxes differ", what, bad, ny);
+        free(y);
+        free(a);
+    }
+    float *dxr = hpoison(nx), *dx = hpoison(nx);
+    CHECK(cpu->maxpool_backward(cpu, &g, dy, ar, dxr) == SNN_OK);
+    if (k3s2) {
+        for (int i = 0; i < (int)ny; i++) maxpool_bwd_k3s2_item(G, dWo, dHo, dy, ar, dx, i);
+    } else {
+        for (int i = 0; i < (int)ny; i++) maxpool_bwd_tile_item(G, dWo, dHo, dy, ar, dx, i);
+    }
+    size_t bad = 0;
+    for (size_t i = 0; i < nx; i++) bad += bits(dx[i]) != bits(dxr[i]);
+    CHECK_MSG(bad == 0, "%s backward: %zu of %zu input gradients differ (unwritten ones stay NaN)", what, bad, nx);
+    free(x), free(yr), free(dy), free(ar), free(dxr), free(dx);
+}
+
+static void test_pool(void) {
+    /* 3 x 3 / 2 / 1: even and odd sides, one-pixel and one-row planes */
+    static const int k3[][3] = {{3, 16, 16}, {2, 9, 7}, {4, 10, 9}, {2, 7, 12}, {3, 1, 1}, {2, 1, 6}, {5, 2, 2},
+                                {1, 33, 34}};
+    for (size_t i = 0; i < sizeof k3 / sizeof k3[0]; i++)
+        for (size_t nan_step = 97; nan_step; nan_step = nan_step == 97 ? 4 : 0)
+            pool_case(k3[i][0], k3[i][1], k3[i][2], 3, 2, 1, nan_step);
+    /* windows that tile the input (stride = kernel, no padding) */
+    static const int tile[][4] = {{5, 14, 14, 2}, {3, 8, 8, 2}, {2, 9, 9, 3}, {4, 4, 4, 4}, {3, 6, 6, 1}};
+    for (size_t i = 0; i < sizeof tile / sizeof tile[0]; i++)
+        for (size_t nan_step = 97; nan_step; nan_step = nan_step == 97 ? 4 : 0)
+            pool_case(tile[i][0], tile[i][1], tile[i][2], tile[i][3], tile[i][3], 0, nan_step);
+}
+
+int main(void) {
+    g_rng = snn_test_seed();
+    test_im2col();
+    test_pool();
+    return snn_test_finish("test_cuda_emul_conv");
+}
