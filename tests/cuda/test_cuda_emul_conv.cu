@@ -1,5 +1,6 @@
-/* Host emulation of the CUDA table's convolution and pooling walks: runs the kernel bodies of
- * src/backend/cuda/cuda_conv_body.h on the CPU, work item after work item, against the CPU
+/* Host emulation of the CUDA table's convolution and pooling walks and of BatchNorm's short-row
+ * sums: runs the kernel bodies of src/backend/cuda/cuda_conv_body.h and cuda_norm_body.h on the
+ * CPU, work item after work item, against the CPU
  * table's entries (the reference the GPU tests use), bit for bit. Needs nvcc, no GPU: the
  * indexing, the vector runs and the edges of a walk are checked before device time is spent.
  * Fresh random inputs each run (SNN_TEST_SEED replays one); outputs are poisoned first. */
@@ -7,6 +8,7 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_conv_body.h"
+#include "backend/cuda/cuda_norm_body.h"
 
 extern "C" {
 #include "backend/backend.h"
@@ -204,9 +206,85 @@ static void test_pool(void) {
             pool_case(tile[i][0], tile[i][1], tile[i][2], tile[i][3], tile[i][3], 0, nan_step);
 }
 
+/* ------------------------------------------------------------------ BatchNorm, short rows */
+
+/* backend.h's halving tree over a warp's 32 lane partials: lane l adds lane l + h (what
+ * __shfl_down_sync gives lane l), h = 16, 8, 4, 2, 1; lane 0 holds the row's sum. */
+static double lane_tree_host(double *v) {
+    for (int h = 16; h; h >>= 1)
+        for (int l = 0; l < h; l++) v[l] = v[l] + v[l + h];
+    return v[0];
+}
+
+#define ERR 4 /* rows a warp, as cuda_table_norm.cu's RR */
+
+/* The channel sums of the emulated row partials (the column pass adds the rows in order from
+ * 0.0) against the CPU table's batchnorm_stats / batchnorm_backward_sums. */
+static void bn_short_case(size_t B, int C, size_t S, float lo, float hi) {
+    const snn_backend *cpu = snn_backend_cpu();
+    const size_t n = B * (size_t)C, nx = n * S;
+    float *x = hnew(nx, lo, hi), *dy = hnew(nx, -1.0f, 1.0f);
+    double *s0 = (double *)calloc((size_t)C, sizeof(double)), *s1 = (double *)calloc((size_t)C, sizeof(double));
+    double *mean = (double *)calloc((size_t)C, sizeof(double)), *istd = (double *)calloc((size_t)C, sizeof(double));
+    double *g0 = (double *)calloc((size_t)C, sizeof(double)), *g1 = (double *)calloc((size_t)C, sizeof(double));
+    float *dw = (float *)calloc((size_t)C, sizeof(float)), *db = (float *)calloc((size_t)C, sizeof(float));
+    const double cnt = (double)(B * S);
+    CHECK(cpu->batchnorm_stats(cpu, B, C, S, x, NULL, 0.0, s0) == SNN_OK);
+    CHECK(cpu->batchnorm_stats(cpu, B, C, S, x, s0, cnt, s1) == SNN_OK);
+    for (int c = 0; c < C; c++) {
+        mean[c] = s0[c] / cnt;
+        istd[c] = 1.0 / sqrt(s1[c] / cnt + 1e-5);
+    }
+    CHECK(cpu->batchnorm_backward_sums(cpu, B, C, S, x, dy, mean, istd, g0, g1, dw, db) == SNN_OK);
+    double *part[4];
+    for (int k = 0; k < 4; k++) part[k] = (double *)malloc((n ? n : 1) * sizeof(double));
+    for (size_t e0 = 0; e0 < n; e0 += ERR) {
+        double lanes[4][ERR][32];
+        for (unsigned l = 0; l < 32; l++) {
+            double a[ERR], b[ERR], p0[ERR], p1[ERR];
+            bn_row_short_lane<ERR>(x, n, (size_t)C, S, NULL, 0.0, e0, l, a);
+            bn_row_short_lane<ERR>(x, n, (size_t)C, S, s0, cnt, e0, l, b);
+            bn_grad_row_short_lane<ERR>(x, dy, n, (size_t)C, S, mean, istd, e0, l, p0, p1);
+            for (int r = 0; r < ERR; r++) {
+                lanes[0][r][l] = a[r];
+                lanes[1][r][l] = b[r];
+                lanes[2][r][l] = p0[r];
+                lanes[3][r][l] = p1[r];
+            }
+        }
+        for (int k = 0; k < 4; k++)
+            for (int r = 0; r < ERR && e0 + r < n; r++) part[k][e0 + r] = lane_tree_host(lanes[k][r]);
+    }
+    const double *want[4] = {s0, s1, g0, g1};
+    size_t bad = 0;
+    for (int k = 0; k < 4; k++)
+        for (int c = 0; c < C; c++) {
+            double a = 0.0;
+            for (size_t i = 0; i < B; i++) a = a + part[k][i * (size_t)C + (size_t)c];
+            uint64_t u, w;
+            memcpy(&u, &a, 8);
+            memcpy(&w, &want[k][c], 8);
+            bad += u != w;
+        }
+    CHECK_MSG(bad == 0, "BatchNorm short rows B %zu C %d S %zu: %zu of %d channel sums differ from the CPU's", B, C, S,
+              bad, 4 * C);
+    for (int k = 0; k < 4; k++) free(part[k]);
+    free(x), free(dy), free(s0), free(s1), free(mean), free(istd), free(g0), free(g1), free(dw), free(db);
+}
+
+static void test_bn_short(void) {
+    bn_short_case(7, 3, 1, -1, 1);     /* one value a row */
+    bn_short_case(5, 13, 17, -1, 1);   /* rows not a multiple of the warp's four */
+    bn_short_case(3, 4, 49, 0, 1);
+    bn_short_case(67, 7, 2, 100, 101); /* |mean| >> std */
+    bn_short_case(6, 5, 64, -1, 1);    /* Spikformer's 64 tokens */
+    bn_short_case(2, 9, 256, 5, 6);    /* the longest short row */
+}
+
 int main(void) {
     g_rng = snn_test_seed();
     test_im2col();
     test_pool();
+    test_bn_short();
     return snn_test_finish("test_cuda_emul_conv");
 }

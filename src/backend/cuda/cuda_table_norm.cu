@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_layers.h"
+#include "backend/cuda/cuda_norm_body.h"
 #include "backend/cuda/cuda_philox.h"
 #include "backend/cuda/cuda_table.h"
 
@@ -93,26 +94,8 @@ __global__ void bn_row_short_kernel(const float *__restrict__ x, size_t B, int C
     const size_t n = B * (size_t)C, nw = ((size_t)gridDim.x * blockDim.x) >> 5;
     const unsigned lane = threadIdx.x & 31u;
     for (size_t e0 = (((size_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5) * RR; e0 < n; e0 += nw * RR) {
-        double s[RR], mu[RR];
-#pragma unroll
-        for (int r = 0; r < RR; r++) {
-            s[r] = 0.0;
-            mu[r] = sum && e0 + r < n ? __ddiv_rn(sum[(e0 + r) % (size_t)C], count) : 0.0;
-        }
-        for (size_t k = lane; k < S; k += 32) {
-            float v[RR];
-#pragma unroll
-            for (int r = 0; r < RR; r++) v[r] = e0 + r < n ? x[(e0 + r) * S + k] : 0.0f;
-#pragma unroll
-            for (int r = 0; r < RR; r++) {
-                if (!sum) {
-                    s[r] = __dadd_rn(s[r], (double)v[r]);
-                } else {
-                    const double d = __dsub_rn((double)v[r], mu[r]);
-                    s[r] = __dadd_rn(s[r], __dmul_rn(d, d));
-                }
-            }
-        }
+        double s[RR];
+        bn_row_short_lane<RR>(x, n, (size_t)C, S, sum, count, e0, lane, s);
 #pragma unroll
         for (int r = 0; r < RR; r++) {
             const double t = lane_tree(s[r]);
@@ -127,29 +110,8 @@ __global__ void bn_grad_row_short_kernel(const float *__restrict__ x, const floa
     const size_t n = B * (size_t)C, nw = ((size_t)gridDim.x * blockDim.x) >> 5;
     const unsigned lane = threadIdx.x & 31u;
     for (size_t e0 = (((size_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5) * RR; e0 < n; e0 += nw * RR) {
-        double s0[RR], s1[RR], mu[RR], is[RR];
-#pragma unroll
-        for (int r = 0; r < RR; r++) {
-            s0[r] = s1[r] = 0.0;
-            const size_t c = (e0 + r) % (size_t)C;
-            mu[r] = mean[c];
-            is[r] = invstd[c];
-        }
-        for (size_t k = lane; k < S; k += 32) {
-            float gv[RR], xv[RR];
-#pragma unroll
-            for (int r = 0; r < RR; r++) {
-                const bool in = e0 + r < n;
-                gv[r] = in ? dy[(e0 + r) * S + k] : 0.0f;
-                xv[r] = in ? x[(e0 + r) * S + k] : 0.0f;
-            }
-#pragma unroll
-            for (int r = 0; r < RR; r++) {
-                const double g = (double)gv[r];
-                s0[r] = __dadd_rn(s0[r], g);
-                s1[r] = __dadd_rn(s1[r], __dmul_rn(g, __dmul_rn(__dsub_rn((double)xv[r], mu[r]), is[r])));
-            }
-        }
+        double s0[RR], s1[RR];
+        bn_grad_row_short_lane<RR>(x, dy, n, (size_t)C, S, mean, invstd, e0, lane, s0, s1);
 #pragma unroll
         for (int r = 0; r < RR; r++) {
             const double t0 = lane_tree(s0[r]), t1 = lane_tree(s1[r]);
