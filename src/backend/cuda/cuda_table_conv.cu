@@ -16,7 +16,8 @@
  *     channel's B*P values and a fixed shared-memory tree (deterministic, but not the CPU's
  *     sequential order: backend.h's bound).
  * Index arithmetic runs in 32 bits when the element count fits (the common case) and in 64
- * bits otherwise. */
+ * bits otherwise; the 32-bit grid-stride loops step an unsigned index, which cannot wrap
+ * (index < count <= 2^31 - 1, stride < 2^31) where an int could overflow on its last step. */
 #include "backend/cuda/cuda_conv_body.h"
 #include "backend/cuda/cuda_fastdiv.h"
 #include "backend/cuda/cuda_table.h"
@@ -151,12 +152,12 @@ __global__ void col2im_s1_kernel(Geo g, int nb, Div dC, Div dW, const float *__r
                                  float *__restrict__ dx) {
     const int kh = KH ? KH : g.kh, kw = KW ? KW : g.kw;
     const int P = g.Ho * g.Wo, HW = g.H * g.W, lines = nb * g.C;
-    for (int sc = blockIdx.y; sc < lines; sc += gridDim.y) {
-        const int s = dv(sc, dC), c = sc - s * g.C;
+    for (unsigned us = blockIdx.y; us < (unsigned)lines; us += gridDim.y) {
+        const int sc = (int)us, s = dv(sc, dC), c = sc - s * g.C;
         const float *cs = col + (size_t)s * P + (size_t)c * kh * kw * ld;
         float *dp = dx + (size_t)sc * HW;
-        for (int pix = blockIdx.x * blockDim.x + threadIdx.x; pix < HW; pix += gridDim.x * blockDim.x) {
-            const int ih = dv(pix, dW), iw = pix - ih * g.W;
+        for (unsigned up = blockIdx.x * blockDim.x + threadIdx.x; up < (unsigned)HW; up += gridDim.x * blockDim.x) {
+            const int pix = (int)up, ih = dv(pix, dW), iw = pix - ih * g.W;
             float acc = 0.0f;
 #pragma unroll
             for (int i = 0; i < kh; i++) {
@@ -181,7 +182,8 @@ __global__ void im2col_fd_kernel(Geo g, int nb, Div dP, Div dnb, Div dkk, Div dk
                                  const float *__restrict__ x, O *__restrict__ col, size_t ld) {
     const int P = g.Ho * g.Wo, K = g.C * g.kh * g.kw, total = K * nb * P;
     const size_t in_n = (size_t)g.C * g.H * g.W;
-    for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < total; e += gridDim.x * blockDim.x) {
+    for (unsigned ue = blockIdx.x * blockDim.x + threadIdx.x; ue < (unsigned)total; ue += gridDim.x * blockDim.x) {
+        const int e = (int)ue;
         const int rs = dv(e, dP), p = e - rs * P;
         const int r = dv(rs, dnb), s = rs - r * nb;
         const int c = dv(r, dkk), t = r - c * (int)dkk.d;
@@ -217,8 +219,8 @@ template <typename O, int V>
 __global__ void im2col_vec_kernel(Geo g, int nb, Im2colDiv d, const float *__restrict__ x, O *__restrict__ col,
                                   size_t ld) {
     const int total = g.C * g.kh * g.kw * nb * (g.Ho * g.Wo / V);
-    for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < total; e += gridDim.x * blockDim.x)
-        im2col_vec_item<O, V>(g, nb, d, x, col, ld, e);
+    for (unsigned e = blockIdx.x * blockDim.x + threadIdx.x; e < (unsigned)total; e += gridDim.x * blockDim.x)
+        im2col_vec_item<O, V>(g, nb, d, x, col, ld, (int)e);
 }
 
 template <typename O, int V>
@@ -334,7 +336,8 @@ __global__ void gather_kernel(I nb, I O, I P, const float *__restrict__ src, D *
 __global__ void scatter_fd_kernel(int nb, int O, int P, Div dP, Div dO, const float *__restrict__ src, size_t ld,
                                   const float *__restrict__ bias, int rc, float *__restrict__ y) {
     const int total = nb * O * P;
-    for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < total; e += gridDim.x * blockDim.x) {
+    for (unsigned ue = blockIdx.x * blockDim.x + threadIdx.x; ue < (unsigned)total; ue += gridDim.x * blockDim.x) {
+        const int e = (int)ue;
         const int so = dv(e, dP), p = e - so * P, s = dv(so, dO), o = so - s * O;
         const float bo = bias ? bias[o] : 0.0f;
         y[e] = round_by(rc, src ? __fadd_rn(src[(size_t)o * ld + (size_t)s * P + p], bo) : bo);
@@ -345,7 +348,8 @@ template <typename D>
 __global__ void gather_fd_kernel(int nb, int O, int P, Div dP, Div dO, const float *__restrict__ src,
                                  D *__restrict__ dst, size_t ld) {
     const int total = nb * O * P;
-    for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < total; e += gridDim.x * blockDim.x) {
+    for (unsigned ue = blockIdx.x * blockDim.x + threadIdx.x; ue < (unsigned)total; ue += gridDim.x * blockDim.x) {
+        const int e = (int)ue;
         const int so = dv(e, dP), p = e - so * P, s = dv(so, dO), o = so - s * O;
         dst[(size_t)o * ld + (size_t)s * P + p] = store_as<D>(src[e]);
     }
@@ -357,7 +361,8 @@ template <int V>
 __global__ void scatter_vec_kernel(int nb, int O, int P, Div dPV, Div dO, const float *__restrict__ src, size_t ld,
                                    const float *__restrict__ bias, int rc, float *__restrict__ y) {
     const int PV = P / V, total = nb * O * PV;
-    for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < total; e += gridDim.x * blockDim.x) {
+    for (unsigned ue = blockIdx.x * blockDim.x + threadIdx.x; ue < (unsigned)total; ue += gridDim.x * blockDim.x) {
+        const int e = (int)ue;
         const int so = dv(e, dPV), p = (e - so * PV) * V, s = dv(so, dO), o = so - s * O;
         const float bo = bias ? bias[o] : 0.0f;
         uint32_t v[V];
@@ -386,7 +391,8 @@ __global__ void gather_vec_kernel(int nb, int O, int P, Div dPV, Div dO, const f
                                   D *__restrict__ dst, size_t ld) {
     typedef typename Stored<D>::T B;
     const int PV = P / V, total = nb * O * PV;
-    for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < total; e += gridDim.x * blockDim.x) {
+    for (unsigned ue = blockIdx.x * blockDim.x + threadIdx.x; ue < (unsigned)total; ue += gridDim.x * blockDim.x) {
+        const int e = (int)ue;
         const int so = dv(e, dPV), p = (e - so * PV) * V, s = dv(so, dO), o = so - s * O;
         const float *sp = src + (size_t)e * V;
         float a[V];
@@ -679,22 +685,22 @@ __global__ void maxpool_bwd_kernel(Geo g, PoolDiv d, const float *__restrict__ d
 __global__ void maxpool_fwd_k3s2_kernel(Geo g, int planes, Div dWo, Div dHo, const float *__restrict__ x,
                                         float *__restrict__ y, int32_t *__restrict__ arg) {
     const int n = planes * g.Ho * g.Wo;
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-        maxpool_fwd_k3s2_item(g, dWo, dHo, x, y, arg, i);
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < (unsigned)n; i += gridDim.x * blockDim.x)
+        maxpool_fwd_k3s2_item(g, dWo, dHo, x, y, arg, (int)i);
 }
 
 __global__ void maxpool_bwd_k3s2_kernel(Geo g, int planes, Div dWo, Div dHo, const float *__restrict__ dy,
                                         const int32_t *__restrict__ arg, float *__restrict__ dx) {
     const int n = planes * g.Ho * g.Wo;
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-        maxpool_bwd_k3s2_item(g, dWo, dHo, dy, arg, dx, i);
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < (unsigned)n; i += gridDim.x * blockDim.x)
+        maxpool_bwd_k3s2_item(g, dWo, dHo, dy, arg, dx, (int)i);
 }
 
 __global__ void maxpool_bwd_tile_kernel(Geo g, int planes, Div dWo, Div dHo, const float *__restrict__ dy,
                                         const int32_t *__restrict__ arg, float *__restrict__ dx) {
     const int n = planes * g.Ho * g.Wo;
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-        maxpool_bwd_tile_item(g, dWo, dHo, dy, arg, dx, i);
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < (unsigned)n; i += gridDim.x * blockDim.x)
+        maxpool_bwd_tile_item(g, dWo, dHo, dy, arg, dx, (int)i);
 }
 
 template <typename I>
