@@ -41,22 +41,16 @@ foreach(_src ${_snn_cuda_tests})
   set_tests_properties(${t} PROPERTIES SKIP_RETURN_CODE 77)
 endforeach()
 
-# Host emulation of the neuron kernel bodies: needs nvcc, runs without a GPU.
-add_executable(test_cuda_emul ${PROJECT_SOURCE_DIR}/tests/cuda/test_cuda_emul.cu
-                              ${PROJECT_SOURCE_DIR}/tests/harness.c)
-target_include_directories(test_cuda_emul PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests
-                                                  ${PROJECT_SOURCE_DIR}/tests/cuda)
-target_compile_options(test_cuda_emul PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-std=c++17 -Xcompiler=-Wno-unknown-pragmas>)
-target_link_libraries(test_cuda_emul PRIVATE snn_shared ${SNN_DEPS})
-add_test(NAME test_cuda_emul COMMAND test_cuda_emul WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
-# ... and of the convolution and pooling walks (cuda_conv_body.h)
-add_executable(test_cuda_emul_conv ${PROJECT_SOURCE_DIR}/tests/cuda/test_cuda_emul_conv.cu
-                                   ${PROJECT_SOURCE_DIR}/tests/harness.c)
-target_include_directories(test_cuda_emul_conv PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests
-                                                       ${PROJECT_SOURCE_DIR}/tests/cuda)
-target_compile_options(test_cuda_emul_conv PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-std=c++17 -Xcompiler=-Wno-unknown-pragmas>)
-target_link_libraries(test_cuda_emul_conv PRIVATE snn_shared ${SNN_DEPS})
-add_test(NAME test_cuda_emul_conv COMMAND test_cuda_emul_conv WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
+# Host emulation of kernel bodies (the neurons; the convolution, pooling and BatchNorm walks):
+# needs nvcc, runs without a GPU.
+foreach(t test_cuda_emul test_cuda_emul_conv)
+  add_executable(${t} ${PROJECT_SOURCE_DIR}/tests/cuda/${t}.cu ${PROJECT_SOURCE_DIR}/tests/harness.c)
+  target_include_directories(${t} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests
+                                          ${PROJECT_SOURCE_DIR}/tests/cuda)
+  target_compile_options(${t} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-std=c++17 -Xcompiler=-Wno-unknown-pragmas>)
+  target_link_libraries(${t} PRIVATE snn_shared ${SNN_DEPS})
+  add_test(NAME ${t} COMMAND ${t} WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
+endforeach()
 
 # Benchmarks (not tests): bench/cuda/*_bench.cu
 foreach(b neuron_bench fcsnn_bench linear_bench)

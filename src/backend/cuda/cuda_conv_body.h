@@ -14,28 +14,19 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_fastdiv.h"
+#include "backend/cuda/cuda_rn.h"
 
-#define SNN_CB_HD __host__ __device__ __forceinline__
 
 /* A convolution or pooling geometry as kernel arguments (snn_conv_geom's fields). */
 struct Geo {
     int C, H, W, kh, kw, sh, sw, ph, pw, Ho, Wo;
 };
 
-/* One IEEE single add, rounded to nearest even (the host has no contraction to avoid here). */
-SNN_CB_HD float cb_add(float a, float b) {
-#ifdef __CUDA_ARCH__
-    return __fadd_rn(a, b);
-#else
-    return a + b;
-#endif
-}
-
 /* The stored bits of an FP32 value in type O. */
 template <typename O> struct Stored;
 template <> struct Stored<float> {
     typedef uint32_t T;
-    static SNN_CB_HD T of(float v) {
+    static SNN_HD T of(float v) {
         T u;
         memcpy(&u, &v, sizeof u);
         return u;
@@ -43,15 +34,15 @@ template <> struct Stored<float> {
 };
 template <> struct Stored<__nv_bfloat16> {
     typedef uint16_t T;
-    static SNN_CB_HD T of(float v) { return __bfloat16_as_ushort(__float2bfloat16_rn(v)); }
+    static SNN_HD T of(float v) { return __bfloat16_as_ushort(__float2bfloat16_rn(v)); }
 };
 template <> struct Stored<__half> {
     typedef uint16_t T;
-    static SNN_CB_HD T of(float v) { return __half_as_ushort(__float2half_rn(v)); }
+    static SNN_HD T of(float v) { return __half_as_ushort(__float2half_rn(v)); }
 };
 
 /* One aligned store of V elements of bits B (2 to 16 bytes). */
-template <typename B, int V> SNN_CB_HD void store_run(B *dst, const B (&v)[V]) {
+template <typename B, int V> SNN_HD void store_run(B *dst, const B (&v)[V]) {
     constexpr int bytes = V * (int)sizeof(B);
     static_assert(bytes == 2 || bytes == 4 || bytes == 8 || bytes == 16, "store of 2 to 16 bytes");
     if constexpr (bytes == 16) {
@@ -81,7 +72,7 @@ struct Im2colDiv {
  * qV..qV+V-1 of the flattened output plane of sample s, tap r = (c*kh + i)*kw + j. A run
  * may cross into the next output row when W' is not a multiple of V. */
 template <typename O, int V>
-SNN_CB_HD void im2col_vec_item(const Geo &g, int nb, const Im2colDiv &d, const float *x, O *col, size_t ld, int e) {
+SNN_HD void im2col_vec_item(const Geo &g, int nb, const Im2colDiv &d, const float *x, O *col, size_t ld, int e) {
     typedef typename Stored<O>::T B;
     const int P = g.Ho * g.Wo, PV = P / V, kk = g.kh * g.kw;
     const size_t plane = (size_t)g.H * g.W;
@@ -108,7 +99,7 @@ SNN_CB_HD void im2col_vec_item(const Geo &g, int nb, const Im2colDiv &d, const f
  * (32-bit indices): the taps unrolled, visited in row-major order over the clipped window with
  * the CPU's rule (a larger value or the first NaN wins; the argmax starts at the window's first
  * pixel). */
-SNN_CB_HD void maxpool_fwd_k3s2_item(const Geo &g, const Div &dWo, const Div &dHo, const float *x, float *y,
+SNN_HD void maxpool_fwd_k3s2_item(const Geo &g, const Div &dWo, const Div &dHo, const float *x, float *y,
                                      int32_t *arg, int i) {
     const int Ho = g.Ho, Wo = g.Wo, H = g.H, W = g.W;
     const int t = dv(i, dWo), ox = i - t * Wo;
@@ -150,7 +141,7 @@ SNN_CB_HD void maxpool_fwd_k3s2_item(const Geo &g, const Div &dWo, const Div &dH
  * walk does; a window whose argmax is another input adds +0.0f, which changes no bits (the
  * sum is never -0). Every input is written once: H <= 2 H', W <= 2 W'. pair: W even and dx
  * 8-byte aligned (two-float stores). */
-SNN_CB_HD void maxpool_bwd_k3s2_item(const Geo &g, const Div &dWo, const Div &dHo, const float *dy,
+SNN_HD void maxpool_bwd_k3s2_item(const Geo &g, const Div &dWo, const Div &dHo, const float *dy,
                                      const int32_t *arg, float *dx, int i) {
     const int Ho = g.Ho, Wo = g.Wo, H = g.H, W = g.W;
     const int t = dv(i, dWo), ox = i - t * Wo;
@@ -163,15 +154,15 @@ SNN_CB_HD void maxpool_bwd_k3s2_item(const Geo &g, const Div &dWo, const Div &dH
     const int y = 2 * oy, xq = 2 * ox;
     const int32_t p00 = y * W + xq, p01 = p00 + 1, p10 = p00 + W, p11 = p10 + 1;
     float v00 = 0.0f, v01 = 0.0f, v10 = 0.0f, v11 = 0.0f;
-    v00 = cb_add(v00, a00 == p00 ? g00 : 0.0f);
-    v01 = cb_add(v01, a00 == p01 ? g00 : 0.0f);
-    v01 = cb_add(v01, a01 == p01 ? g01 : 0.0f);
-    v10 = cb_add(v10, a00 == p10 ? g00 : 0.0f);
-    v10 = cb_add(v10, a10 == p10 ? g10 : 0.0f);
-    v11 = cb_add(v11, a00 == p11 ? g00 : 0.0f);
-    v11 = cb_add(v11, a01 == p11 ? g01 : 0.0f);
-    v11 = cb_add(v11, a10 == p11 ? g10 : 0.0f);
-    v11 = cb_add(v11, a11 == p11 ? g11 : 0.0f);
+    v00 = rn_fadd(v00, a00 == p00 ? g00 : 0.0f);
+    v01 = rn_fadd(v01, a00 == p01 ? g00 : 0.0f);
+    v01 = rn_fadd(v01, a01 == p01 ? g01 : 0.0f);
+    v10 = rn_fadd(v10, a00 == p10 ? g00 : 0.0f);
+    v10 = rn_fadd(v10, a10 == p10 ? g10 : 0.0f);
+    v11 = rn_fadd(v11, a00 == p11 ? g00 : 0.0f);
+    v11 = rn_fadd(v11, a01 == p11 ? g01 : 0.0f);
+    v11 = rn_fadd(v11, a10 == p11 ? g10 : 0.0f);
+    v11 = rn_fadd(v11, a11 == p11 ? g11 : 0.0f);
     float *d = dx + ((size_t)pl * H + y) * W + xq;
     const bool xr = xq + 1 < W, yr = y + 1 < H;
     if (xr && !(W & 1)) { /* even W: the pair is 8-byte aligned (the launcher checks dx) */
@@ -191,7 +182,7 @@ SNN_CB_HD void maxpool_bwd_k3s2_item(const Geo &g, const Div &dWo, const Div &dH
  * H = H' kh, W = W' kw), output i: every input lies in one window, so the thread of an
  * output writes its kh x kw inputs: +0.0f plus dy where the argmax is that input, +0.0f plus
  * +0.0f elsewhere: the general walk's sums from +0.0f. */
-SNN_CB_HD void maxpool_bwd_tile_item(const Geo &g, const Div &dWo, const Div &dHo, const float *dy,
+SNN_HD void maxpool_bwd_tile_item(const Geo &g, const Div &dWo, const Div &dHo, const float *dy,
                                      const int32_t *arg, float *dx, int i) {
     const int Ho = g.Ho, Wo = g.Wo, W = g.W;
     const int t = dv(i, dWo), ox = i - t * Wo;
@@ -201,7 +192,7 @@ SNN_CB_HD void maxpool_bwd_tile_item(const Geo &g, const Div &dWo, const Div &dH
     float *d = dx + (size_t)pl * g.H * W;
     for (int ky = 0; ky < g.kh; ky++) {
         const int row = (oy * g.kh + ky) * W + ox * g.kw;
-        for (int kx = 0; kx < g.kw; kx++) d[row + kx] = cb_add(0.0f, a == row + kx ? gv : 0.0f);
+        for (int kx = 0; kx < g.kw; kx++) d[row + kx] = rn_fadd(0.0f, a == row + kx ? gv : 0.0f);
     }
 }
 

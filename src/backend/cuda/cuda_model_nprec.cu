@@ -40,7 +40,7 @@ template <int S, int B>
 __global__ void __launch_bounds__(SNN_CUDA_MP_BLOCK) np_plif_bwd_kernel(MpBwdArgs a, const float *w, double *blk) {
     const float k = (float)np_plif_k(w);
     /* snn_cuda_mp_bwd_args: a = B(1 - k), c = B(k) with decay_input, else B(1) */
-    a.aB = mp_rnd<B>(mp_sub(1.0f, k));
+    a.aB = mp_rnd<B>(rn_fsub(1.0f, k));
     a.cB = mp_rnd<B>(a.mode == MPK_DECAY ? k : 1.0f);
     __shared__ double part[SNN_CUDA_MP_BLOCK];
     const size_t i0 = (size_t)blockIdx.x * SNN_CUDA_MP_BLOCK, i = i0 + threadIdx.x;

@@ -53,54 +53,9 @@ extern "C" {
 #include <math.h>
 
 #include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/cuda_rn.h" /* rn_fadd, rn_fmul, ...: no FMA contraction, host and device */
 
 enum { MPK_IF = 0, MPK_DECAY = 1, MPK_NODECAY = 2 };
-
-/* FP32 / FP64 operations that the device compiler may not contract into FMA (the CPU
- * reference, C17 without contraction, rounds every product). On the host (the emulation
- * test, x86-64 without FMA in the baseline ISA) they are the plain operators. */
-SNN_HD float mp_mul(float a, float b) {
-#ifdef __CUDA_ARCH__
-    return __fmul_rn(a, b);
-#else
-    return a * b;
-#endif
-}
-SNN_HD float mp_add(float a, float b) {
-#ifdef __CUDA_ARCH__
-    return __fadd_rn(a, b);
-#else
-    return a + b;
-#endif
-}
-SNN_HD float mp_sub(float a, float b) {
-#ifdef __CUDA_ARCH__
-    return __fsub_rn(a, b);
-#else
-    return a - b;
-#endif
-}
-SNN_HD float mp_div(float a, float b) {
-#ifdef __CUDA_ARCH__
-    return __fdiv_rn(a, b);
-#else
-    return a / b;
-#endif
-}
-SNN_HD double mp_dmul(double a, double b) {
-#ifdef __CUDA_ARCH__
-    return __dmul_rn(a, b);
-#else
-    return a * b;
-#endif
-}
-SNN_HD double mp_dadd(double a, double b) {
-#ifdef __CUDA_ARCH__
-    return __dadd_rn(a, b);
-#else
-    return a + b;
-#endif
-}
 
 /* Storage C++ type of a dtype. */
 template <int D> struct MpT;
@@ -133,20 +88,20 @@ SNN_HD float mp_rnd_rt(int d, float f) {
 SNN_HD float mp_expf(float x) {
     const float log2e = 1.44269504088896341f, ln2_hi = 0.693145751953125f, ln2_lo = 1.42860682030941723e-06f;
     float xc = x >= -87.0f ? (x > 88.0f ? 88.0f : x) : -87.0f;
-    float nn = rintf(mp_mul(xc, log2e));
-    float r = mp_sub(mp_sub(xc, mp_mul(nn, ln2_hi)), mp_mul(nn, ln2_lo));
+    float nn = rintf(rn_fmul(xc, log2e));
+    float r = rn_fsub(rn_fsub(xc, rn_fmul(nn, ln2_hi)), rn_fmul(nn, ln2_lo));
     float p = 1.0f / 5040.0f;
-    p = mp_add(mp_mul(p, r), 1.0f / 720.0f);
-    p = mp_add(mp_mul(p, r), 1.0f / 120.0f);
-    p = mp_add(mp_mul(p, r), 1.0f / 24.0f);
-    p = mp_add(mp_mul(p, r), 1.0f / 6.0f);
-    p = mp_add(mp_mul(p, r), 0.5f);
-    p = mp_add(mp_mul(p, r), 1.0f);
-    p = mp_add(mp_mul(p, r), 1.0f);
+    p = rn_fadd(rn_fmul(p, r), 1.0f / 720.0f);
+    p = rn_fadd(rn_fmul(p, r), 1.0f / 120.0f);
+    p = rn_fadd(rn_fmul(p, r), 1.0f / 24.0f);
+    p = rn_fadd(rn_fmul(p, r), 1.0f / 6.0f);
+    p = rn_fadd(rn_fmul(p, r), 0.5f);
+    p = rn_fadd(rn_fmul(p, r), 1.0f);
+    p = rn_fadd(rn_fmul(p, r), 1.0f);
     uint32_t bits = (uint32_t)((int)nn + 127) << 23;
     float two_n;
     memcpy(&two_n, &bits, sizeof two_n);
-    float y = x < -87.0f ? 0.0f : mp_mul(p, two_n);
+    float y = x < -87.0f ? 0.0f : rn_fmul(p, two_n);
     return x == x ? y : x;
 }
 
@@ -155,27 +110,27 @@ SNN_HD float mp_expf(float x) {
 SNN_HD float mp_sg(int sg, float a, float x) {
     switch (sg) {
     case SNN_SG_SIGMOID: {
-        float e = mp_expf(-fabsf(mp_mul(a, x)));
-        float d = mp_add(1.0f, e);
-        return mp_div(mp_mul(a, e), mp_mul(d, d));
+        float e = mp_expf(-fabsf(rn_fmul(a, x)));
+        float d = rn_fadd(1.0f, e);
+        return rn_fdiv(rn_fmul(a, e), rn_fmul(d, d));
     }
     case SNN_SG_ATAN: {
-        float z = mp_mul(mp_mul(0.5f * 3.14159265358979323846f, a), x);
-        return mp_div(mp_mul(0.5f, a), mp_add(1.0f, mp_mul(z, z)));
+        float z = rn_fmul(rn_fmul(0.5f * 3.14159265358979323846f, a), x);
+        return rn_fdiv(rn_fmul(0.5f, a), rn_fadd(1.0f, rn_fmul(z, z)));
     }
-    case SNN_SG_PIECEWISE_QUADRATIC: return fmaxf(0.0f, mp_sub(a, mp_mul(mp_mul(a, a), fabsf(x))));
-    case SNN_SG_PIECEWISE_EXP: return mp_mul(mp_mul(0.5f, a), mp_expf(mp_mul(-a, fabsf(x))));
+    case SNN_SG_PIECEWISE_QUADRATIC: return fmaxf(0.0f, rn_fsub(a, rn_fmul(rn_fmul(a, a), fabsf(x))));
+    case SNN_SG_PIECEWISE_EXP: return rn_fmul(rn_fmul(0.5f, a), mp_expf(rn_fmul(-a, fabsf(x))));
     case SNN_SG_SOFTSIGN: {
-        float d = mp_add(mp_div(1.0f, a), fabsf(x));
-        return mp_div(1.0f, mp_mul(mp_mul(mp_mul(2.0f, a), d), d));
+        float d = rn_fadd(rn_fdiv(1.0f, a), fabsf(x));
+        return rn_fdiv(1.0f, rn_fmul(rn_fmul(rn_fmul(2.0f, a), d), d));
     }
     case SNN_SG_SUPERSPIKE: {
-        float d = mp_add(fabsf(x), 1.0f);
-        return mp_div(a, mp_mul(d, d));
+        float d = rn_fadd(fabsf(x), 1.0f);
+        return rn_fdiv(a, rn_fmul(d, d));
     }
     case SNN_SG_ERF: {
-        float z = mp_mul(a, x);
-        return mp_mul(mp_mul(a, 0.56418958354775628695f), mp_expf(mp_mul(-z, z)));
+        float z = rn_fmul(a, x);
+        return rn_fmul(rn_fmul(a, 0.56418958354775628695f), mp_expf(rn_fmul(-z, z)));
     }
     default: return 0.0f;
     }
@@ -207,16 +162,16 @@ struct MpBwdArgs {
 
 /* The charge in the plain kernel's order, every result rounded to F. */
 template <int F> SNN_HD float mp_charge(const MpFwdArgs &a, float v, float x) {
-    if (a.mode == MPK_IF) return mp_rnd<F>(mp_add(v, x));
-    float t = mp_rnd<F>(mp_sub(a.vrF, v));
+    if (a.mode == MPK_IF) return mp_rnd<F>(rn_fadd(v, x));
+    float t = mp_rnd<F>(rn_fsub(a.vrF, v));
     if (a.mode == MPK_DECAY) {
-        t = mp_rnd<F>(mp_add(t, x));
-        t = mp_rnd<F>(mp_mul(a.kF, t));
-        return mp_rnd<F>(mp_add(v, t));
+        t = mp_rnd<F>(rn_fadd(t, x));
+        t = mp_rnd<F>(rn_fmul(a.kF, t));
+        return mp_rnd<F>(rn_fadd(v, t));
     }
-    t = mp_rnd<F>(mp_mul(a.kF, t));
-    t = mp_rnd<F>(mp_add(v, t));
-    return mp_rnd<F>(mp_add(t, x));
+    t = mp_rnd<F>(rn_fmul(a.kF, t));
+    t = mp_rnd<F>(rn_fadd(v, t));
+    return mp_rnd<F>(rn_fadd(t, x));
 }
 
 /* Neuron i over all T steps (one thread per neuron; consecutive threads read consecutive
@@ -235,7 +190,7 @@ template <int S, int F, typename TSP> SNN_HD void mp_fwd_body(const MpFwdArgs &a
         bool sp = hv >= a.vth;
         s[off] = Io<TSP>::spike(sp);
         /* the membrane stays an F value between steps; only what is stored is rounded to S */
-        v = sp ? (a.soft ? mp_rnd<F>(mp_sub(hv, a.vthF)) : a.v_resetF) : hv;
+        v = sp ? (a.soft ? mp_rnd<F>(rn_fsub(hv, a.vthF)) : a.v_resetF) : hv;
         if (h) h[off] = Io<TS>::st(hv);
     }
     if (a.vlast) ((TS *)a.vlast)[i] = Io<TS>::st(v);
@@ -253,50 +208,50 @@ template <int S, int B> SNN_HD double mp_bwd_body(const MpBwdArgs &a, size_t i) 
     for (int t = a.T - 1; t >= 0; t--) {
         const size_t off = (size_t)t * n + i;
         const float h = Io<TS>::ld(hs[off]); /* h as stored */
-        const float sig = mp_rnd<B>(mp_sg(a.sg, a.alpha, mp_sub(h, a.vth)));
+        const float sig = mp_rnd<B>(mp_sg(a.sg, a.alpha, rn_fsub(h, a.vth)));
         const float hB = mp_rnd<B>(h);
-        const float G = mp_add(carry, 0.0f); /* -0 becomes +0, as the plain kernel */
+        const float G = rn_fadd(carry, 0.0f); /* -0 becomes +0, as the plain kernel */
         const float gS = a.gs ? mp_rnd<B>(a.gs[off]) : 0.0f;
         const float sp = h >= a.vth ? 1.0f : 0.0f;
         float gh;
         if (!a.soft && !a.detach) {
-            float u = mp_rnd<B>(mp_sub(a.vrB, hB));
-            u = mp_rnd<B>(mp_mul(G, u));
-            u = mp_rnd<B>(mp_add(gS, u));
-            u = mp_rnd<B>(mp_mul(u, sig));
-            gh = mp_rnd<B>(mp_add(u, mp_mul(G, 1.0f - sp)));
+            float u = mp_rnd<B>(rn_fsub(a.vrB, hB));
+            u = mp_rnd<B>(rn_fmul(G, u));
+            u = mp_rnd<B>(rn_fadd(gS, u));
+            u = mp_rnd<B>(rn_fmul(u, sig));
+            gh = mp_rnd<B>(rn_fadd(u, rn_fmul(G, 1.0f - sp)));
         } else if (!a.soft) {
-            gh = mp_rnd<B>(mp_add(mp_rnd<B>(mp_mul(gS, sig)), mp_mul(G, 1.0f - sp)));
+            gh = mp_rnd<B>(rn_fadd(mp_rnd<B>(rn_fmul(gS, sig)), rn_fmul(G, 1.0f - sp)));
         } else if (!a.detach) {
-            float u = mp_rnd<B>(mp_mul(a.vthB, G));
-            u = mp_rnd<B>(mp_sub(gS, u));
-            u = mp_rnd<B>(mp_mul(u, sig));
-            gh = mp_rnd<B>(mp_add(u, G));
+            float u = mp_rnd<B>(rn_fmul(a.vthB, G));
+            u = mp_rnd<B>(rn_fsub(gS, u));
+            u = mp_rnd<B>(rn_fmul(u, sig));
+            gh = mp_rnd<B>(rn_fadd(u, G));
         } else {
-            gh = mp_rnd<B>(mp_add(mp_rnd<B>(mp_mul(gS, sig)), G));
+            gh = mp_rnd<B>(rn_fadd(mp_rnd<B>(rn_fmul(gS, sig)), G));
         }
-        if (a.gx) a.gx[off] = mp_rnd<B>(mp_mul(gh, a.cB));
-        carry = mp_rnd<B>(mp_mul(gh, a.aB));
+        if (a.gx) a.gx[off] = mp_rnd<B>(rn_fmul(gh, a.cB));
+        carry = mp_rnd<B>(rn_fmul(gh, a.aB));
         if (a.want_k) {
             /* v_{t-1} as the forward stored it: S(reset in F) of the stored h_{t-1} */
             float vp;
             if (t > 0) {
                 const float hp = Io<TS>::ld(hs[off - n]);
                 vp = !(hp >= a.vth) ? hp
-                                    : mp_rnd<S>(a.soft ? mp_rnd_rt(a.F, mp_sub(hp, a.vthF)) : a.v_resetF);
+                                    : mp_rnd<S>(a.soft ? mp_rnd_rt(a.F, rn_fsub(hp, a.vthF)) : a.v_resetF);
             } else {
                 vp = a.v0 ? Io<TS>::ld(((const TS *)a.v0)[i]) : a.vinitS;
             }
             if (k_f32) {
                 double d = a.mode == MPK_DECAY ? (double)h - (double)vp : (double)a.vr32 - (double)vp;
-                accd = mp_dadd(accd, mp_dmul((double)gh, d));
+                accd = rn_dadd(accd, rn_dmul((double)gh, d));
             } else if (k_fp8) {
-                float d = a.mode == MPK_DECAY ? mp_sub(h, vp) : mp_sub(a.vr32, vp);
-                accf = mp_add(accf, mp_mul(gh, d));
+                float d = a.mode == MPK_DECAY ? rn_fsub(h, vp) : rn_fsub(a.vr32, vp);
+                accf = rn_fadd(accf, rn_fmul(gh, d));
             } else {
-                float d = a.mode == MPK_DECAY ? mp_rnd<B>(mp_sub(hB, mp_rnd<B>(vp)))
-                                              : mp_rnd<B>(mp_sub(a.vrB, mp_rnd<B>(vp)));
-                accf = mp_rnd<B>(mp_add(accf, mp_rnd<B>(mp_mul(gh, d))));
+                float d = a.mode == MPK_DECAY ? mp_rnd<B>(rn_fsub(hB, mp_rnd<B>(vp)))
+                                              : mp_rnd<B>(rn_fsub(a.vrB, mp_rnd<B>(vp)));
+                accf = mp_rnd<B>(rn_fadd(accf, mp_rnd<B>(rn_fmul(gh, d))));
             }
         }
     }
@@ -308,7 +263,7 @@ template <int S, int B> SNN_HD double mp_bwd_body(const MpBwdArgs &a, size_t i) 
 /* Sequential double sum in index order (the CPU's loops: start at +0, add one by one). */
 SNN_HD double mp_seq_sum(const double *p, size_t len) {
     double s = 0.0;
-    for (size_t j = 0; j < len; j++) s = mp_dadd(s, p[j]);
+    for (size_t j = 0; j < len; j++) s = rn_dadd(s, p[j]);
     return s;
 }
 /* Number of chunks and the block range of chunk ch (the CPU's split, in 64-bit). */
