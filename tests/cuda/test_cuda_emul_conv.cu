@@ -281,10 +281,58 @@ static void test_bn_short(void) {
     bn_short_case(2, 9, 256, 5, 6);    /* the longest short row */
 }
 
+/* The column tiles: a block's two phases run thread by thread on the host (every staging
+ * thread, then the COL_C adding ones), against the sums from 0.0 in row order. */
+template <int NS, int ROWS> static void col_case(size_t B, int C) {
+    double *src[NS];
+    for (int k = 0; k < NS; k++) {
+        const size_t n = B * (size_t)C;
+        src[k] = (double *)malloc((n > 0 ? n : 1) * sizeof(double));
+        for (size_t i = 0; i < B * (size_t)C; i++) {
+            uint64_t z = g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
+            src[k][i] = (double)(int64_t)(z >> 11) * 0x1p-40; /* wide exponents: the order shows */
+        }
+    }
+    const double *cs[NS];
+    for (int k = 0; k < NS; k++) cs[k] = src[k];
+    static double tile[NS][ROWS][COL_C + 1];
+    size_t bad = 0;
+    for (int blk = 0; blk < (C + COL_C - 1) / COL_C; blk++) {
+        double acc[COL_C][NS];
+        for (int t = 0; t < COL_C; t++)
+            for (int k = 0; k < NS; k++) acc[t][k] = 0.0;
+        for (size_t i0 = 0; i0 < B; i0 += ROWS) {
+            const int rows = col_tile_rows(B, i0, ROWS);
+            for (int k = 0; k < NS; k++)
+                for (int r = 0; r < ROWS; r++)
+                    for (int c = 0; c <= COL_C; c++) tile[k][r][c] = NAN; /* what no thread staged */
+            for (int tid = 0; tid < COL_THREADS; tid++) col_tile_load<NS, ROWS>(cs, C, blk, i0, rows, tid, tile);
+            for (int tid = 0; tid < COL_C; tid++) col_tile_add<NS, ROWS>(tile, rows, tid, acc[tid]);
+        }
+        for (int t = 0; t < COL_C && blk * COL_C + t < C; t++)
+            for (int k = 0; k < NS; k++) {
+                double want = 0.0;
+                for (size_t i = 0; i < B; i++) want = want + src[k][i * (size_t)C + (size_t)(blk * COL_C + t)];
+                bad += memcmp(&want, &acc[t][k], sizeof want) != 0;
+            }
+    }
+    CHECK_MSG(bad == 0, "column tiles (%d arrays, %d rows a tile), B %zu C %d: %zu sums differ", NS, ROWS, B, C, bad);
+    for (int k = 0; k < NS; k++) free(src[k]);
+}
+
+static void test_col_tiles(void) {
+    static const struct { size_t B; int C; } cases[] = {{1, 1}, {128, 384}, {300, 70}, {65, 33}, {0, 5}, {257, 31}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        col_case<1, 128>(cases[i].B, cases[i].C); /* bn_col_kernel's */
+        col_case<2, 64>(cases[i].B, cases[i].C);  /* bn_grad_col_kernel's */
+    }
+}
+
 int main(void) {
     g_rng = snn_test_seed();
     test_im2col();
     test_pool();
     test_bn_short();
+    test_col_tiles();
     return snn_test_finish("test_cuda_emul_conv");
 }

@@ -70,4 +70,33 @@ SNN_HD void bn_grad_row_short_lane(const float *x, const float *dy, size_t n, si
     }
 }
 
+/* BatchNorm's column sums acc[c] = Σ_i src[i·C + c] from 0.0 in row order (one thread a
+ * channel: the order backend.h fixes), in two phases a tile of ROWS rows: a block of
+ * COL_THREADS threads stages rows i0..i0+rows-1 of its COL_C channels (block blk: channels
+ * blk·COL_C...) in shared memory, loads coalesced and all in flight (col_tile_load, thread tid);
+ * then thread tid < COL_C adds its column of the tile in row order (col_tile_add). Channels at
+ * or past C are staged as 0 and never written. NS arrays are summed side by side. */
+#define COL_C 32
+#define COL_THREADS 256
+template <int NS, int ROWS>
+SNN_HD void col_tile_load(const double *const (&src)[NS], int C, int blk, size_t i0, int rows, int tid,
+                          double (&tile)[NS][ROWS][COL_C + 1]) {
+    const int c0 = blk * COL_C;
+    for (int q = tid; q < rows * COL_C; q += COL_THREADS) {
+        const int r = q / COL_C, cc = q % COL_C;
+        const bool in = c0 + cc < C;
+#pragma unroll
+        for (int k = 0; k < NS; k++) tile[k][r][cc] = in ? src[k][(i0 + r) * (size_t)C + (size_t)(c0 + cc)] : 0.0;
+    }
+}
+template <int NS, int ROWS>
+SNN_HD void col_tile_add(const double (&tile)[NS][ROWS][COL_C + 1], int rows, int tid, double (&acc)[NS]) {
+    for (int r = 0; r < rows; r++)
+#pragma unroll
+        for (int k = 0; k < NS; k++) acc[k] = rn_dadd(acc[k], tile[k][r][tid]);
+}
+SNN_HD int col_tile_rows(size_t B, size_t i0, int rows_max) {
+    return B - i0 < (size_t)rows_max ? (int)(B - i0) : rows_max;
+}
+
 #endif

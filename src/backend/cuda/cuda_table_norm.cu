@@ -123,31 +123,18 @@ __global__ void bn_grad_row_short_kernel(const float *__restrict__ x, const floa
     }
 }
 
-/* The column sums acc[c] = Σ_i part[i·C + c], from 0.0 in row order. That order leaves one
- * thread a channel, so the loads are what costs: a block of COL_THREADS stages a tile of ROWS
- * rows x COL_C channels in shared memory with coalesced loads, all in flight at once, and
- * then COL_C threads add their column of the tile in row order. */
-#define COL_C 32
-#define COL_THREADS 256
+/* The column sums (cuda_norm_body.h: col_tile_load, col_tile_add): a block of COL_THREADS
+ * threads per COL_C channels, tiles of ROWS rows in shared memory. */
 template <int NS, int ROWS>
 __device__ __forceinline__ void col_sums(const double *const (&src)[NS], size_t B, int C, double (&acc)[NS]) {
     __shared__ double tile[NS][ROWS][COL_C + 1];
-    const int c0 = blockIdx.x * COL_C;
 #pragma unroll
     for (int k = 0; k < NS; k++) acc[k] = 0.0;
     for (size_t i0 = 0; i0 < B; i0 += ROWS) {
-        const int rows = B - i0 < (size_t)ROWS ? (int)(B - i0) : ROWS;
-        for (int q = threadIdx.x; q < rows * COL_C; q += COL_THREADS) {
-            const int r = q / COL_C, cc = q % COL_C;
-            const bool in = c0 + cc < C;
-#pragma unroll
-            for (int k = 0; k < NS; k++) tile[k][r][cc] = in ? src[k][(i0 + r) * (size_t)C + (size_t)(c0 + cc)] : 0.0;
-        }
+        const int rows = col_tile_rows(B, i0, ROWS);
+        col_tile_load<NS, ROWS>(src, C, (int)blockIdx.x, i0, rows, (int)threadIdx.x, tile);
         __syncthreads();
-        if (threadIdx.x < COL_C)
-            for (int r = 0; r < rows; r++)
-#pragma unroll
-                for (int k = 0; k < NS; k++) acc[k] = __dadd_rn(acc[k], tile[k][r][threadIdx.x]);
+        if (threadIdx.x < COL_C) col_tile_add<NS, ROWS>(tile, rows, (int)threadIdx.x, acc);
         __syncthreads();
     }
 }
