@@ -873,6 +873,14 @@ snn_status snn_cuda_table_check(const snn_backend *be, const char *what) { retur
 snn_status snn_cuda_table_ws(const snn_backend *be, size_t bytes, void **out) { return ws_get(be, bytes, out); }
 void *snn_cuda_table_scratch(const snn_backend *be) { return tab(be)->scratch; }
 unsigned snn_cuda_table_grid(const snn_backend *be, size_t n, unsigned block) { return grid_for(be, n, block); }
+int snn_cuda_table_vec_off(void) {
+    static int off = -1;
+    if (off < 0) {
+        const char *e = getenv("SNN_CUDA_CONV_VEC");
+        off = e && !strcmp(e, "0");
+    }
+    return off;
+}
 
 snn_cuda_lines snn_cuda_table_lines(const snn_backend *be, size_t lines, size_t per_line) {
     unsigned bd = 256;

@@ -37,6 +37,11 @@ struct snn_cuda_lines {
 };
 snn_cuda_lines snn_cuda_table_lines(const snn_backend *be, size_t lines, size_t per_line);
 
+/* SNN_CUDA_CONV_VEC=0 in the environment (read once): the convolution, pooling and BatchNorm
+ * entries take their one-element walks instead of the vectorised and special ones, which give
+ * the same bits (an A/B switch for measurements). */
+int snn_cuda_table_vec_off(void);
+
 /* Causal attention through cuBLASLt (cuda_attn_gemm.cu): attention_forward / _backward's
  * contract; dZ is the backward's work (R H S S floats). */
 snn_status snn_cuda_attn_gemm_forward(const snn_backend *be, snn_dtype t, int R, int S, int H, int G, int hd,

@@ -24,8 +24,6 @@
 
 #include <limits.h>
 #include <math.h>
-#include <stdlib.h>
-#include <string.h>
 
 namespace {
 
@@ -58,16 +56,6 @@ Geo geo_of(const snn_conv_geom *g) {
 }
 
 inline bool fits32(size_t n) { return n <= (size_t)0x7fffffff; }
-
-/* SNN_CUDA_CONV_VEC=0 keeps the one-element walks (an A/B switch for the vectorised forms). */
-int conv_novec(void) {
-    static int v = -1;
-    if (v < 0) {
-        const char *e = getenv("SNN_CUDA_CONV_VEC");
-        v = e && !strcmp(e, "0");
-    }
-    return v;
-}
 
 /* ---------------------------------------------------------------- im2col / col2im */
 
@@ -237,7 +225,7 @@ void launch_im2col(const snn_backend *be, const snn_conv_geom *g, int nb, const 
                    size_t total) {
     const int fit = fits32(total) && fits32((size_t)nb * g->C * g->H * g->W);
     const size_t P = (size_t)g->Ho * g->Wo;
-    const int V = fit && !conv_novec() ? vec_width(sizeof(O), col, ld, P, P) : 1;
+    const int V = fit && !snn_cuda_table_vec_off() ? vec_width(sizeof(O), col, ld, P, P) : 1;
     if constexpr (sizeof(O) == 2) {
         if (V == 8) return launch_im2col_vec<O, 8>(be, g, nb, x, col, ld, total);
     }
@@ -292,7 +280,7 @@ snn_status t_col2im(const snn_backend *be, const snn_conv_geom *g, int nb, const
     if (!dx || !col) return snn_error(SNN_E_INVALID, "col2im: NULL buffer");
     const snn_cuda_lines gr = snn_cuda_table_lines(be, (size_t)nb * g->C, (size_t)g->H * g->W);
     /* the unit-stride walk: every col offset below 2^31 too */
-    if (g->sh == 1 && g->sw == 1 && fits32(total) && fits32((size_t)g->C * g->kh * g->kw * ld) && !conv_novec()) {
+    if (g->sh == 1 && g->sw == 1 && fits32(total) && fits32((size_t)g->C * g->kh * g->kw * ld) && !snn_cuda_table_vec_off()) {
         const Div dC = div_make(g->C), dW = div_make(g->W);
         if (g->kh == 3 && g->kw == 3)
             col2im_s1_kernel<3, 3><<<gr.grid, gr.block, 0, stream_of(be)>>>(geo_of(g), nb, dC, dW, col, ld, rc, dx);
@@ -425,7 +413,7 @@ snn_status t_conv_scatter(const snn_backend *be, int nb, int O, size_t P, const 
     const unsigned grid = snn_cuda_table_grid(be, total, 256);
     const int rc = round_code(round);
     /* float4 runs: P and ld multiples of 4, both bases 16-byte aligned */
-    if (fits32(total) && !conv_novec() && P % 4 == 0 && (!src || vec_width(4, src, ld, P, P) == 4) &&
+    if (fits32(total) && !snn_cuda_table_vec_off() && P % 4 == 0 && (!src || vec_width(4, src, ld, P, P) == 4) &&
         (uintptr_t)y % 16 == 0) {
         scatter_vec_kernel<4><<<snn_cuda_table_grid(be, total / 4, 256), 256, 0, stream_of(be)>>>(
             nb, O, (int)P, div_make((int)P / 4), div_make(O), src, ld, bias, rc, y);
@@ -460,7 +448,7 @@ template <typename D>
 void launch_gather(const snn_backend *be, int nb, int O, size_t P, const float *src, D *dst, size_t ld) {
     const size_t total = (size_t)nb * O * P;
     /* runs of V: P and ld multiples of V, dst aligned to V elements, src to 16 bytes (V >= 4) */
-    const int V = fits32(total) && !conv_novec() && (uintptr_t)src % 16 == 0 ? vec_width(sizeof(D), dst, ld, P, P) : 1;
+    const int V = fits32(total) && !snn_cuda_table_vec_off() && (uintptr_t)src % 16 == 0 ? vec_width(sizeof(D), dst, ld, P, P) : 1;
     if (V >= 4) {
         const unsigned gv = snn_cuda_table_grid(be, total / V, 256);
         if constexpr (sizeof(D) == 2) {
@@ -751,7 +739,7 @@ snn_status t_maxpool_forward(const snn_backend *be, const snn_conv_geom *g, cons
     const unsigned grid = snn_cuda_table_grid(be, total, 256);
     const PoolDiv d = pool_div(g);
     if (g->kh == 3 && g->kw == 3 && g->sh == 2 && g->sw == 2 && g->ph == 1 && g->pw == 1 && pool_fits32(g) &&
-        !conv_novec()) {
+        !snn_cuda_table_vec_off()) {
         maxpool_fwd_k3s2_kernel<<<grid, 256, 0, stream_of(be)>>>(geo_of(g), g->C, div_make(g->Wo), div_make(g->Ho), x,
                                                                  y, argmax);
         SNN_CU_LAUNCHED("maxpool_forward");
@@ -772,7 +760,7 @@ snn_status t_maxpool_backward(const snn_backend *be, const snn_conv_geom *g, con
     const unsigned grid = snn_cuda_table_grid(be, total, 256);
     const PoolDiv d = pool_div(g);
     if (g->kh == 3 && g->kw == 3 && g->sh == 2 && g->sw == 2 && g->ph == 1 && g->pw == 1 && pool_fits32(g) &&
-        (uintptr_t)dx % 8 == 0 && !conv_novec()) {
+        (uintptr_t)dx % 8 == 0 && !snn_cuda_table_vec_off()) {
         const size_t nout = (size_t)g->C * g->Ho * g->Wo;
         maxpool_bwd_k3s2_kernel<<<snn_cuda_table_grid(be, nout, 256), 256, 0, stream_of(be)>>>(
             geo_of(g), g->C, div_make(g->Wo), div_make(g->Ho), dy, argmax, dx);
@@ -780,7 +768,7 @@ snn_status t_maxpool_backward(const snn_backend *be, const snn_conv_geom *g, con
         return SNN_OK;
     }
     if (g->sh == g->kh && g->sw == g->kw && g->ph == 0 && g->pw == 0 && g->H == g->Ho * g->kh &&
-        g->W == g->Wo * g->kw && pool_fits32(g) && !conv_novec()) {
+        g->W == g->Wo * g->kw && pool_fits32(g) && !snn_cuda_table_vec_off()) {
         const size_t nout = (size_t)g->C * g->Ho * g->Wo;
         maxpool_bwd_tile_kernel<<<snn_cuda_table_grid(be, nout, 256), 256, 0, stream_of(be)>>>(
             geo_of(g), g->C, div_make(g->Wo), div_make(g->Ho), dy, argmax, dx);

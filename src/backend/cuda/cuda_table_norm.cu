@@ -20,8 +20,6 @@
  * exactly the contract). SSA: the runner's kernels (cuda_attn.cu), which recompute A in the
  * backward; the work area is their scratch. */
 #include <limits.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "backend/cuda/cuda_layers.h"
 #include "backend/cuda/cuda_norm_body.h"
@@ -311,12 +309,8 @@ snn_status bn_args(const snn_backend *be, const char *what, size_t B, int C, siz
 
 /* Lines of S values as float4: S a multiple of 4 and every array 16-byte aligned. */
 bool bn_vec4(size_t S, const float *a, const float *b, const float *c) {
-    static int off = -1;
-    if (off < 0) {
-        const char *e = getenv("SNN_CUDA_CONV_VEC"); /* the A/B switch of cuda_table_conv.cu */
-        off = e && !strcmp(e, "0");
-    }
-    return !off && S % 4 == 0 && (uintptr_t)a % 16 == 0 && (uintptr_t)b % 16 == 0 && (uintptr_t)c % 16 == 0;
+    return !snn_cuda_table_vec_off() && S % 4 == 0 && (uintptr_t)a % 16 == 0 && (uintptr_t)b % 16 == 0 &&
+           (uintptr_t)c % 16 == 0;
 }
 
 unsigned col_grid(int C) { return (unsigned)((C + COL_C - 1) / COL_C); }
