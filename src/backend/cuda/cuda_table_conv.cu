@@ -187,17 +187,16 @@ __global__ void im2col_fd_kernel(Geo g, int nb, Div dP, Div dnb, Div dkk, Div dk
 
 /* ---- vectorised forms: V consecutive outputs a thread, one store of V elements ----
  * The walks above decompose every element's index (six divisions) and store 2 or 4 bytes at a
- * time; these decompose once per V elements of one output row (or one P-run of a layout
- * change) and store them in one 4- to 16-byte write. The values and the element each lands
- * in are the same, so the results are bit-identical; used where the run lengths, the leading
- * dimension and the base are multiples of V (vec_width below). */
+ * time; these decompose once per V consecutive elements of an output plane (or of a P-run of
+ * a layout change) and store them in one 4- to 16-byte write. Each value and the element it
+ * lands in are the same, so the results are bit-identical; used where the run length, the
+ * leading dimension and the base are multiples of V (vec_width below). */
 
-/* The widest V in {8, 4, 2, 1} (at most 16 bytes of elems of `esize` bytes) dividing every
- * run length in `runs` and the leading dimension, with the base aligned to V elements. */
-int vec_width(size_t esize, const void *base, size_t ld, size_t run0, size_t run1) {
+/* The widest V in {8, 4, 2, 1} (at most 16 bytes of elements of `esize` bytes) dividing the
+ * run length and the leading dimension, with the base aligned to V elements. */
+int vec_width(size_t esize, const void *base, size_t ld, size_t run) {
     for (int v = (int)(16 / esize) < 8 ? (int)(16 / esize) : 8; v > 1; v >>= 1)
-        if (ld % (size_t)v == 0 && run0 % (size_t)v == 0 && run1 % (size_t)v == 0 &&
-            (uintptr_t)base % ((size_t)v * esize) == 0)
+        if (ld % (size_t)v == 0 && run % (size_t)v == 0 && (uintptr_t)base % ((size_t)v * esize) == 0)
             return v;
     return 1;
 }
@@ -225,7 +224,7 @@ void launch_im2col(const snn_backend *be, const snn_conv_geom *g, int nb, const 
                    size_t total) {
     const int fit = fits32(total) && fits32((size_t)nb * g->C * g->H * g->W);
     const size_t P = (size_t)g->Ho * g->Wo;
-    const int V = fit && !snn_cuda_table_vec_off() ? vec_width(sizeof(O), col, ld, P, P) : 1;
+    const int V = fit && !snn_cuda_table_vec_off() ? vec_width(sizeof(O), col, ld, P) : 1;
     if constexpr (sizeof(O) == 2) {
         if (V == 8) return launch_im2col_vec<O, 8>(be, g, nb, x, col, ld, total);
     }
@@ -413,7 +412,7 @@ snn_status t_conv_scatter(const snn_backend *be, int nb, int O, size_t P, const 
     const unsigned grid = snn_cuda_table_grid(be, total, 256);
     const int rc = round_code(round);
     /* float4 runs: P and ld multiples of 4, both bases 16-byte aligned */
-    if (fits32(total) && !snn_cuda_table_vec_off() && P % 4 == 0 && (!src || vec_width(4, src, ld, P, P) == 4) &&
+    if (fits32(total) && !snn_cuda_table_vec_off() && P % 4 == 0 && (!src || vec_width(4, src, ld, P) == 4) &&
         (uintptr_t)y % 16 == 0) {
         scatter_vec_kernel<4><<<snn_cuda_table_grid(be, total / 4, 256), 256, 0, stream_of(be)>>>(
             nb, O, (int)P, div_make((int)P / 4), div_make(O), src, ld, bias, rc, y);
@@ -448,7 +447,9 @@ template <typename D>
 void launch_gather(const snn_backend *be, int nb, int O, size_t P, const float *src, D *dst, size_t ld) {
     const size_t total = (size_t)nb * O * P;
     /* runs of V: P and ld multiples of V, dst aligned to V elements, src to 16 bytes (V >= 4) */
-    const int V = fits32(total) && !snn_cuda_table_vec_off() && (uintptr_t)src % 16 == 0 ? vec_width(sizeof(D), dst, ld, P, P) : 1;
+    const int V = fits32(total) && !snn_cuda_table_vec_off() && (uintptr_t)src % 16 == 0
+                      ? vec_width(sizeof(D), dst, ld, P)
+                      : 1;
     if (V >= 4) {
         const unsigned gv = snn_cuda_table_grid(be, total / V, 256);
         if constexpr (sizeof(D) == 2) {
