@@ -361,9 +361,16 @@ struct snn_backend {
     /* The inverse layout change: dst[o*ld + s*P + p] = src[s][o][p] for nb samples (copies). */
     snn_status (*conv_gather)(const snn_backend *be, int nb, int O, size_t P, const float *src, float *dst,
                               size_t ld);
-    /* conv_gather with dst stored in t (RNE), the A operand of a 16-bit dW GEMM. NULL on the CPU. */
-    snn_status (*conv_gather16)(const snn_backend *be, snn_dtype t, int nb, int O, size_t P, const float *src,
-                                void *dst, size_t ld);
+    /* conv_gather with dst stored in t (RNE), the A operand of a 16-bit dW GEMM; src stored as
+     * src_t (SNN_F32, or t). NULL on the CPU. */
+    snn_status (*conv_gather16)(const snn_backend *be, snn_dtype t, int nb, int O, size_t P, snn_dtype src_t,
+                                const void *src, void *dst, size_t ld);
+    /* conv_scatter with round = t (SNN_F16 / SNN_BF16) and y stored in t: a convolution's
+     * output kept 16-bit for the module after it (a BatchNorm with batchnorm_x16), the same
+     * values. conv_gather16's src_t = t reads such a gradient (copies); SNN_F32 converts as
+     * above. NULL on the CPU. */
+    snn_status (*conv_scatter16)(const snn_backend *be, snn_dtype t, int nb, int O, size_t P, const float *src,
+                                 size_t ld, const float *bias, void *y);
     /* A convolution's bias gradient over B samples dy[B][O][P]:
      * db[o] += (float)(Σ_b Σ_p dy[b][o][p]) with the sum in double. The CPU sums b then p in
      * increasing order; another backend may sum in another (fixed) order, so the double sums
@@ -406,8 +413,12 @@ struct snn_backend {
      * from +0.0. With that order and the per-element formulas below (each operation rounded
      * once, no FMA) every backend gives the same bits.
      * batchnorm_stats: acc[c] = Σ x when sum is NULL; else the second pass around the mean,
-     * acc[c] = Σ d·d with d = x - sum[c]/count (sum[c]/count in double). */
-    snn_status (*batchnorm_stats)(const snn_backend *be, size_t B, int C, size_t S, const float *x,
+     * acc[c] = Σ d·d with d = x - sum[c]/count (sum[c]/count in double).
+     * xt is how x (and the backward's dx) is stored: SNN_F32, or SNN_F16 / SNN_BF16 on a table
+     * with batchnorm_x16 (a 16-bit convolution's output, kept in its type: every value is
+     * widened exactly, so the results are those of the same values in FP32; dx is written as
+     * the RNE of the FP32 value below, what the convolution's GEMM would convert it to). */
+    snn_status (*batchnorm_stats)(const snn_backend *be, snn_dtype xt, size_t B, int C, size_t S, const void *x,
                                   const double *sum, double count, double *acc);
     /* Forward. training: mean = sum/count, invstd = 1/sqrt(sqsum/count + eps) (biased
      * variance), running_mean = (float)((1 - mom)·running_mean + mom·mean), running_var the
@@ -415,22 +426,25 @@ struct snn_backend {
      * NULL): mean = running_mean, invstd = 1/sqrt(running_var + eps), running stats untouched.
      * mean, invstd [C] written (what the backward needs); y = (float)((x - mean)·(invstd·w) + b)
      * in double. eps and momentum enter as doubles of the floats. */
-    snn_status (*batchnorm_forward)(const snn_backend *be, size_t B, int C, size_t S, int training, float eps,
-                                    float momentum, double count, const double *sum, const double *sqsum,
-                                    const float *x, const float *w, const float *b, float *running_mean,
+    snn_status (*batchnorm_forward)(const snn_backend *be, snn_dtype xt, size_t B, int C, size_t S, int training,
+                                    float eps, float momentum, double count, const double *sum, const double *sqsum,
+                                    const void *x, const float *w, const float *b, float *running_mean,
                                     float *running_var, double *mean, double *invstd, float *y);
     /* Backward sums (the order above): gsum[c] = Σ dy, gdot[c] = Σ dy·((x - mean)·invstd);
      * then db[c] += (float)gsum[c], dw[c] += (float)gdot[c]. */
-    snn_status (*batchnorm_backward_sums)(const snn_backend *be, size_t B, int C, size_t S, const float *x,
-                                          const float *dy, const double *mean, const double *invstd,
+    snn_status (*batchnorm_backward_sums)(const snn_backend *be, snn_dtype xt, size_t B, int C, size_t S,
+                                          const void *x, const float *dy, const double *mean, const double *invstd,
                                           double *gsum, double *gdot, float *dw, float *db);
     /* dx written, in double with k = w·invstd: training (the forward normalised with batch
      * statistics over count values per channel): (float)(k·(dy - gsum/count - x̂·(gdot/count)))
      * with x̂ = (x - mean)·invstd; eval: (float)(k·dy) (gsum, gdot unused). */
-    snn_status (*batchnorm_backward_input)(const snn_backend *be, size_t B, int C, size_t S, int training,
-                                           double count, const float *x, const float *dy, const float *w,
-                                           const double *mean, const double *invstd, const double *gsum,
-                                           const double *gdot, float *dx);
+    snn_status (*batchnorm_backward_input)(const snn_backend *be, snn_dtype xt, size_t B, int C, size_t S,
+                                           int training, double count, const void *x, const float *dy,
+                                           const float *w, const double *mean, const double *invstd,
+                                           const double *gsum, const double *gdot, void *dx);
+    /* 1: the BatchNorm entries take x and dx stored as SNN_F16 / SNN_BF16 (xt); 0 (the CPU
+     * table): SNN_F32 only, anything else is refused. */
+    int batchnorm_x16;
 
     /* Dropout mask [n]: mask[i] = snn_rng_uniform(seed, stream, base + i) >= p ? scale : 0 with
      * scale = p < 1 ? 1/(1 - p) : 0 (FP32). A pure function of its arguments: bit-identical. */

@@ -127,19 +127,22 @@ static snn_status bn_forward(snn_module *m, const snn_run *r, const float *x, fl
     if (!b->mean)
         return snn_error(SNN_E_STATE, "BatchNorm %s: reserve must run before forward", m->name);
     double cnt = (double)(B * S); /* values per channel (of the whole group when synchronised) */
+    /* x is a 16-bit convolution's output kept in its type (precision/prec_store.c) */
+    const snn_dtype xt = (snn_dtype)m->in_store;
+    if (m->out_store) return snn_error(SNN_E_STATE, "BatchNorm %s: its output cannot be stored 16-bit", m->name);
 
     if (training) {
-        SNN_TRY(be->batchnorm_stats(be, B, b->C, S, x, NULL, 0.0, b->acc0));
+        SNN_TRY(be->batchnorm_stats(be, xt, B, b->C, S, x, NULL, 0.0, b->acc0));
         if (b->sync) {
             SNN_TRY(bn_sync(m, b->acc0, C, &cnt));
             if (cnt < 2)
                 return snn_error(SNN_E_INVALID, "BatchNorm %s needs more than one value per channel in "
                                  "training (%g over the synchronised group)", m->name, cnt);
         }
-        SNN_TRY(be->batchnorm_stats(be, B, b->C, S, x, b->acc0, cnt, b->acc1));
+        SNN_TRY(be->batchnorm_stats(be, xt, B, b->C, S, x, b->acc0, cnt, b->acc1));
         SNN_TRY(bn_sync(m, b->acc1, C, NULL));
     }
-    SNN_TRY(be->batchnorm_forward(be, B, b->C, S, training, b->eps, b->momentum, cnt, b->acc0, b->acc1, x,
+    SNN_TRY(be->batchnorm_forward(be, xt, B, b->C, S, training, b->eps, b->momentum, cnt, b->acc0, b->acc1, x,
                                   m->params[P_WEIGHT].data, m->params[P_BIAS].data, m->params[P_RMEAN].data,
                                   m->params[P_RVAR].data, b->mean, b->invstd, y));
     b->fwd_training = training;
@@ -157,9 +160,10 @@ static snn_status bn_backward(snn_module *m, const snn_run *r, const float *x, c
         return snn_error(SNN_E_STATE, "BatchNorm %s: backward called before forward", m->name);
     const size_t B = snn_rows(r), C = (size_t)b->C, S = (size_t)b->S;
     const int training = b->fwd_training;
+    const snn_dtype xt = (snn_dtype)m->in_store; /* x and dx (see bn_forward) */
     double *acc0 = b->acc0, *acc1 = b->acc1;
     /* this replica's share of dw, db: the data-parallel gradient average adds the others' */
-    SNN_TRY(be->batchnorm_backward_sums(be, B, b->C, S, x, dy, b->mean, b->invstd, acc0, acc1,
+    SNN_TRY(be->batchnorm_backward_sums(be, xt, B, b->C, S, x, dy, b->mean, b->invstd, acc0, acc1,
                                         m->params[P_WEIGHT].grad, m->params[P_BIAS].grad));
     if (!dx) return SNN_OK;
     if (training && b->sync) {
@@ -168,7 +172,7 @@ static snn_status bn_backward(snn_module *m, const snn_run *r, const float *x, c
         SNN_TRY(bn_sync(m, acc0, 2 * C, NULL));
         SNN_TRY(be->copy(be, acc1, acc0 + C, C * sizeof(double)));
     }
-    return be->batchnorm_backward_input(be, B, b->C, S, training, b->fwd_count, x, dy, m->params[P_WEIGHT].data,
+    return be->batchnorm_backward_input(be, xt, B, b->C, S, training, b->fwd_count, x, dy, m->params[P_WEIGHT].data,
                                         b->mean, b->invstd, acc0, acc1, dx);
 }
 

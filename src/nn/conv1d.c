@@ -53,6 +53,7 @@ static void conv1d_reserve(snn_module *m, snn_arena *a, int T, int N) {
 
 static snn_status conv1d_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
     conv1d_impl *c = m->impl;
+    c->e.y_store = m->out_store;
     return snn_conv_engine_forward(&c->e, r, m->be, snn_rows(r), m->params[0].data,
                                    c->bias ? m->params[1].data : NULL, x, y);
 }
@@ -61,6 +62,7 @@ static snn_status conv1d_backward(snn_module *m, const snn_run *r, const float *
                                   const float *dy, float *dx) {
     (void)y;
     conv1d_impl *c = m->impl;
+    c->e.y_store = m->out_store;
     return snn_conv_engine_backward(&c->e, r, m->be, snn_rows(r), m->params[0].data, m->params[0].grad,
                                     c->bias ? m->params[1].grad : NULL, x, dy, dx);
 }

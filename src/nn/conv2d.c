@@ -85,11 +85,21 @@ static snn_dtype w_store(const snn_run *r) { return r->w_store ? (snn_dtype)r->w
 /* The rounding a wrapper asked of y and dx (SNN_MODULE_ROUNDS_OUT), SNN_F32 for none. */
 static snn_dtype out_round(const snn_run *r) { return r->out_round ? (snn_dtype)r->out_round : SNN_F32; }
 
-static snn_status check_w_store(const snn_backend *be, const snn_run *r) {
+static snn_status check_w_store(const snn_conv_engine *e, const snn_backend *be, const snn_run *r) {
     if (w_store(r) != SNN_F32 && store16(be, r) == SNN_F32)
         return snn_error(SNN_E_STATE, "convolution: a 16-bit weight copy needs a backend with 16-bit GEMM operands "
                                       "and im2col16");
+    /* a 16-bit output (y, dy) is written by conv_scatter16 and read by conv_gather16 of the
+     * batched 16-bit path, in the GEMM's type */
+    if (e->y_store && (e->per_sample || store16(be, r) != (snn_dtype)e->y_store || !be->conv_scatter16))
+        return snn_error(SNN_E_STATE, "convolution: a %s output needs the batched %s GEMM path and conv_scatter16",
+                         snn_dtype_name((snn_dtype)e->y_store), snn_dtype_name((snn_dtype)e->y_store));
     return SNN_OK;
+}
+
+/* Element offset o into an activation stored as t (FP32 or a 16-bit type). */
+static void *at(const void *p, size_t o, int t) {
+    return (char *)p + o * (t ? snn_dtype_size((snn_dtype)t) : sizeof(float));
 }
 
 /* mm with B (sb) and A (sa) stored as given (SNN_F32 or the GEMM type). */
@@ -171,14 +181,18 @@ static snn_status forward_batched(snn_conv_engine *e, const snn_run *r, const sn
             SNN_TRY(be->im2col(be, g, nb, x + b0 * in_n, e->col, ld));
             SNN_TRY(mm(be, r, 0, 0, O, (int)ld, (int)K, W, (int)K, e->col, (int)ld, 0.0f, e->buf, (int)ld));
         }
-        SNN_TRY(be->conv_scatter(be, nb, O, P, e->buf, ld, bias, out_round(r), y + b0 * out_n));
+        if (e->y_store)
+            SNN_TRY(be->conv_scatter16(be, (snn_dtype)e->y_store, nb, O, P, e->buf, ld, bias,
+                                       at(y, b0 * out_n, e->y_store)));
+        else
+            SNN_TRY(be->conv_scatter(be, nb, O, P, e->buf, ld, bias, out_round(r), y + b0 * out_n));
     }
     return SNN_OK;
 }
 
 snn_status snn_conv_engine_forward(snn_conv_engine *e, const snn_run *r, const snn_backend *be, size_t B,
                                    const float *W, const float *bias, const float *x, float *y) {
-    SNN_TRY(check_w_store(be, r));
+    SNN_TRY(check_w_store(e, be, r));
     if (e->per_sample) return forward_per_sample(e, r, be, B, W, bias, x, y);
     return forward_batched(e, r, be, B, W, bias, x, y);
 }
@@ -219,11 +233,13 @@ static snn_status dw_grouped(snn_conv_engine *e, const snn_run *r, const snn_bac
 snn_status snn_conv_engine_backward(snn_conv_engine *e, const snn_run *r, const snn_backend *be, size_t B,
                                     const float *W, float *dW, float *db, const float *x, const float *dy,
                                     float *dx) {
-    SNN_TRY(check_w_store(be, r));
+    SNN_TRY(check_w_store(e, be, r));
     const snn_conv_geom *g = &e->g;
     const int O = e->out_ch;
     const size_t K = (size_t)g->C * g->kh * g->kw, P = (size_t)g->Ho * g->Wo;
     const size_t in_n = (size_t)g->C * g->H * g->W, out_n = (size_t)O * P;
+    if (db && e->y_store)
+        return snn_error(SNN_E_STATE, "convolution: a 16-bit output boundary is for a convolution without a bias");
     if (db) SNN_TRY(be->conv_bias_grad(be, B, O, P, dy, db));
     if (e->partial) SNN_TRY(dw_grouped(e, r, be, B, dW, x, dy));
     for (size_t b0 = 0; b0 < B && !e->partial; b0 += (size_t)e->chunk) {
@@ -232,7 +248,8 @@ snn_status snn_conv_engine_backward(snn_conv_engine *e, const snn_run *r, const 
         const snn_dtype s16 = store16(be, r);
         if (s16 != SNN_F32) {
             /* dy gathered once in 16 bits serves both GEMMs (dW, and dcol = W^T dy) */
-            SNN_TRY(be->conv_gather16(be, s16, nb, O, P, dy + b0 * out_n, e->buf, ld));
+            SNN_TRY(be->conv_gather16(be, s16, nb, O, P, e->y_store ? s16 : SNN_F32, at(dy, b0 * out_n, e->y_store),
+                                      e->buf, ld));
             SNN_TRY(be->im2col16(be, s16, g, nb, x + b0 * in_n, e->col, ld));
             SNN_TRY(mm_stored(be, r, 0, 1, O, (int)K, (int)ld, e->buf, s16, (int)ld, e->col, s16, (int)ld, 1.0f, dW,
                               (int)K));
@@ -318,6 +335,7 @@ static void conv2d_reserve(snn_module *m, snn_arena *a, int T, int N) {
 
 static snn_status conv2d_forward(snn_module *m, const snn_run *r, const float *x, float *y) {
     conv2d_impl *c = m->impl;
+    c->e.y_store = m->out_store;
     return snn_conv_engine_forward(&c->e, r, m->be, snn_rows(r), m->params[0].data,
                                    c->bias ? m->params[1].data : NULL, x, y);
 }
@@ -326,6 +344,7 @@ static snn_status conv2d_backward(snn_module *m, const snn_run *r, const float *
                                   const float *dy, float *dx) {
     (void)y;
     conv2d_impl *c = m->impl;
+    c->e.y_store = m->out_store;
     return snn_conv_engine_backward(&c->e, r, m->be, snn_rows(r), m->params[0].data, m->params[0].grad,
                                     c->bias ? m->params[1].grad : NULL, x, dy, dx);
 }

@@ -67,6 +67,8 @@ typedef struct snn_conv_engine {
     float *buf;       /* [O][chunk*P] GEMM output (batched forward) / gathered dy */
     float *partial;   /* [n_groups][O*K] grouped dW partial sums, or NULL */
     size_t n_groups;
+    int y_store;      /* snn_dtype y and dy are stored in (0: FP32): a 16-bit output boundary
+                         (precision/prec_store.c), the module sets it from its out_store */
 } snn_conv_engine;
 
 /* Overrides for modules reserved afterwards (tests exercise every path with them,

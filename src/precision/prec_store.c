@@ -21,8 +21,11 @@
  * rounded; the norm's x and dx stay FP32: layernorm_forward_io), and SpikeLM's bi-spike
  * transition before such a GEMM module in the same way (bispike_forward_io: y rounded once,
  * the value the GEMM would round it to; its backward takes the spikes from the saved v and
- * reads dy 16-bit). Storing such a boundary in
- * d changes no value; it removes the passes that rounded FP32 copies and converted them for
+ * reads dy 16-bit), and a convolution without a bias before a BatchNorm (the convolution
+ * rounds y, and its GEMMs convert the dy they get to d; the BatchNorm reads x widened and
+ * writes dx rounded to d: batchnorm_x16, conv_scatter16, conv_gather16's src_t, which halves
+ * the bytes of the five passes BatchNorm makes over x in a training step). Storing such a
+ * boundary in d changes no value; it removes the passes that rounded FP32 copies and converted them for
  * the GEMM. On a table with
  * neuron_forward_io_bias a Linear with a bias before such a neuron also leaves its bias and
  * its output rounding to the neuron (snn_module.defer_bias / bias_src). The CPU table has no
@@ -41,9 +44,22 @@ int snn_prec_gemm16_direct(const snn_precision *p, const snn_prec_module *pm) {
  * elementwise kind that computes in FP32 from whatever its sides store (GELU, on a table with
  * its typed entries), 4 the causal attention (both sides or neither), 5 a LayerNorm (its
  * output side only), 6 SpikeLM's bi-spike transition (its output side only: before a 16-bit
- * GEMM that rounds its input and writes its dx rounded; its x and dx stay FP32), 0 none of
+ * GEMM that rounds its input and writes its dx rounded; its x and dx stay FP32), 7 a direct
+ * 16-bit convolution without a bias (its output side only: it rounds y, and its GEMMs convert
+ * dy to the type), 8 a BatchNorm (its input side only, after such a convolution: x is read
+ * widened, dx written rounded to the type, the value the convolution would convert), 0 none of
  * these. */
 static int end_kind(const snn_precision *p, const snn_module *m) {
+    if (!m->prec && snn_module_kind_is(m, SNN_KIND_BATCHNORM))
+        return p->be->batchnorm_x16 ? 8 : 0;
+    if ((snn_module_kind_is(m, SNN_KIND_CONV2D) || snn_module_kind_is(m, SNN_KIND_CONV1D)) &&
+        m->ops == &snn_prec_gemm16_ops && m->prec) {
+        const snn_prec_module *pm = (const snn_prec_module *)m->prec;
+        return snn_prec_gemm16_direct(p, pm) && m->n_params == 1 && p->be->conv_scatter16 && p->be->im2col16 &&
+                       p->be->conv_gather16
+                   ? 7
+                   : 0;
+    }
     if (!m->prec && snn_module_kind_is(m, SNN_KIND_ELASTIC_BISPIKE) && (m->ops->flags & SNN_MODULE_TYPED_IO))
         return p->be->bispike_forward_io && p->be->bispike_backward_io ? 6 : 0;
     if (!m->prec && snn_module_kind_is(m, SNN_KIND_GELU) && (m->ops->flags & SNN_MODULE_TYPED_IO))
@@ -114,8 +130,11 @@ static void visit(snn_module *m, void *ctx) {
         /* GEMM -> neuron, neuron -> GEMM, GEMM -> GEMM, GEMM -> elementwise, elementwise ->
          * GEMM (both directions hold: see above, the GEMM side rounds); neuron -> neuron has
          * no rounding on either side, and an elementwise kind only meets a GEMM */
-        if (kp && kq && (kp == 1 || kq == 1) && (kp < 3 || kq == 1) && (kq < 3 || kp == 1) && kq != 5 && kq != 6)
+        if (kp && kq && (kp == 1 || kq == 1) && (kp < 3 || kq == 1) && (kq < 3 || kp == 1) && kq != 5 && kq != 6 &&
+            kp < 7 && kq < 7)
             P->out_store = Q->in_store = (int)c->p->half;
+        /* convolution -> BatchNorm: y and dy in the GEMM's type between them */
+        if (kp == 7 && kq == 8) P->out_store = Q->in_store = (int)c->p->half;
     }
     /* a neuron's typed io has one type for x, spikes and both gradients, and the attention's
      * one type for x, y and theirs: one with a single 16-bit side (its other neighbour is not

@@ -1,11 +1,13 @@
 /* Host emulation of the CUDA table's convolution and pooling walks and of BatchNorm's short-row
- * sums: runs the kernel bodies of src/backend/cuda/cuda_conv_body.h and cuda_norm_body.h on the
- * CPU, work item after work item, against the CPU
+ * sums (x as float, BF16 and F16): runs the kernel bodies of src/backend/cuda/cuda_conv_body.h
+ * and cuda_norm_body.h on the CPU, work item after work item, against the CPU
  * table's entries (the reference the GPU tests use), bit for bit. Needs nvcc, no GPU: the
  * indexing, the vector runs and the edges of a walk are checked before device time is spent.
  * Fresh random inputs each run (SNN_TEST_SEED replays one); outputs are poisoned first. */
 #include <stdlib.h>
 #include <string.h>
+
+#include <type_traits>
 
 #include "backend/cuda/cuda_conv_body.h"
 #include "backend/cuda/cuda_norm_body.h"
@@ -218,33 +220,63 @@ static double lane_tree_host(double *v) {
 
 #define ERR 4 /* rows a warp, as cuda_table_norm.cu's RR */
 
+/* x stored as X: v rounded RNE to X by the library's scalar conversions (not the kernel
+ * body's), and *wide that value as a float, the FP32 reference's input. */
+template <typename X> static X x_of(float v, float *wide);
+template <> float x_of<float>(float v, float *wide) {
+    *wide = v;
+    return v;
+}
+template <> __nv_bfloat16 x_of<__nv_bfloat16>(float v, float *wide) {
+    const uint16_t u = snn_f32_to_bf16(v);
+    *wide = snn_bf16_to_f32(u);
+    __nv_bfloat16_raw r;
+    r.x = u;
+    return __nv_bfloat16(r);
+}
+template <> __half x_of<__half>(float v, float *wide) {
+    const uint16_t u = snn_f32_to_f16(v);
+    *wide = snn_f16_to_f32(u);
+    __half_raw r;
+    r.x = u;
+    return __half(r);
+}
+
+template <typename X> static const char *x_name(void) {
+    return sizeof(X) == 4 ? "f32" : std::is_same<X, __half>::value ? "f16" : "bf16";
+}
+
 /* The channel sums of the emulated row partials (the column pass adds the rows in order from
- * 0.0) against the CPU table's batchnorm_stats / batchnorm_backward_sums. */
-static void bn_short_case(size_t B, int C, size_t S, float lo, float hi) {
+ * 0.0) against the CPU table's batchnorm_stats / batchnorm_backward_sums. The lane bodies
+ * read x stored as X; the CPU (FP32 only) gets the same values widened, and the sums must be
+ * its bits. */
+template <typename X> static void bn_short_case(size_t B, int C, size_t S, float lo, float hi) {
     const snn_backend *cpu = snn_backend_cpu();
     const size_t n = B * (size_t)C, nx = n * S;
     float *x = hnew(nx, lo, hi), *dy = hnew(nx, -1.0f, 1.0f);
+    X *xs = (X *)malloc((nx ? nx : 1) * sizeof(X));
+    for (size_t i = 0; i < nx; i++) xs[i] = x_of<X>(x[i], &x[i]); /* x becomes the widened values */
     double *s0 = (double *)calloc((size_t)C, sizeof(double)), *s1 = (double *)calloc((size_t)C, sizeof(double));
     double *mean = (double *)calloc((size_t)C, sizeof(double)), *istd = (double *)calloc((size_t)C, sizeof(double));
     double *g0 = (double *)calloc((size_t)C, sizeof(double)), *g1 = (double *)calloc((size_t)C, sizeof(double));
     float *dw = (float *)calloc((size_t)C, sizeof(float)), *db = (float *)calloc((size_t)C, sizeof(float));
     const double cnt = (double)(B * S);
-    CHECK(cpu->batchnorm_stats(cpu, B, C, S, x, NULL, 0.0, s0) == SNN_OK);
-    CHECK(cpu->batchnorm_stats(cpu, B, C, S, x, s0, cnt, s1) == SNN_OK);
+    CHECK(cpu->batchnorm_stats(cpu, SNN_F32, B, C, S, x, NULL, 0.0, s0) == SNN_OK);
+    CHECK(cpu->batchnorm_stats(cpu, SNN_F32, B, C, S, x, s0, cnt, s1) == SNN_OK);
     for (int c = 0; c < C; c++) {
         mean[c] = s0[c] / cnt;
         istd[c] = 1.0 / sqrt(s1[c] / cnt + 1e-5);
     }
-    CHECK(cpu->batchnorm_backward_sums(cpu, B, C, S, x, dy, mean, istd, g0, g1, dw, db) == SNN_OK);
+    CHECK(cpu->batchnorm_backward_sums(cpu, SNN_F32, B, C, S, x, dy, mean, istd, g0, g1, dw, db) == SNN_OK);
     double *part[4];
     for (int k = 0; k < 4; k++) part[k] = (double *)malloc((n ? n : 1) * sizeof(double));
     for (size_t e0 = 0; e0 < n; e0 += ERR) {
         double lanes[4][ERR][32];
         for (unsigned l = 0; l < 32; l++) {
             double a[ERR], b[ERR], p0[ERR], p1[ERR];
-            bn_row_short_lane<ERR>(x, n, (size_t)C, S, NULL, 0.0, e0, l, a);
-            bn_row_short_lane<ERR>(x, n, (size_t)C, S, s0, cnt, e0, l, b);
-            bn_grad_row_short_lane<ERR>(x, dy, n, (size_t)C, S, mean, istd, e0, l, p0, p1);
+            bn_row_short_lane<ERR>(xs, n, (size_t)C, S, NULL, 0.0, e0, l, a);
+            bn_row_short_lane<ERR>(xs, n, (size_t)C, S, s0, cnt, e0, l, b);
+            bn_grad_row_short_lane<ERR>(xs, dy, n, (size_t)C, S, mean, istd, e0, l, p0, p1);
             for (int r = 0; r < ERR; r++) {
                 lanes[0][r][l] = a[r];
                 lanes[1][r][l] = b[r];
@@ -266,19 +298,26 @@ static void bn_short_case(size_t B, int C, size_t S, float lo, float hi) {
             memcpy(&w, &want[k][c], 8);
             bad += u != w;
         }
-    CHECK_MSG(bad == 0, "BatchNorm short rows B %zu C %d S %zu: %zu of %d channel sums differ from the CPU's", B, C, S,
-              bad, 4 * C);
+    CHECK_MSG(bad == 0, "BatchNorm short rows, x %s, B %zu C %d S %zu: %zu of %d channel sums differ from the CPU's",
+              x_name<X>(), B, C, S, bad, 4 * C);
     for (int k = 0; k < 4; k++) free(part[k]);
-    free(x), free(dy), free(s0), free(s1), free(mean), free(istd), free(g0), free(g1), free(dw), free(db);
+    free(x), free(xs), free(dy), free(s0), free(s1), free(mean), free(istd), free(g0), free(g1), free(dw), free(db);
+}
+
+/* Every shape with x as float, BF16 and F16 (a 16-bit convolution's output). */
+static void bn_short_cases(size_t B, int C, size_t S, float lo, float hi) {
+    bn_short_case<float>(B, C, S, lo, hi);
+    bn_short_case<__nv_bfloat16>(B, C, S, lo, hi);
+    bn_short_case<__half>(B, C, S, lo, hi);
 }
 
 static void test_bn_short(void) {
-    bn_short_case(7, 3, 1, -1, 1);     /* one value a row */
-    bn_short_case(5, 13, 17, -1, 1);   /* rows not a multiple of the warp's four */
-    bn_short_case(3, 4, 49, 0, 1);
-    bn_short_case(67, 7, 2, 100, 101); /* |mean| >> std */
-    bn_short_case(6, 5, 64, -1, 1);    /* Spikformer's 64 tokens */
-    bn_short_case(2, 9, 256, 5, 6);    /* the longest short row */
+    bn_short_cases(7, 3, 1, -1, 1);     /* one value a row */
+    bn_short_cases(5, 13, 17, -1, 1);   /* rows not a multiple of the warp's four */
+    bn_short_cases(3, 4, 49, 0, 1);
+    bn_short_cases(67, 7, 2, 100, 101); /* |mean| >> std */
+    bn_short_cases(6, 5, 64, -1, 1);    /* Spikformer's 64 tokens */
+    bn_short_cases(2, 9, 256, 5, 6);    /* the longest short row */
 }
 
 /* The column tiles: a block's two phases run thread by thread on the host (every staging

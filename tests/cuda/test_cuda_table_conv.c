@@ -275,10 +275,31 @@ static void test_scatter_gather(void) {
             char what[64];
             snprintf(what, sizeof what, "conv_scatter case %zu mode %d", ci, mode);
             CHECK_BITS(what, got, ref, ny);
+            /* conv_scatter16: y stored in the rounding's type, the cast of ref (exact); at
+             * the base and one element past it (the one-element walk) */
+            for (int off = 0; gpu->conv_scatter16 && rt != SNN_F32 && off < 2; off++) {
+                uint16_t *h = xmalloc((ny + 1) * 2);
+                memset(h, 0xff, (ny + 1) * 2); /* NaN bits in both 16-bit types */
+                uint16_t *y16 = dnew(h, (ny + 1) * 2);
+                free(h);
+                OK(gpu->conv_scatter16(gpu, rt, nb, O, P, ds, ld, db, y16 + off));
+                uint16_t *g16 = downb(y16, (ny + 1) * 2);
+                size_t bad = 0;
+                for (size_t i = 0; i < ny; i++)
+                    bad += g16[off + i] != (rt == SNN_F16 ? snn_f32_to_f16(ref[i]) : snn_f32_to_bf16(ref[i]));
+                CHECK_MSG(bad == 0, "conv_scatter16 case %zu mode %d offset %d: %zu of %zu differ from the cast of "
+                          "conv_scatter", ci, mode, off, bad, ny);
+                free(g16);
+                dfree(y16);
+            }
             free(got);
             free(ref);
         }
         CHECK(gpu->conv_scatter(gpu, nb, O, P, NULL, ld, NULL, SNN_F32, dy) == SNN_E_INVALID);
+        if (gpu->conv_scatter16) {
+            CHECK(gpu->conv_scatter16(gpu, SNN_BF16, nb, O, P, NULL, ld, NULL, dy) == SNN_E_INVALID);
+            CHECK(gpu->conv_scatter16(gpu, SNN_F32, nb, O, P, dbuf, ld, NULL, dy) == SNN_E_INVALID);
+        }
         /* gather: the columns beyond nb*P keep the poison on both sides */
         float *y = hnew(ny, -3.0f, 3.0f), *ref = hpoisoned(nbuf);
         float *dsrc = dnewf(y, ny), *ddst = dnewf(NULL, nbuf);
@@ -286,20 +307,40 @@ static void test_scatter_gather(void) {
         OK(gpu->conv_gather(gpu, nb, O, P, dsrc, ddst, ld));
         float *got = downf(ddst, nbuf);
         CHECK_BITS("conv_gather", got, ref, nbuf);
-        for (int ti = 0; gpu->conv_gather16 && ti < 2; ti++) {
-            const snn_dtype t16 = ti ? SNN_F16 : SNN_BF16;
-            uint16_t *want = xmalloc(nbuf * 2), *d16 = dnew(NULL, nbuf * 2);
-            for (size_t i = 0; i < nbuf; i++) want[i] = ti ? snn_f32_to_f16(ref[i]) : snn_f32_to_bf16(ref[i]);
-            OK(gpu->upload(gpu, d16, want, nbuf * 2));
-            OK(gpu->conv_gather16(gpu, t16, nb, O, P, dsrc, d16, ld));
+        /* conv_gather16 from FP32 (ti 0, 1) and from a source stored 16-bit (ti 2, 3: y cast to
+         * the type, so ref's cast is its gather). The columns beyond nb*P keep their value; the
+         * others start as NaN bits. */
+        for (int ti = 0; gpu->conv_gather16 && ti < 4; ti++) {
+            const snn_dtype t16 = ti % 2 ? SNN_F16 : SNN_BF16;
+            uint16_t *want = xmalloc(nbuf * 2), *pois = xmalloc(nbuf * 2), *d16 = dnew(NULL, nbuf * 2);
+            for (size_t i = 0; i < nbuf; i++) {
+                want[i] = t16 == SNN_F16 ? snn_f32_to_f16(ref[i]) : snn_f32_to_bf16(ref[i]);
+                pois[i] = i % ld < (size_t)nb * P ? 0xffffu : want[i];
+            }
+            OK(gpu->upload(gpu, d16, pois, nbuf * 2));
+            uint16_t *y16 = NULL;
+            if (ti >= 2) {
+                uint16_t *h = xmalloc(ny * 2);
+                for (size_t i = 0; i < ny; i++) h[i] = t16 == SNN_F16 ? snn_f32_to_f16(y[i]) : snn_f32_to_bf16(y[i]);
+                y16 = dnew(h, ny * 2);
+                free(h);
+                /* ref holds the FP32 gather of y: the 16-bit source's gather is its cast */
+                OK(gpu->conv_gather16(gpu, t16, nb, O, P, t16, y16, d16, ld));
+            } else {
+                OK(gpu->conv_gather16(gpu, t16, nb, O, P, SNN_F32, dsrc, d16, ld));
+            }
             uint16_t *got16 = downb(d16, nbuf * 2);
             size_t bad = 0;
             for (size_t i = 0; i < nbuf; i++) bad += got16[i] != want[i];
-            CHECK_MSG(bad == 0, "conv_gather16 case %zu %s: %zu of %zu differ from the cast of conv_gather", ci,
-                      ti ? "f16" : "bf16", bad, nbuf);
+            CHECK_MSG(bad == 0, "conv_gather16 case %zu %s from %s: %zu of %zu differ from the cast of conv_gather", ci,
+                      ti % 2 ? "f16" : "bf16", ti >= 2 ? "16-bit" : "f32", bad, nbuf);
+            if (ti == 2)
+                CHECK(gpu->conv_gather16(gpu, SNN_BF16, nb, O, P, SNN_F16, y16, d16, ld) == SNN_E_INVALID);
             free(want);
+            free(pois);
             free(got16);
             dfree(d16);
+            if (y16) dfree(y16);
         }
         free(got);
         free(ref);

@@ -10,7 +10,9 @@
  *                saved mean/invstd (double bits), the running statistics, y, dw, db, dx;
  *                both devices round each double operation once without FMA (the CPU builds
  *                with -std=c17, contraction off; the CUDA kernels use __d*_rn) and division
- *                and sqrt are IEEE on both;
+ *                and sqrt are IEEE on both; with x stored as BF16 / F16 (batchnorm_x16, the
+ *                GPU only; the CPU refuses it) the CPU's FP32 bits on the widened values, dx
+ *                the RNE of its FP32 dx, on aligned and misaligned buffers;
  *   dropout      the mask is a function of (seed, stream, base + i) through the same Philox
  *                (bases past 2^32 included, p = 0, 1 and in between), apply is one multiply;
  *   token mean   FP32 adds in l order, one multiply by the FP32 1/L.
@@ -153,13 +155,14 @@ static void bn_case(size_t B, int C, size_t S, float lo, float hi) {
     memcpy(dw_c, dw, Cz * 4);
     memcpy(db_c, db, Cz * 4);
     double *mean_e = hpoison(Cz * 8), *istd_e = hpoison(Cz * 8);
-    OK(cpu->batchnorm_stats(cpu, B, C, S, x, NULL, 0.0, s0));
-    OK(cpu->batchnorm_stats(cpu, B, C, S, x, s0, cnt, s1));
-    OK(cpu->batchnorm_forward(cpu, B, C, S, 1, eps, mom, cnt, s0, s1, x, w, b, rm_c, rv_c, mean, istd, y));
-    OK(cpu->batchnorm_backward_sums(cpu, B, C, S, x, dy, mean, istd, g0, g1, dw_c, db_c));
-    OK(cpu->batchnorm_backward_input(cpu, B, C, S, 1, cnt, x, dy, w, mean, istd, g0, g1, dx));
-    OK(cpu->batchnorm_forward(cpu, B, C, S, 0, eps, mom, cnt, NULL, NULL, x, w, b, rm_c, rv_c, mean_e, istd_e, ye));
-    OK(cpu->batchnorm_backward_input(cpu, B, C, S, 0, cnt, x, dy, w, mean_e, istd_e, NULL, NULL, dxe));
+    OK(cpu->batchnorm_stats(cpu, SNN_F32, B, C, S, x, NULL, 0.0, s0));
+    OK(cpu->batchnorm_stats(cpu, SNN_F32, B, C, S, x, s0, cnt, s1));
+    OK(cpu->batchnorm_forward(cpu, SNN_F32, B, C, S, 1, eps, mom, cnt, s0, s1, x, w, b, rm_c, rv_c, mean, istd, y));
+    OK(cpu->batchnorm_backward_sums(cpu, SNN_F32, B, C, S, x, dy, mean, istd, g0, g1, dw_c, db_c));
+    OK(cpu->batchnorm_backward_input(cpu, SNN_F32, B, C, S, 1, cnt, x, dy, w, mean, istd, g0, g1, dx));
+    OK(cpu->batchnorm_forward(cpu, SNN_F32, B, C, S, 0, eps, mom, cnt, NULL, NULL, x, w, b, rm_c, rv_c, mean_e, istd_e,
+                              ye));
+    OK(cpu->batchnorm_backward_input(cpu, SNN_F32, B, C, S, 0, cnt, x, dy, w, mean_e, istd_e, NULL, NULL, dxe));
     /* GPU: the same chain on its own intermediates */
     float *d_x = dnew(x, n * 4), *d_dy = dnew(dy, n * 4), *d_w = dnew(w, Cz * 4), *d_b = dnew(b, Cz * 4);
     float *d_rm = dnew(rm, Cz * 4), *d_rv = dnew(rv, Cz * 4), *d_dw = dnew(dw, Cz * 4), *d_db = dnew(db, Cz * 4);
@@ -167,15 +170,16 @@ static void bn_case(size_t B, int C, size_t S, float lo, float hi) {
     double *d_istd = dnew(NULL, Cz * 8), *d_g0 = dnew(NULL, Cz * 8), *d_g1 = dnew(NULL, Cz * 8);
     double *d_mean_e = dnew(NULL, Cz * 8), *d_istd_e = dnew(NULL, Cz * 8);
     float *d_y = dnew(NULL, n * 4), *d_dx = dnew(NULL, n * 4), *d_ye = dnew(NULL, n * 4), *d_dxe = dnew(NULL, n * 4);
-    OK(gpu->batchnorm_stats(gpu, B, C, S, d_x, NULL, 0.0, d_s0));
-    OK(gpu->batchnorm_stats(gpu, B, C, S, d_x, d_s0, cnt, d_s1));
-    OK(gpu->batchnorm_forward(gpu, B, C, S, 1, eps, mom, cnt, d_s0, d_s1, d_x, d_w, d_b, d_rm, d_rv, d_mean, d_istd,
-                              d_y));
-    OK(gpu->batchnorm_backward_sums(gpu, B, C, S, d_x, d_dy, d_mean, d_istd, d_g0, d_g1, d_dw, d_db));
-    OK(gpu->batchnorm_backward_input(gpu, B, C, S, 1, cnt, d_x, d_dy, d_w, d_mean, d_istd, d_g0, d_g1, d_dx));
-    OK(gpu->batchnorm_forward(gpu, B, C, S, 0, eps, mom, cnt, NULL, NULL, d_x, d_w, d_b, d_rm, d_rv, d_mean_e,
+    OK(gpu->batchnorm_stats(gpu, SNN_F32, B, C, S, d_x, NULL, 0.0, d_s0));
+    OK(gpu->batchnorm_stats(gpu, SNN_F32, B, C, S, d_x, d_s0, cnt, d_s1));
+    OK(gpu->batchnorm_forward(gpu, SNN_F32, B, C, S, 1, eps, mom, cnt, d_s0, d_s1, d_x, d_w, d_b, d_rm, d_rv, d_mean,
+                              d_istd, d_y));
+    OK(gpu->batchnorm_backward_sums(gpu, SNN_F32, B, C, S, d_x, d_dy, d_mean, d_istd, d_g0, d_g1, d_dw, d_db));
+    OK(gpu->batchnorm_backward_input(gpu, SNN_F32, B, C, S, 1, cnt, d_x, d_dy, d_w, d_mean, d_istd, d_g0, d_g1, d_dx));
+    OK(gpu->batchnorm_forward(gpu, SNN_F32, B, C, S, 0, eps, mom, cnt, NULL, NULL, d_x, d_w, d_b, d_rm, d_rv, d_mean_e,
                               d_istd_e, d_ye));
-    OK(gpu->batchnorm_backward_input(gpu, B, C, S, 0, cnt, d_x, d_dy, d_w, d_mean_e, d_istd_e, NULL, NULL, d_dxe));
+    OK(gpu->batchnorm_backward_input(gpu, SNN_F32, B, C, S, 0, cnt, d_x, d_dy, d_w, d_mean_e, d_istd_e, NULL, NULL,
+                                     d_dxe));
     char what[96];
 #define SAME(name, d, h, cnt_, el)                                                                              \
     do {                                                                                                        \
@@ -220,12 +224,185 @@ static void test_batchnorm(void) {
     bn_case(3, 9, 1028, 5, 6);
     /* refusals as the CPU's */
     float *d = dnew(NULL, 64);
-    CHECK(gpu->batchnorm_stats(gpu, 2, 0, 2, (float *)d, NULL, 0, (double *)d) == SNN_E_INVALID);
-    CHECK(gpu->batchnorm_stats(gpu, 2, 2, 2, (float *)d, NULL, 0, NULL) == SNN_E_INVALID);
-    CHECK(gpu->batchnorm_forward(gpu, 2, 2, 2, 1, 1e-5f, 0.1f, 4, NULL, NULL, d, d, d, d, d, (double *)d,
+    CHECK(gpu->batchnorm_stats(gpu, SNN_F32, 2, 0, 2, (float *)d, NULL, 0, (double *)d) == SNN_E_INVALID);
+    CHECK(gpu->batchnorm_stats(gpu, SNN_F32, 2, 2, 2, (float *)d, NULL, 0, NULL) == SNN_E_INVALID);
+    CHECK(gpu->batchnorm_forward(gpu, SNN_F32, 2, 2, 2, 1, 1e-5f, 0.1f, 4, NULL, NULL, d, d, d, d, d, (double *)d,
                                  (double *)d, d) == SNN_E_INVALID);
-    CHECK(cpu->batchnorm_stats(cpu, 2, 0, 2, (float *)d, NULL, 0, (double *)d) == SNN_E_INVALID);
+    CHECK(cpu->batchnorm_stats(cpu, SNN_F32, 2, 0, 2, (float *)d, NULL, 0, (double *)d) == SNN_E_INVALID);
     gpu->free(gpu, d);
+}
+
+/* ------------------------------------------------------------------ BatchNorm, 16-bit x */
+
+/* x (and dx) stored as BF16 / F16, a 16-bit convolution's output: the entries must give the
+ * bits of the FP32 path on the widened values (the CPU table with xt = SNN_F32: the GPU's FP32
+ * path matches it above), and dx the RNE of that path's float. */
+static uint16_t to16(snn_dtype t, float v) { return t == SNN_BF16 ? snn_f32_to_bf16(v) : snn_f32_to_f16(v); }
+static float from16(snn_dtype t, uint16_t h) { return t == SNN_BF16 ? snn_bf16_to_f32(h) : snn_f16_to_f32(h); }
+
+/* A device buffer as dnew's, starting `off` bytes into its allocation (*base, for the free):
+ * an offset that breaks the alignment the vector passes need makes the scalar ones run. */
+static void *dnew_at(const void *src, size_t bytes, size_t off, void **base) {
+    unsigned char *p = dnew(NULL, bytes + off);
+    *base = p;
+    if (src && bytes && gpu->upload(gpu, p + off, src, bytes) != SNN_OK) {
+        fprintf(stderr, "upload failed: %s\n", snn_last_error());
+        exit(2);
+    }
+    return p + off;
+}
+
+/* A 16-bit result (device) against the expected bits; reports the first difference widened. */
+static void same_bits16(const char *what, snn_dtype t, const void *dev, const uint16_t *ref, size_t n) {
+    uint16_t *g = down(dev, n * 2);
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < n; i++)
+        if (g[i] != ref[i]) {
+            if (!bad) first = i;
+            bad++;
+        }
+    CHECK_MSG(!bad, "%s: %zu of %zu differ, first [%zu] gpu 0x%04x (%.9g) want 0x%04x (%.9g)", what, bad, n, first,
+              bad ? g[first] : 0, bad ? (double)from16(t, g[first]) : 0.0, bad ? ref[first] : 0,
+              bad ? (double)from16(t, ref[first]) : 0.0);
+    free(g);
+}
+
+/* Misalignments (bn16_case's mis): x and dx one element off (scalar passes), y and dy one float
+ * off (scalar passes), x four elements off (8 bytes: still aligned for 16-bit vectors). */
+enum { MIS_X = 1, MIS_F = 2, MIS_X4 = 4 };
+
+static void bn16_case(snn_dtype xt, size_t B, int C, size_t S, float lo, float hi, unsigned mis) {
+    const size_t n = B * (size_t)C * S, Cz = (size_t)C;
+    const double cnt = (double)(B * S);
+    float *x = hnew(n, lo, hi), *dy = hnew(n, -1.0f, 1.0f), *w = hnew(Cz, 0.5f, 1.5f), *b = hnew(Cz, -0.5f, 0.5f);
+    float *rm = hnew(Cz, -0.2f, 0.2f), *rv = hnew(Cz, 0.5f, 2.0f), *dw = hnew(Cz, -1, 1), *db = hnew(Cz, -1, 1);
+    const float eps = 1e-5f, mom = 0.1f;
+    uint16_t *xs = xmalloc(n * 2);
+    for (size_t i = 0; i < n; i++) {
+        xs[i] = to16(xt, x[i]);
+        x[i] = from16(xt, xs[i]); /* the reference's input: the stored values, widened */
+    }
+    /* CPU reference in FP32 */
+    double *s0 = hpoison(Cz * 8), *s1 = hpoison(Cz * 8), *mean = hpoison(Cz * 8), *istd = hpoison(Cz * 8);
+    double *g0 = hpoison(Cz * 8), *g1 = hpoison(Cz * 8), *mean_e = hpoison(Cz * 8), *istd_e = hpoison(Cz * 8);
+    float *y = hpoison(n * 4), *dx = hpoison(n * 4), *ye = hpoison(n * 4), *dxe = hpoison(n * 4);
+    float *rm_c = xmalloc(Cz * 4), *rv_c = xmalloc(Cz * 4), *dw_c = xmalloc(Cz * 4), *db_c = xmalloc(Cz * 4);
+    memcpy(rm_c, rm, Cz * 4);
+    memcpy(rv_c, rv, Cz * 4);
+    memcpy(dw_c, dw, Cz * 4);
+    memcpy(db_c, db, Cz * 4);
+    OK(cpu->batchnorm_stats(cpu, SNN_F32, B, C, S, x, NULL, 0.0, s0));
+    OK(cpu->batchnorm_stats(cpu, SNN_F32, B, C, S, x, s0, cnt, s1));
+    OK(cpu->batchnorm_forward(cpu, SNN_F32, B, C, S, 1, eps, mom, cnt, s0, s1, x, w, b, rm_c, rv_c, mean, istd, y));
+    OK(cpu->batchnorm_backward_sums(cpu, SNN_F32, B, C, S, x, dy, mean, istd, g0, g1, dw_c, db_c));
+    OK(cpu->batchnorm_backward_input(cpu, SNN_F32, B, C, S, 1, cnt, x, dy, w, mean, istd, g0, g1, dx));
+    OK(cpu->batchnorm_forward(cpu, SNN_F32, B, C, S, 0, eps, mom, cnt, NULL, NULL, x, w, b, rm_c, rv_c, mean_e, istd_e,
+                              ye));
+    OK(cpu->batchnorm_backward_input(cpu, SNN_F32, B, C, S, 0, cnt, x, dy, w, mean_e, istd_e, NULL, NULL, dxe));
+    uint16_t *dx16 = xmalloc(n * 2), *dxe16 = xmalloc(n * 2);
+    for (size_t i = 0; i < n; i++) {
+        dx16[i] = to16(xt, dx[i]);
+        dxe16[i] = to16(xt, dxe[i]);
+    }
+    /* GPU with x stored in 16 bits */
+    const size_t xo = (mis & MIS_X ? 2 : 0) + (mis & MIS_X4 ? 8 : 0), xdo = mis & MIS_X ? 2 : 0;
+    const size_t fo = mis & MIS_F ? 4 : 0;
+    void *bx, *bdy, *by, *bye, *bdx, *bdxe;
+    void *d_x = dnew_at(xs, n * 2, xo, &bx), *d_dx = dnew_at(NULL, n * 2, xdo, &bdx);
+    void *d_dxe = dnew_at(NULL, n * 2, xdo, &bdxe);
+    float *d_dy = dnew_at(dy, n * 4, fo, &bdy), *d_y = dnew_at(NULL, n * 4, fo, &by);
+    float *d_ye = dnew_at(NULL, n * 4, fo, &bye);
+    float *d_w = dnew(w, Cz * 4), *d_b = dnew(b, Cz * 4), *d_rm = dnew(rm, Cz * 4), *d_rv = dnew(rv, Cz * 4);
+    float *d_dw = dnew(dw, Cz * 4), *d_db = dnew(db, Cz * 4);
+    double *d_s0 = dnew(NULL, Cz * 8), *d_s1 = dnew(NULL, Cz * 8), *d_mean = dnew(NULL, Cz * 8);
+    double *d_istd = dnew(NULL, Cz * 8), *d_g0 = dnew(NULL, Cz * 8), *d_g1 = dnew(NULL, Cz * 8);
+    double *d_mean_e = dnew(NULL, Cz * 8), *d_istd_e = dnew(NULL, Cz * 8);
+    OK(gpu->batchnorm_stats(gpu, xt, B, C, S, d_x, NULL, 0.0, d_s0));
+    OK(gpu->batchnorm_stats(gpu, xt, B, C, S, d_x, d_s0, cnt, d_s1));
+    OK(gpu->batchnorm_forward(gpu, xt, B, C, S, 1, eps, mom, cnt, d_s0, d_s1, d_x, d_w, d_b, d_rm, d_rv, d_mean, d_istd,
+                              d_y));
+    OK(gpu->batchnorm_backward_sums(gpu, xt, B, C, S, d_x, d_dy, d_mean, d_istd, d_g0, d_g1, d_dw, d_db));
+    OK(gpu->batchnorm_backward_input(gpu, xt, B, C, S, 1, cnt, d_x, d_dy, d_w, d_mean, d_istd, d_g0, d_g1, d_dx));
+    OK(gpu->batchnorm_forward(gpu, xt, B, C, S, 0, eps, mom, cnt, NULL, NULL, d_x, d_w, d_b, d_rm, d_rv, d_mean_e,
+                              d_istd_e, d_ye));
+    OK(gpu->batchnorm_backward_input(gpu, xt, B, C, S, 0, cnt, d_x, d_dy, d_w, d_mean_e, d_istd_e, NULL, NULL, d_dxe));
+    char what[128];
+#define SAME(name, d, h, cnt_, el)                                                                              \
+    do {                                                                                                        \
+        snprintf(what, sizeof what, "batchnorm x %s B=%zu C=%d S=%zu mis=%u %s", snn_dtype_name(xt), B, C, S,   \
+                 mis, name);                                                                                    \
+        same_bits(what, d, h, cnt_, el);                                                                        \
+    } while (0)
+    SAME("sum", d_s0, s0, Cz, 8);
+    SAME("sqdev", d_s1, s1, Cz, 8);
+    SAME("mean", d_mean, mean, Cz, 8);
+    SAME("invstd", d_istd, istd, Cz, 8);
+    SAME("running_mean", d_rm, rm_c, Cz, 4);
+    SAME("running_var", d_rv, rv_c, Cz, 4);
+    SAME("y", d_y, y, n, 4);
+    SAME("gsum", d_g0, g0, Cz, 8);
+    SAME("gdot", d_g1, g1, Cz, 8);
+    SAME("dw", d_dw, dw_c, Cz, 4);
+    SAME("db", d_db, db_c, Cz, 4);
+    SAME("eval mean", d_mean_e, mean_e, Cz, 8);
+    SAME("eval invstd", d_istd_e, istd_e, Cz, 8);
+    SAME("eval y", d_ye, ye, n, 4);
+#undef SAME
+    snprintf(what, sizeof what, "batchnorm x %s B=%zu C=%d S=%zu mis=%u dx", snn_dtype_name(xt), B, C, S, mis);
+    same_bits16(what, xt, d_dx, dx16, n);
+    snprintf(what, sizeof what, "batchnorm x %s B=%zu C=%d S=%zu mis=%u eval dx", snn_dtype_name(xt), B, C, S, mis);
+    same_bits16(what, xt, d_dxe, dxe16, n);
+    void *dev[] = {bx, bdx, bdxe, bdy, by, bye, d_w, d_b, d_rm, d_rv, d_dw, d_db, d_s0, d_s1, d_mean, d_istd, d_g0,
+                   d_g1, d_mean_e, d_istd_e};
+    for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) gpu->free(gpu, dev[i]);
+    void *host[] = {x, dy, w, b, rm, rv, dw, db, xs, s0, s1, mean, istd, g0, g1, mean_e, istd_e, y, dx, ye, dxe,
+                    rm_c, rv_c, dw_c, db_c, dx16, dxe16};
+    for (size_t i = 0; i < sizeof host / sizeof *host; i++) free(host[i]);
+}
+
+static void test_batchnorm16(void) {
+    static const snn_dtype types[2] = {SNN_BF16, SNN_F16};
+    for (int t = 0; t < 2; t++) {
+        const snn_dtype xt = types[t];
+        bn16_case(xt, 2, 1, 1, -1, 1, 0);          /* two values a channel (they may round to one) */
+        bn16_case(xt, 7, 3, 1, -1, 1, 0);          /* S = 1 */
+        bn16_case(xt, 5, 13, 17, -1, 1, 0);        /* short rows, S not a multiple of 4 */
+        bn16_case(xt, 67, 7, 1, 100, 101, 0);      /* |mean| >> std: few values apart */
+        bn16_case(xt, 6, 5, 64, -1, 1, 0);         /* short rows, the vector passes */
+        bn16_case(xt, 6, 5, 64, -1, 1, MIS_X);     /* ... x and dx misaligned: scalar */
+        bn16_case(xt, 6, 5, 64, -1, 1, MIS_F);     /* ... y and dy misaligned: scalar */
+        bn16_case(xt, 6, 5, 64, -1, 1, MIS_X4);    /* ... x 8 bytes off: still vectors */
+        bn16_case(xt, 2, 9, 256, 5, 6, 0);         /* the longest short row */
+        bn16_case(xt, 4, 3, 1031, -2, 2, 0);       /* long rows, S not a multiple of 4 */
+        bn16_case(xt, 3, 9, 1028, -1, 1, 0);       /* long rows, the vector passes */
+        bn16_case(xt, 3, 9, 1028, -1, 1, MIS_X | MIS_F);
+        bn16_case(xt, 129, 33, 3, -1, 1, MIS_X4);
+    }
+    CHECK(gpu->batchnorm_x16 == 1);
+    CHECK(cpu->batchnorm_x16 == 0);
+    /* the GPU refuses other storage types, every entry; the CPU anything but FP32 */
+    static const snn_dtype bad[2] = {SNN_F8E4M3, (snn_dtype)99};
+    float *d = dnew(NULL, 1024);
+    double *dd = (double *)d;
+    for (int k = 0; k < 2; k++) {
+        CHECK(gpu->batchnorm_stats(gpu, bad[k], 2, 2, 2, d, NULL, 0, dd) == SNN_E_INVALID);
+        CHECK(gpu->batchnorm_forward(gpu, bad[k], 2, 2, 2, 0, 1e-5f, 0.1f, 4, NULL, NULL, d, d, d, d, d, dd, dd, d) ==
+              SNN_E_INVALID);
+        CHECK(gpu->batchnorm_backward_sums(gpu, bad[k], 2, 2, 2, d, d, dd, dd, dd, dd, d, d) == SNN_E_INVALID);
+        CHECK(gpu->batchnorm_backward_input(gpu, bad[k], 2, 2, 2, 0, 4, d, d, d, dd, dd, NULL, NULL, d) ==
+              SNN_E_INVALID);
+    }
+    gpu->free(gpu, d);
+    float *h = hnew(256, 0.5f, 1.5f);
+    double *hd = (double *)hpoison(64 * 8);
+    CHECK(cpu->batchnorm_stats(cpu, SNN_BF16, 2, 2, 2, h, NULL, 0, hd) == SNN_E_INVALID);
+    CHECK(cpu->batchnorm_forward(cpu, SNN_BF16, 2, 2, 2, 0, 1e-5f, 0.1f, 4, NULL, NULL, h, h, h, h, h, hd, hd, h) ==
+          SNN_E_INVALID);
+    CHECK(cpu->batchnorm_backward_sums(cpu, SNN_BF16, 2, 2, 2, h, h, hd, hd, hd, hd, h, h) == SNN_E_INVALID);
+    CHECK(cpu->batchnorm_backward_input(cpu, SNN_BF16, 2, 2, 2, 0, 4, h, h, h, hd, hd, NULL, NULL, h) ==
+          SNN_E_INVALID);
+    free(h);
+    free(hd);
 }
 
 /* ------------------------------------------------------------------ dropout */
@@ -652,6 +829,7 @@ int main(void) {
     cpu = snn_backend_cpu();
     rng = snn_test_seed();
     test_batchnorm();
+    test_batchnorm16();
     test_dropout();
     test_token_mean();
     test_ssa();

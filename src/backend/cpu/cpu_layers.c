@@ -81,15 +81,19 @@ static void lane_grad_sums(const float *x, const float *dy, size_t S, double mu,
     *s1 = lane_tree(b);
 }
 
-static snn_status bn_args(const char *what, size_t B, int C, size_t S, const void *x) {
+/* The CPU stores activations in FP32 (batchnorm_x16 = 0): a 16-bit x is refused. */
+static snn_status bn_args(const char *what, snn_dtype xt, size_t B, int C, size_t S, const void *x) {
+    if (xt != SNN_F32)
+        return snn_error(SNN_E_INVALID, "%s: the CPU table takes x in f32 only (got %s)", what, snn_dtype_name(xt));
     if (C <= 0 || (B && S && !x)) return snn_error(SNN_E_INVALID, "%s: bad arguments (C = %d)", what, C);
     return SNN_OK;
 }
 
-snn_status snn_cpu_batchnorm_stats(const snn_backend *be, size_t B, int C, size_t S, const float *x,
+snn_status snn_cpu_batchnorm_stats(const snn_backend *be, snn_dtype xt, size_t B, int C, size_t S, const void *xv,
                                    const double *sum, double count, double *acc) {
     (void)be;
-    SNN_TRY(bn_args("batchnorm_stats", B, C, S, x));
+    SNN_TRY(bn_args("batchnorm_stats", xt, B, C, S, xv));
+    const float *x = xv;
     if (!acc) return snn_error(SNN_E_INVALID, "batchnorm_stats: acc is NULL");
     const size_t Cz = (size_t)C;
     const int par = B * Cz * S >= BN_PAR_MIN;
@@ -108,12 +112,14 @@ snn_status snn_cpu_batchnorm_stats(const snn_backend *be, size_t B, int C, size_
     return SNN_OK;
 }
 
-snn_status snn_cpu_batchnorm_forward(const snn_backend *be, size_t B, int C, size_t S, int training, float eps,
-                                     float momentum, double count, const double *sum, const double *sqsum,
-                                     const float *x, const float *w, const float *b, float *running_mean,
-                                     float *running_var, double *mean, double *invstd, float *y) {
+snn_status snn_cpu_batchnorm_forward(const snn_backend *be, snn_dtype xt, size_t B, int C, size_t S, int training,
+                                     float eps, float momentum, double count, const double *sum,
+                                     const double *sqsum, const void *xv, const float *w, const float *b,
+                                     float *running_mean, float *running_var, double *mean, double *invstd,
+                                     float *y) {
     (void)be;
-    SNN_TRY(bn_args("batchnorm_forward", B, C, S, x));
+    SNN_TRY(bn_args("batchnorm_forward", xt, B, C, S, xv));
+    const float *x = xv;
     if (!w || !b || !running_mean || !running_var || !mean || !invstd || (B && S && !y) ||
         (training && (!sum || !sqsum)))
         return snn_error(SNN_E_INVALID, "batchnorm_forward: NULL argument");
@@ -150,11 +156,13 @@ snn_status snn_cpu_batchnorm_forward(const snn_backend *be, size_t B, int C, siz
     return SNN_OK;
 }
 
-snn_status snn_cpu_batchnorm_backward_sums(const snn_backend *be, size_t B, int C, size_t S, const float *x,
-                                           const float *dy, const double *mean, const double *invstd,
-                                           double *gsum, double *gdot, float *dw, float *db) {
+snn_status snn_cpu_batchnorm_backward_sums(const snn_backend *be, snn_dtype xt, size_t B, int C, size_t S,
+                                           const void *xv, const float *dy, const double *mean,
+                                           const double *invstd, double *gsum, double *gdot, float *dw,
+                                           float *db) {
     (void)be;
-    SNN_TRY(bn_args("batchnorm_backward_sums", B, C, S, x));
+    SNN_TRY(bn_args("batchnorm_backward_sums", xt, B, C, S, xv));
+    const float *x = xv;
     if (!mean || !invstd || !gsum || !gdot || !dw || !db || (B && S && !dy))
         return snn_error(SNN_E_INVALID, "batchnorm_backward_sums: NULL argument");
     const size_t Cz = (size_t)C;
@@ -182,12 +190,14 @@ snn_status snn_cpu_batchnorm_backward_sums(const snn_backend *be, size_t B, int 
     return SNN_OK;
 }
 
-snn_status snn_cpu_batchnorm_backward_input(const snn_backend *be, size_t B, int C, size_t S, int training,
-                                            double count, const float *x, const float *dy, const float *w,
-                                            const double *mean, const double *invstd, const double *gsum,
-                                            const double *gdot, float *dx) {
+snn_status snn_cpu_batchnorm_backward_input(const snn_backend *be, snn_dtype xt, size_t B, int C, size_t S,
+                                            int training, double count, const void *xv, const float *dy,
+                                            const float *w, const double *mean, const double *invstd,
+                                            const double *gsum, const double *gdot, void *dxv) {
     (void)be;
-    SNN_TRY(bn_args("batchnorm_backward_input", B, C, S, x));
+    SNN_TRY(bn_args("batchnorm_backward_input", xt, B, C, S, xv));
+    const float *x = xv;
+    float *dx = dxv;
     if (!w || !mean || !invstd || (B && S && (!dy || !dx)) || (training && (!gsum || !gdot)))
         return snn_error(SNN_E_INVALID, "batchnorm_backward_input: NULL argument");
     const size_t Cz = (size_t)C;

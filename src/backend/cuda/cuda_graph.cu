@@ -106,6 +106,7 @@ void make_dry(snn_backend *be) {
     OK_(conv_scatter);
     OK_(conv_gather);
     OK_(conv_gather16);
+    OK_(conv_scatter16);
     OK_(conv_bias_grad);
     OK_(sum_groups_add);
     OK_(transpose);

@@ -2,21 +2,31 @@
  * (cuda_table_norm.cu: bn_row_short_kernel, bn_grad_row_short_kernel) as __host__ __device__
  * functions, so tests/cuda/test_cuda_emul_conv.cu runs them on the CPU lane by lane, builds
  * backend.h's halving tree over the 32 lanes and checks the channel sums against the CPU
- * table's, bit for bit, with no GPU. Private to the CUDA backend and its tests. */
+ * table's, bit for bit, with no GPU. x is stored as X (float, __nv_bfloat16 or __half: the
+ * entries' xt); every value is widened to float before it is used. Private to the CUDA
+ * backend and its tests. */
 #ifndef SNN_CUDA_NORM_BODY_H
 #define SNN_CUDA_NORM_BODY_H
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <stddef.h>
 
 #include "backend/cuda/cuda_rn.h"
 
+/* A stored x as the float the FP32 path would have read: every BF16 and F16 value is a float,
+ * so the widening is exact and what follows is the FP32 path's arithmetic on the same value.
+ * The conversions are __host__ __device__, so the emulation runs these on the host. */
+SNN_HD float bn_widen(float v) { return v; }
+SNN_HD float bn_widen(__nv_bfloat16 v) { return __bfloat162float(v); }
+SNN_HD float bn_widen(__half v) { return __half2float(v); }
 
 /* Lane `lane`'s partials of rows e0..e0+RR-1 of x[n][S] (rows past n give 0): Σ x[k] over
  * k = lane, lane + 32, ... in increasing k, or Σ (x - mu)² with mu = sum[c]/count when sum is
  * given (c = row % C). */
-template <int RR>
-SNN_HD void bn_row_short_lane(const float *x, size_t n, size_t C, size_t S, const double *sum, double count,
-                                 size_t e0, unsigned lane, double (&s)[RR]) {
+template <int RR, typename X>
+SNN_HD void bn_row_short_lane(const X *x, size_t n, size_t C, size_t S, const double *sum, double count, size_t e0,
+                              unsigned lane, double (&s)[RR]) {
     double mu[RR];
 #pragma unroll
     for (int r = 0; r < RR; r++) {
@@ -26,7 +36,7 @@ SNN_HD void bn_row_short_lane(const float *x, size_t n, size_t C, size_t S, cons
     for (size_t k = lane; k < S; k += 32) {
         float v[RR];
 #pragma unroll
-        for (int r = 0; r < RR; r++) v[r] = e0 + r < n ? x[(e0 + r) * S + k] : 0.0f;
+        for (int r = 0; r < RR; r++) v[r] = e0 + r < n ? bn_widen(x[(e0 + r) * S + k]) : 0.0f;
 #pragma unroll
         for (int r = 0; r < RR; r++) {
             if (!sum) {
@@ -41,10 +51,10 @@ SNN_HD void bn_row_short_lane(const float *x, size_t n, size_t C, size_t S, cons
 
 /* Lane `lane`'s partials of the backward sums of rows e0..e0+RR-1: s0 = Σ dy, s1 = Σ dy·((x -
  * mean[c])·invstd[c]), k as above. */
-template <int RR>
-SNN_HD void bn_grad_row_short_lane(const float *x, const float *dy, size_t n, size_t C, size_t S, const double *mean,
-                                      const double *invstd, size_t e0, unsigned lane, double (&s0)[RR],
-                                      double (&s1)[RR]) {
+template <int RR, typename X>
+SNN_HD void bn_grad_row_short_lane(const X *x, const float *dy, size_t n, size_t C, size_t S, const double *mean,
+                                   const double *invstd, size_t e0, unsigned lane, double (&s0)[RR],
+                                   double (&s1)[RR]) {
     double mu[RR], is[RR];
 #pragma unroll
     for (int r = 0; r < RR; r++) {
@@ -59,7 +69,7 @@ SNN_HD void bn_grad_row_short_lane(const float *x, const float *dy, size_t n, si
         for (int r = 0; r < RR; r++) {
             const bool in = e0 + r < n;
             gv[r] = in ? dy[(e0 + r) * S + k] : 0.0f;
-            xv[r] = in ? x[(e0 + r) * S + k] : 0.0f;
+            xv[r] = in ? bn_widen(x[(e0 + r) * S + k]) : 0.0f;
         }
 #pragma unroll
         for (int r = 0; r < RR; r++) {

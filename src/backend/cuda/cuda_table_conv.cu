@@ -64,6 +64,31 @@ template <typename O> __device__ __forceinline__ O store_as(float v);
 template <> __device__ __forceinline__ float store_as<float>(float v) { return v; }
 template <> __device__ __forceinline__ __nv_bfloat16 store_as<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 template <> __device__ __forceinline__ __half store_as<__half>(float v) { return __float2half_rn(v); }
+/* A stored value as FP32 (exact). */
+__device__ __forceinline__ float widen(float v) { return v; }
+__device__ __forceinline__ float widen(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float widen(__half v) { return __half2float(v); }
+/* V consecutive stored values from p (aligned to min(16, V·sizeof(S)) bytes) as FP32, in
+ * loads of up to 16 bytes. */
+template <typename S, int V> __device__ __forceinline__ void load_run(const S *p, float (&a)[V]) {
+    constexpr int bytes = V * (int)sizeof(S), chunk = bytes < 16 ? bytes : 16, per = chunk / (int)sizeof(S);
+#pragma unroll
+    for (int c = 0; c < V; c += per) {
+        S t[per];
+        if constexpr (chunk == 16) {
+            const uint4 u = *reinterpret_cast<const uint4 *>(p + c);
+            memcpy(t, &u, 16);
+        } else if constexpr (chunk == 8) {
+            const uint2 u = *reinterpret_cast<const uint2 *>(p + c);
+            memcpy(t, &u, 8);
+        } else {
+#pragma unroll
+            for (int q = 0; q < per; q++) t[q] = p[c + q];
+        }
+#pragma unroll
+        for (int q = 0; q < per; q++) a[c + q] = widen(t[q]);
+    }
+}
 
 /* An entry's `round` as a kernel argument: 0 none, 1 BF16, 2 F16 (RNE, overflow to inf). */
 inline int round_code(snn_dtype t) { return t == SNN_BF16 ? 1 : t == SNN_F16 ? 2 : 0; }
@@ -299,100 +324,87 @@ snn_status t_col2im(const snn_backend *be, const snn_conv_geom *g, int nb, const
 /* ---------------------------------------------------------------- layout changes around the GEMM */
 
 /* y[s][o][p] = round(src[o*ld + s*P + p] + b_o) (src NULL: y = bias[o]); 1-D walks, like im2col. */
-template <typename I>
+/* y is stored as D: FP32 (rounded by rc) or a 16-bit type (conv_scatter16: RNE to D, rc 0);
+ * the gathers read src stored as S (FP32, or a 16-bit output kept in its type). */
+template <typename I, typename D = float>
 __global__ void scatter_kernel(I nb, I O, I P, const float *__restrict__ src, size_t ld, const float *__restrict__ bias,
-                               int rc, float *__restrict__ y) {
+                               int rc, D *__restrict__ y) {
     const I total = nb * O * P;
     for (I e = blockIdx.x * (I)blockDim.x + threadIdx.x; e < total; e += (I)gridDim.x * blockDim.x) {
         const I p = e % P, so = e / P, o = so % O, s = so / O;
         const float bo = bias ? bias[o] : 0.0f;
-        y[e] = round_by(rc, src ? __fadd_rn(src[(size_t)o * ld + (size_t)s * P + p], bo) : bo);
+        y[e] = store_as<D>(round_by(rc, src ? __fadd_rn(src[(size_t)o * ld + (size_t)s * P + p], bo) : bo));
     }
 }
 
-template <typename I, typename D = float>
-__global__ void gather_kernel(I nb, I O, I P, const float *__restrict__ src, D *__restrict__ dst, size_t ld) {
+template <typename I, typename D = float, typename S = float>
+__global__ void gather_kernel(I nb, I O, I P, const S *__restrict__ src, D *__restrict__ dst, size_t ld) {
     const I total = nb * O * P;
     for (I e = blockIdx.x * (I)blockDim.x + threadIdx.x; e < total; e += (I)gridDim.x * blockDim.x) {
         const I p = e % P, so = e / P, o = so % O, s = so / O;
-        dst[(size_t)o * ld + (size_t)s * P + p] = store_as<D>(src[e]);
+        dst[(size_t)o * ld + (size_t)s * P + p] = store_as<D>(widen(src[e]));
     }
 }
 
 /* The two with every index below 2^31, divisions as multiply-highs. */
+template <typename D = float>
 __global__ void scatter_fd_kernel(int nb, int O, int P, Div dP, Div dO, const float *__restrict__ src, size_t ld,
-                                  const float *__restrict__ bias, int rc, float *__restrict__ y) {
+                                  const float *__restrict__ bias, int rc, D *__restrict__ y) {
     const int total = nb * O * P;
     for (unsigned ue = blockIdx.x * blockDim.x + threadIdx.x; ue < (unsigned)total; ue += gridDim.x * blockDim.x) {
         const int e = (int)ue;
         const int so = dv(e, dP), p = e - so * P, s = dv(so, dO), o = so - s * O;
         const float bo = bias ? bias[o] : 0.0f;
-        y[e] = round_by(rc, src ? __fadd_rn(src[(size_t)o * ld + (size_t)s * P + p], bo) : bo);
+        y[e] = store_as<D>(round_by(rc, src ? __fadd_rn(src[(size_t)o * ld + (size_t)s * P + p], bo) : bo));
     }
 }
 
-template <typename D>
-__global__ void gather_fd_kernel(int nb, int O, int P, Div dP, Div dO, const float *__restrict__ src,
+template <typename D, typename S = float>
+__global__ void gather_fd_kernel(int nb, int O, int P, Div dP, Div dO, const S *__restrict__ src,
                                  D *__restrict__ dst, size_t ld) {
     const int total = nb * O * P;
     for (unsigned ue = blockIdx.x * blockDim.x + threadIdx.x; ue < (unsigned)total; ue += gridDim.x * blockDim.x) {
         const int e = (int)ue;
         const int so = dv(e, dP), p = e - so * P, s = dv(so, dO), o = so - s * O;
-        dst[(size_t)o * ld + (size_t)s * P + p] = store_as<D>(src[e]);
+        dst[(size_t)o * ld + (size_t)s * P + p] = store_as<D>(widen(src[e]));
     }
 }
 
 /* The vectorised layout changes: item e covers elements [e*V, e*V + V) of y (one P-run, P % V
  * == 0), whose source run src[o*ld + s*P + p ...] is contiguous too. */
-template <int V>
+template <int V, typename D = float>
 __global__ void scatter_vec_kernel(int nb, int O, int P, Div dPV, Div dO, const float *__restrict__ src, size_t ld,
-                                   const float *__restrict__ bias, int rc, float *__restrict__ y) {
+                                   const float *__restrict__ bias, int rc, D *__restrict__ y) {
+    typedef typename Stored<D>::T B;
     const int PV = P / V, total = nb * O * PV;
     for (unsigned ue = blockIdx.x * blockDim.x + threadIdx.x; ue < (unsigned)total; ue += gridDim.x * blockDim.x) {
         const int e = (int)ue;
         const int so = dv(e, dPV), p = (e - so * PV) * V, s = dv(so, dO), o = so - s * O;
         const float bo = bias ? bias[o] : 0.0f;
-        uint32_t v[V];
+        B v[V];
         if (src) {
-            const float *sp = src + (size_t)o * ld + (size_t)s * P + p;
             float a[V];
-            if constexpr (V == 4) {
-                const float4 f = *reinterpret_cast<const float4 *>(sp);
-                a[0] = f.x, a[1] = f.y, a[2] = f.z, a[3] = f.w;
-            } else {
+            load_run<float, V>(src + (size_t)o * ld + (size_t)s * P + p, a);
 #pragma unroll
-                for (int q = 0; q < V; q++) a[q] = sp[q];
-            }
-#pragma unroll
-            for (int q = 0; q < V; q++) v[q] = __float_as_uint(round_by(rc, __fadd_rn(a[q], bo)));
+            for (int q = 0; q < V; q++) v[q] = Stored<D>::of(round_by(rc, __fadd_rn(a[q], bo)));
         } else {
 #pragma unroll
-            for (int q = 0; q < V; q++) v[q] = __float_as_uint(round_by(rc, bo));
+            for (int q = 0; q < V; q++) v[q] = Stored<D>::of(round_by(rc, bo));
         }
-        store_run<uint32_t, V>(reinterpret_cast<uint32_t *>(y) + (size_t)e * V, v);
+        store_run<B, V>(reinterpret_cast<B *>(y) + (size_t)e * V, v);
     }
 }
 
-template <typename D, int V>
-__global__ void gather_vec_kernel(int nb, int O, int P, Div dPV, Div dO, const float *__restrict__ src,
+template <typename D, int V, typename S = float>
+__global__ void gather_vec_kernel(int nb, int O, int P, Div dPV, Div dO, const S *__restrict__ src,
                                   D *__restrict__ dst, size_t ld) {
     typedef typename Stored<D>::T B;
     const int PV = P / V, total = nb * O * PV;
     for (unsigned ue = blockIdx.x * blockDim.x + threadIdx.x; ue < (unsigned)total; ue += gridDim.x * blockDim.x) {
         const int e = (int)ue;
         const int so = dv(e, dPV), p = (e - so * PV) * V, s = dv(so, dO), o = so - s * O;
-        const float *sp = src + (size_t)e * V;
         float a[V];
-        if constexpr (V % 4 == 0) {
-#pragma unroll
-            for (int q = 0; q < V; q += 4) {
-                const float4 f = *reinterpret_cast<const float4 *>(sp + q);
-                a[q] = f.x, a[q + 1] = f.y, a[q + 2] = f.z, a[q + 3] = f.w;
-            }
-        } else {
-#pragma unroll
-            for (int q = 0; q < V; q++) a[q] = sp[q];
-        }
+        load_run<S, V>(src + (size_t)e * V, a);
         B v[V];
 #pragma unroll
         for (int q = 0; q < V; q++) v[q] = Stored<D>::of(a[q]);
@@ -400,88 +412,123 @@ __global__ void gather_vec_kernel(int nb, int O, int P, Div dPV, Div dO, const f
     }
 }
 
+/* conv_scatter into y stored as D (float with rc, or 16-bit with rc 0). */
+template <typename D>
+void launch_scatter(const snn_backend *be, int nb, int O, size_t P, const float *src, size_t ld, const float *bias,
+                    int rc, D *y) {
+    const size_t total = (size_t)nb * O * P;
+    /* runs of V: P and ld multiples of V (ld only with a src), y aligned to V elements, src
+     * to 16 bytes */
+    int V = fits32(total) && !snn_cuda_table_vec_off() ? vec_width(sizeof(D), y, P, P) : 1;
+    if (V > 4) V = 4;
+    if (V == 4 && src && (ld % 4 != 0 || (uintptr_t)src % 16 != 0)) V = 1;
+    if (V == 4) {
+        scatter_vec_kernel<4, D><<<snn_cuda_table_grid(be, total / 4, 256), 256, 0, stream_of(be)>>>(
+            nb, O, (int)P, div_make((int)P / 4), div_make(O), src, ld, bias, rc, y);
+        return;
+    }
+    const unsigned grid = snn_cuda_table_grid(be, total, 256);
+    if (fits32(total))
+        scatter_fd_kernel<D><<<grid, 256, 0, stream_of(be)>>>(nb, O, (int)P, div_make((int)P), div_make(O), src, ld,
+                                                               bias, rc, y);
+    else
+        scatter_kernel<uint64_t, D><<<grid, 256, 0, stream_of(be)>>>((uint64_t)nb, (uint64_t)O, (uint64_t)P, src,
+                                                                             ld, bias, rc, y);
+}
+
+snn_status scatter_args(const snn_backend *be, const char *what, int nb, int O, size_t P, const float *src, size_t ld,
+                        const float *bias, const void *y) {
+    SNN_TRY(snn_cuda_table_check(be, what));
+    if (nb < 0 || O < 0) return snn_error(SNN_E_INVALID, "%s: negative size", what);
+    if (!nb || !O || !P) return SNN_OK;
+    if (!y || (!src && !bias)) return snn_error(SNN_E_INVALID, "%s: NULL buffer", what);
+    if (src && ld < (size_t)nb * P) return snn_error(SNN_E_SHAPE, "%s: ld %zu < %d x %zu", what, ld, nb, P);
+    return SNN_OK;
+}
+
 snn_status t_conv_scatter(const snn_backend *be, int nb, int O, size_t P, const float *src, size_t ld,
                           const float *bias, snn_dtype round, float *y) {
-    SNN_TRY(snn_cuda_table_check(be, "conv_scatter"));
     SNN_TRY(check_round(round, "conv_scatter"));
-    if (nb < 0 || O < 0) return snn_error(SNN_E_INVALID, "conv_scatter: negative size");
+    SNN_TRY(scatter_args(be, "conv_scatter", nb, O, P, src, ld, bias, y));
     if (!nb || !O || !P) return SNN_OK;
-    if (!y || (!src && !bias)) return snn_error(SNN_E_INVALID, "conv_scatter: NULL buffer");
-    if (src && ld < (size_t)nb * P) return snn_error(SNN_E_SHAPE, "conv_scatter: ld %zu < %d x %zu", ld, nb, P);
-    const size_t total = (size_t)nb * O * P;
-    const unsigned grid = snn_cuda_table_grid(be, total, 256);
-    const int rc = round_code(round);
-    /* float4 runs: P and ld multiples of 4, both bases 16-byte aligned */
-    if (fits32(total) && !snn_cuda_table_vec_off() && P % 4 == 0 && (!src || vec_width(4, src, ld, P) == 4) &&
-        (uintptr_t)y % 16 == 0) {
-        scatter_vec_kernel<4><<<snn_cuda_table_grid(be, total / 4, 256), 256, 0, stream_of(be)>>>(
-            nb, O, (int)P, div_make((int)P / 4), div_make(O), src, ld, bias, rc, y);
-        SNN_CU_LAUNCHED("conv_scatter");
-        return SNN_OK;
-    }
-    if (fits32(total))
-        scatter_fd_kernel<<<grid, 256, 0, stream_of(be)>>>(nb, O, (int)P, div_make((int)P), div_make(O), src, ld, bias,
-                                                            rc, y);
-    else
-        scatter_kernel<uint64_t><<<grid, 256, 0, stream_of(be)>>>((uint64_t)nb, (uint64_t)O, (uint64_t)P, src,
-                                                                          ld, bias, rc, y);
+    launch_scatter(be, nb, O, P, src, ld, bias, round_code(round), y);
     SNN_CU_LAUNCHED("conv_scatter");
     return SNN_OK;
 }
 
-template <typename D>
-void launch_gather(const snn_backend *be, int nb, int O, size_t P, const float *src, D *dst, size_t ld);
+snn_status t_conv_scatter16(const snn_backend *be, snn_dtype t, int nb, int O, size_t P, const float *src, size_t ld,
+                            const float *bias, void *y) {
+    if (t != SNN_BF16 && t != SNN_F16) return snn_error(SNN_E_INVALID, "conv_scatter16: the type must be f16 or bf16");
+    SNN_TRY(scatter_args(be, "conv_scatter16", nb, O, P, src, ld, bias, y));
+    if (!nb || !O || !P) return SNN_OK;
+    if (t == SNN_BF16) launch_scatter(be, nb, O, P, src, ld, bias, 0, (__nv_bfloat16 *)y);
+    else launch_scatter(be, nb, O, P, src, ld, bias, 0, (__half *)y);
+    SNN_CU_LAUNCHED("conv_scatter16");
+    return SNN_OK;
+}
+
+template <typename D, typename S>
+void launch_gather(const snn_backend *be, int nb, int O, size_t P, const S *src, D *dst, size_t ld) {
+    const size_t total = (size_t)nb * O * P;
+    /* runs of V: P and ld multiples of V, dst aligned to V elements, src to min(16, V
+     * elements) bytes */
+    int V = fits32(total) && !snn_cuda_table_vec_off() ? vec_width(sizeof(D), dst, ld, P) : 1;
+    while (V >= 4 && (uintptr_t)src % (size_t)(V * sizeof(S) < 16 ? V * sizeof(S) : 16) != 0) V >>= 1;
+    if (V >= 4) {
+        const unsigned gv = snn_cuda_table_grid(be, total / V, 256);
+        if constexpr (sizeof(D) == 2) {
+            if (V == 8) {
+                gather_vec_kernel<D, 8, S><<<gv, 256, 0, stream_of(be)>>>(nb, O, (int)P, div_make((int)P / 8),
+                                                                          div_make(O), src, dst, ld);
+                return;
+            }
+        }
+        gather_vec_kernel<D, 4, S><<<gv, 256, 0, stream_of(be)>>>(nb, O, (int)P, div_make((int)P / 4), div_make(O),
+                                                                      src, dst, ld);
+        return;
+    }
+    const unsigned grid = snn_cuda_table_grid(be, total, 256);
+    if (fits32(total))
+        gather_fd_kernel<D, S><<<grid, 256, 0, stream_of(be)>>>(nb, O, (int)P, div_make((int)P), div_make(O), src,
+                                                                dst, ld);
+    else
+        gather_kernel<uint64_t, D, S><<<grid, 256, 0, stream_of(be)>>>((uint64_t)nb, (uint64_t)O, (uint64_t)P, src,
+                                                                                dst, ld);
+}
+
+snn_status gather_args(const snn_backend *be, const char *what, int nb, int O, size_t P, const void *src,
+                       const void *dst, size_t ld) {
+    SNN_TRY(snn_cuda_table_check(be, what));
+    if (nb < 0 || O < 0) return snn_error(SNN_E_INVALID, "%s: negative size", what);
+    if (!nb || !O || !P) return SNN_OK;
+    if (!src || !dst) return snn_error(SNN_E_INVALID, "%s: NULL buffer", what);
+    if (ld < (size_t)nb * P) return snn_error(SNN_E_SHAPE, "%s: ld %zu < %d x %zu", what, ld, nb, P);
+    return SNN_OK;
+}
 
 snn_status t_conv_gather(const snn_backend *be, int nb, int O, size_t P, const float *src, float *dst, size_t ld) {
-    SNN_TRY(snn_cuda_table_check(be, "conv_gather"));
-    if (nb < 0 || O < 0) return snn_error(SNN_E_INVALID, "conv_gather: negative size");
+    SNN_TRY(gather_args(be, "conv_gather", nb, O, P, src, dst, ld));
     if (!nb || !O || !P) return SNN_OK;
-    if (!src || !dst) return snn_error(SNN_E_INVALID, "conv_gather: NULL buffer");
-    if (ld < (size_t)nb * P) return snn_error(SNN_E_SHAPE, "conv_gather: ld %zu < %d x %zu", ld, nb, P);
     launch_gather(be, nb, O, P, src, dst, ld);
     SNN_CU_LAUNCHED("conv_gather");
     return SNN_OK;
 }
 
-template <typename D>
-void launch_gather(const snn_backend *be, int nb, int O, size_t P, const float *src, D *dst, size_t ld) {
-    const size_t total = (size_t)nb * O * P;
-    /* runs of V: P and ld multiples of V, dst aligned to V elements, src to 16 bytes (V >= 4) */
-    const int V = fits32(total) && !snn_cuda_table_vec_off() && (uintptr_t)src % 16 == 0
-                      ? vec_width(sizeof(D), dst, ld, P)
-                      : 1;
-    if (V >= 4) {
-        const unsigned gv = snn_cuda_table_grid(be, total / V, 256);
-        if constexpr (sizeof(D) == 2) {
-            if (V == 8) {
-                gather_vec_kernel<D, 8><<<gv, 256, 0, stream_of(be)>>>(nb, O, (int)P, div_make((int)P / 8),
-                                                                       div_make(O), src, dst, ld);
-                return;
-            }
-        }
-        gather_vec_kernel<D, 4><<<gv, 256, 0, stream_of(be)>>>(nb, O, (int)P, div_make((int)P / 4), div_make(O),
-                                                                   src, dst, ld);
-        return;
-    }
-    const unsigned grid = snn_cuda_table_grid(be, total, 256);
-    if (fits32(total))
-        gather_fd_kernel<D><<<grid, 256, 0, stream_of(be)>>>(nb, O, (int)P, div_make((int)P), div_make(O), src, dst,
-                                                             ld);
-    else
-        gather_kernel<uint64_t, D><<<grid, 256, 0, stream_of(be)>>>((uint64_t)nb, (uint64_t)O, (uint64_t)P, src,
-                                                                             dst, ld);
-}
-
-snn_status t_conv_gather16(const snn_backend *be, snn_dtype t, int nb, int O, size_t P, const float *src, void *dst,
-                           size_t ld) {
-    SNN_TRY(snn_cuda_table_check(be, "conv_gather16"));
+snn_status t_conv_gather16(const snn_backend *be, snn_dtype t, int nb, int O, size_t P, snn_dtype src_t,
+                           const void *src, void *dst, size_t ld) {
     if (t != SNN_BF16 && t != SNN_F16) return snn_error(SNN_E_INVALID, "conv_gather16: the type must be f16 or bf16");
-    if (nb < 0 || O < 0) return snn_error(SNN_E_INVALID, "conv_gather16: negative size");
+    if (src_t != SNN_F32 && src_t != t)
+        return snn_error(SNN_E_INVALID, "conv_gather16: src must be stored as f32 or %s (got %s)", snn_dtype_name(t),
+                         snn_dtype_name(src_t));
+    SNN_TRY(gather_args(be, "conv_gather16", nb, O, P, src, dst, ld));
     if (!nb || !O || !P) return SNN_OK;
-    if (!src || !dst) return snn_error(SNN_E_INVALID, "conv_gather16: NULL buffer");
-    if (ld < (size_t)nb * P) return snn_error(SNN_E_SHAPE, "conv_gather16: ld %zu < %d x %zu", ld, nb, P);
-    if (t == SNN_BF16) launch_gather(be, nb, O, P, src, (__nv_bfloat16 *)dst, ld);
-    else launch_gather(be, nb, O, P, src, (__half *)dst, ld);
+    if (t == SNN_BF16) {
+        if (src_t == SNN_F32) launch_gather(be, nb, O, P, (const float *)src, (__nv_bfloat16 *)dst, ld);
+        else launch_gather(be, nb, O, P, (const __nv_bfloat16 *)src, (__nv_bfloat16 *)dst, ld);
+    } else {
+        if (src_t == SNN_F32) launch_gather(be, nb, O, P, (const float *)src, (__half *)dst, ld);
+        else launch_gather(be, nb, O, P, (const __half *)src, (__half *)dst, ld);
+    }
     SNN_CU_LAUNCHED("conv_gather16");
     return SNN_OK;
 }
@@ -817,6 +864,7 @@ void snn_cuda_install_conv(snn_backend *be) {
     be->conv_gather = t_conv_gather;
     be->im2col16 = t_im2col16;
     be->conv_gather16 = t_conv_gather16;
+    be->conv_scatter16 = t_conv_scatter16;
     be->conv_bias_grad = t_conv_bias_grad;
     be->sum_groups_add = t_sum_groups_add;
     be->transpose = t_transpose;

@@ -11,7 +11,10 @@
  * double operation is an explicit __d*_rn intrinsic, so nvcc cannot contract a multiply and
  * an add into an FMA the CPU (-std=c17, contraction off) does not do; division and sqrt are
  * the IEEE ones on both sides. The runner's kernels (cuda_norm.cu: a one-pass shifted
- * variance) do not compute this contract, so they stay with the runner.
+ * variance) do not compute this contract, so they stay with the runner. x may be stored as
+ * BF16 or F16 (xt; batchnorm_x16): every kernel is a template on x's type X and widens each
+ * value exactly to float, so the results are the FP32 path's bits on the same values, and dx
+ * is that path's float rounded once to X.
  *
  * Dropout: the mask is Philox (cuda_philox.h, shared with the runner) at base + i, the same
  * function as snn_rng_uniform; scale is computed on the host as the CPU does. Bit-identical.
@@ -34,6 +37,17 @@ inline cudaStream_t st_of(const snn_backend *be) { return snn_cuda_stream_of(snn
 
 /* ---------------------------------------------------------------- BatchNorm */
 
+/* x (and the backward's dx) is stored as X, the entries' xt: float, __nv_bfloat16 or __half
+ * (a 16-bit convolution's output). Every kernel reads it through bn_widen (exact), so the
+ * sums and formulas below see the same floats the FP32 path would; dx is the FP32 path's
+ * float, then rounded to X (bn_narrow: RNE, as the convolution's GEMM would convert it). */
+template <typename X> __device__ __forceinline__ X bn_narrow(float v);
+template <> __device__ __forceinline__ float bn_narrow<float>(float v) { return v; }
+template <> __device__ __forceinline__ __nv_bfloat16 bn_narrow<__nv_bfloat16>(float v) {
+    return __float2bfloat16_rn(v);
+}
+template <> __device__ __forceinline__ __half bn_narrow<__half>(float v) { return __float2half_rn(v); }
+
 /* The halving tree of backend.h over the 32 lanes' partials; lane 0 holds the result. */
 __device__ __forceinline__ double lane_tree(double v) {
     for (int h = 16; h; h >>= 1) v = __dadd_rn(v, __shfl_down_sync(0xffffffffu, v, h));
@@ -44,19 +58,20 @@ __device__ __forceinline__ double lane_tree(double v) {
  * Each lane loads RU of its values (k = lane, lane + 32, ...) before adding them in that
  * order: the loads overlap instead of each waiting for the previous add. */
 #define RU 8
-__global__ void bn_row_kernel(const float *__restrict__ x, size_t B, int C, size_t S,
-                              const double *__restrict__ sum, double count, double *__restrict__ part) {
+template <typename X>
+__global__ void bn_row_kernel(const X *__restrict__ x, size_t B, int C, size_t S, const double *__restrict__ sum,
+                              double count, double *__restrict__ part) {
     const size_t n = B * (size_t)C, nw = ((size_t)gridDim.x * blockDim.x) >> 5;
     const unsigned lane = threadIdx.x & 31u;
     for (size_t e = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; e < n; e += nw) {
-        const float *p = x + e * S;
+        const X *p = x + e * S;
         const double mu = sum ? __ddiv_rn(sum[e % (size_t)C], count) : 0.0;
         double s = 0.0;
         size_t k = lane;
         for (; k + 32 * (RU - 1) < S; k += 32 * RU) {
             float v[RU];
 #pragma unroll
-            for (int u = 0; u < RU; u++) v[u] = p[k + 32 * u];
+            for (int u = 0; u < RU; u++) v[u] = bn_widen(p[k + 32 * u]);
 #pragma unroll
             for (int u = 0; u < RU; u++) {
                 if (!sum) {
@@ -68,10 +83,11 @@ __global__ void bn_row_kernel(const float *__restrict__ x, size_t B, int C, size
             }
         }
         for (; k < S; k += 32) {
+            const float v = bn_widen(p[k]);
             if (!sum) {
-                s = __dadd_rn(s, (double)p[k]);
+                s = __dadd_rn(s, (double)v);
             } else {
-                const double d = __dsub_rn((double)p[k], mu);
+                const double d = __dsub_rn((double)v, mu);
                 s = __dadd_rn(s, __dmul_rn(d, d));
             }
         }
@@ -87,7 +103,8 @@ __global__ void bn_row_kernel(const float *__restrict__ x, size_t B, int C, size
  * bn_row_kernel's / bn_grad_row_kernel's, so are the bits. */
 #define SHORT_S 256
 #define RR 4
-__global__ void bn_row_short_kernel(const float *__restrict__ x, size_t B, int C, size_t S,
+template <typename X>
+__global__ void bn_row_short_kernel(const X *__restrict__ x, size_t B, int C, size_t S,
                                     const double *__restrict__ sum, double count, double *__restrict__ part) {
     const size_t n = B * (size_t)C, nw = ((size_t)gridDim.x * blockDim.x) >> 5;
     const unsigned lane = threadIdx.x & 31u;
@@ -102,7 +119,8 @@ __global__ void bn_row_short_kernel(const float *__restrict__ x, size_t B, int C
     }
 }
 
-__global__ void bn_grad_row_short_kernel(const float *__restrict__ x, const float *__restrict__ dy, size_t B, int C,
+template <typename X>
+__global__ void bn_grad_row_short_kernel(const X *__restrict__ x, const float *__restrict__ dy, size_t B, int C,
                                          size_t S, const double *__restrict__ mean, const double *__restrict__ invstd,
                                          double *__restrict__ p0, double *__restrict__ p1) {
     const size_t n = B * (size_t)C, nw = ((size_t)gridDim.x * blockDim.x) >> 5;
@@ -169,42 +187,29 @@ __global__ void bn_stats_final_kernel(int C, int training, double eps, double mo
 
 /* The elementwise passes walk (row, channel) lines in blockIdx.y and the S values of a line
  * in x: the channel is computed once a line, not with two 64-bit divisions an element. With
- * V = 4 (S a multiple of 4, the arrays 16-byte aligned) a thread loads and stores four values
- * at once; each value's operations are the same, so the bits are too. */
-template <int V> struct F;
-template <> struct F<1> {
-    typedef float T;
-    static __device__ __forceinline__ float get(const T &v, int) { return v; }
-    static __device__ __forceinline__ void set(T &v, int, float f) { v = f; }
-};
-template <> struct F<4> {
-    typedef float4 T;
-    static __device__ __forceinline__ float get(const T &v, int q) { return q == 0 ? v.x : q == 1 ? v.y : q == 2 ? v.z : v.w; }
-    static __device__ __forceinline__ void set(T &v, int q, float f) {
-        if (q == 0) v.x = f;
-        else if (q == 1) v.y = f;
-        else if (q == 2) v.z = f;
-        else v.w = f;
-    }
+ * V = 4 (S a multiple of 4, each array aligned to four of its elements: bn_vec4) a thread
+ * loads and stores four values of each array at once (16 bytes of float, 8 of a 16-bit x);
+ * each value's operations are the same, so the bits are too. */
+template <typename X, int V> struct alignas(sizeof(X) * V) VecX {
+    X v[V];
 };
 
-template <int V>
-__global__ void bn_apply_kernel(const float *__restrict__ x, size_t B, int C, size_t S, const double *__restrict__ mean,
+template <typename X, int V>
+__global__ void bn_apply_kernel(const X *__restrict__ x, size_t B, int C, size_t S, const double *__restrict__ mean,
                                 const double *__restrict__ invstd, const float *__restrict__ w,
                                 const float *__restrict__ b, float *__restrict__ y) {
-    typedef typename F<V>::T T;
     const size_t lines = B * (size_t)C, SV = S / V;
     for (size_t e = blockIdx.y; e < lines; e += gridDim.y) {
         const int c = (int)(e % (size_t)C);
         const double sc = __dmul_rn(invstd[c], (double)w[c]), mu = mean[c], bc = (double)b[c];
-        const T *xp = reinterpret_cast<const T *>(x + e * S);
-        T *yp = reinterpret_cast<T *>(y + e * S);
+        const VecX<X, V> *xp = reinterpret_cast<const VecX<X, V> *>(x + e * S);
+        VecX<float, V> *yp = reinterpret_cast<VecX<float, V> *>(y + e * S);
         for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < SV; k += (size_t)gridDim.x * blockDim.x) {
-            const T xv = xp[k];
-            T yv;
+            const VecX<X, V> xv = xp[k];
+            VecX<float, V> yv;
 #pragma unroll
             for (int q = 0; q < V; q++)
-                F<V>::set(yv, q, (float)__dadd_rn(__dmul_rn(__dsub_rn((double)F<V>::get(xv, q), mu), sc), bc));
+                yv.v[q] = (float)__dadd_rn(__dmul_rn(__dsub_rn((double)bn_widen(xv.v[q]), mu), sc), bc);
             yp[k] = yv;
         }
     }
@@ -212,15 +217,17 @@ __global__ void bn_apply_kernel(const float *__restrict__ x, size_t B, int C, si
 
 /* p0[i·C + c] = Σ_k dy, p1[i·C + c] = Σ_k dy·((x - mean)·invstd): one warp a row, loads
  * ahead of the adds as in bn_row_kernel. */
-__global__ void bn_grad_row_kernel(const float *__restrict__ x, const float *__restrict__ dy, size_t B, int C,
-                                   size_t S, const double *__restrict__ mean, const double *__restrict__ invstd,
+template <typename X>
+__global__ void bn_grad_row_kernel(const X *__restrict__ x, const float *__restrict__ dy, size_t B, int C, size_t S,
+                                   const double *__restrict__ mean, const double *__restrict__ invstd,
                                    double *__restrict__ p0, double *__restrict__ p1) {
     const size_t n = B * (size_t)C, nw = ((size_t)gridDim.x * blockDim.x) >> 5;
     const unsigned lane = threadIdx.x & 31u;
     for (size_t e = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; e < n; e += nw) {
         const size_t c = e % (size_t)C;
         const double mu = mean[c], is = invstd[c];
-        const float *px = x + e * S, *pg = dy + e * S;
+        const X *px = x + e * S;
+        const float *pg = dy + e * S;
         double s0 = 0.0, s1 = 0.0;
         size_t k = lane;
         for (; k + 32 * (RU / 2 - 1) < S; k += 32 * (RU / 2)) {
@@ -228,7 +235,7 @@ __global__ void bn_grad_row_kernel(const float *__restrict__ x, const float *__r
 #pragma unroll
             for (int u = 0; u < RU / 2; u++) {
                 gv[u] = pg[k + 32 * u];
-                xv[u] = px[k + 32 * u];
+                xv[u] = bn_widen(px[k + 32 * u]);
             }
 #pragma unroll
             for (int u = 0; u < RU / 2; u++) {
@@ -240,7 +247,7 @@ __global__ void bn_grad_row_kernel(const float *__restrict__ x, const float *__r
         for (; k < S; k += 32) {
             const double g = (double)pg[k];
             s0 = __dadd_rn(s0, g);
-            s1 = __dadd_rn(s1, __dmul_rn(g, __dmul_rn(__dsub_rn((double)px[k], mu), is)));
+            s1 = __dadd_rn(s1, __dmul_rn(g, __dmul_rn(__dsub_rn((double)bn_widen(px[k]), mu), is)));
         }
         s0 = lane_tree(s0);
         s1 = lane_tree(s1);
@@ -267,59 +274,74 @@ __global__ void __launch_bounds__(COL_THREADS)
     }
 }
 
-template <int V>
-__global__ void bn_dx_kernel(const float *__restrict__ x, const float *__restrict__ dy, size_t B, int C, size_t S,
+/* dx in X: the FP32 path's (float) of the double expression, then bn_narrow. */
+template <typename X, int V>
+__global__ void bn_dx_kernel(const X *__restrict__ x, const float *__restrict__ dy, size_t B, int C, size_t S,
                              int training, double count, const float *__restrict__ w, const double *__restrict__ mean,
                              const double *__restrict__ invstd, const double *__restrict__ gsum,
-                             const double *__restrict__ gdot, float *__restrict__ dx) {
-    typedef typename F<V>::T T;
+                             const double *__restrict__ gdot, X *__restrict__ dx) {
     const size_t lines = B * (size_t)C, SV = S / V;
     for (size_t e = blockIdx.y; e < lines; e += gridDim.y) {
         const int c = (int)(e % (size_t)C);
         const double is = invstd[c], k = __dmul_rn((double)w[c], is), mu = mean[c];
         const double a = training ? __ddiv_rn(gsum[c], count) : 0.0, bb = training ? __ddiv_rn(gdot[c], count) : 0.0;
-        const T *xp = reinterpret_cast<const T *>(x + e * S), *gp = reinterpret_cast<const T *>(dy + e * S);
-        T *dp = reinterpret_cast<T *>(dx + e * S);
+        const VecX<X, V> *xp = reinterpret_cast<const VecX<X, V> *>(x + e * S);
+        const VecX<float, V> *gp = reinterpret_cast<const VecX<float, V> *>(dy + e * S);
+        VecX<X, V> *dp = reinterpret_cast<VecX<X, V> *>(dx + e * S);
         for (size_t q = blockIdx.x * (size_t)blockDim.x + threadIdx.x; q < SV; q += (size_t)gridDim.x * blockDim.x) {
-            const T gv = gp[q];
-            T out;
+            const VecX<float, V> gv = gp[q];
+            VecX<X, V> out;
             if (training) {
-                const T xv = xp[q];
+                const VecX<X, V> xv = xp[q];
 #pragma unroll
                 for (int u = 0; u < V; u++) {
-                    const double g = (double)F<V>::get(gv, u);
-                    const double xh = __dmul_rn(__dsub_rn((double)F<V>::get(xv, u), mu), is);
-                    F<V>::set(out, u, (float)__dmul_rn(k, __dsub_rn(__dsub_rn(g, a), __dmul_rn(xh, bb))));
+                    const double g = (double)gv.v[u];
+                    const double xh = __dmul_rn(__dsub_rn((double)bn_widen(xv.v[u]), mu), is);
+                    out.v[u] = bn_narrow<X>((float)__dmul_rn(k, __dsub_rn(__dsub_rn(g, a), __dmul_rn(xh, bb))));
                 }
             } else {
 #pragma unroll
-                for (int u = 0; u < V; u++) F<V>::set(out, u, (float)__dmul_rn(k, (double)F<V>::get(gv, u)));
+                for (int u = 0; u < V; u++) out.v[u] = bn_narrow<X>((float)__dmul_rn(k, (double)gv.v[u]));
             }
             dp[q] = out;
         }
     }
 }
 
-
-snn_status bn_args(const snn_backend *be, const char *what, size_t B, int C, size_t S, const void *x) {
+snn_status bn_args(const snn_backend *be, const char *what, snn_dtype xt, size_t B, int C, size_t S, const void *x) {
     SNN_TRY(snn_cuda_table_check(be, what));
+    if (xt != SNN_F32 && xt != SNN_BF16 && xt != SNN_F16)
+        return snn_error(SNN_E_INVALID, "%s: x stored as %s (f32, f16 or bf16 only)", what, snn_dtype_name(xt));
     if (C <= 0 || (B && S && !x)) return snn_error(SNN_E_INVALID, "%s: bad arguments (C = %d)", what, C);
     return SNN_OK;
 }
 
-/* Lines of S values as float4: S a multiple of 4 and every array 16-byte aligned. */
-bool bn_vec4(size_t S, const float *a, const float *b, const float *c) {
-    return !snn_cuda_table_vec_off() && S % 4 == 0 && (uintptr_t)a % 16 == 0 && (uintptr_t)b % 16 == 0 &&
-           (uintptr_t)c % 16 == 0;
+/* fn(XType<X>()) with X the storage of xt (bn_args has refused any other types): each entry's
+ * launches are written once and instantiated for the three. */
+template <typename X> struct XType {
+    typedef X T;
+};
+template <typename Fn> void with_x(snn_dtype xt, Fn &&fn) {
+    if (xt == SNN_BF16) fn(XType<__nv_bfloat16>());
+    else if (xt == SNN_F16) fn(XType<__half>());
+    else fn(XType<float>());
+}
+
+/* Lines of S values as vectors of 4 (VecX): S a multiple of 4, x and dx aligned to four of
+ * their X (8 bytes for a 16-bit x), f (y or dy, float) to 16 bytes. */
+template <typename X> bool bn_vec4(size_t S, const X *x, const X *dx, const float *f) {
+    const uintptr_t a = 4 * sizeof(X);
+    return !snn_cuda_table_vec_off() && S % 4 == 0 && (uintptr_t)x % a == 0 && (uintptr_t)dx % a == 0 &&
+           (uintptr_t)f % 16 == 0;
 }
 
 unsigned col_grid(int C) { return (unsigned)((C + COL_C - 1) / COL_C); }
 
 unsigned grid(const snn_backend *be, size_t n) { return snn_cuda_table_grid(be, n ? n : 1, NT); }
 
-snn_status t_batchnorm_stats(const snn_backend *be, size_t B, int C, size_t S, const float *x, const double *sum,
-                             double count, double *acc) {
-    SNN_TRY(bn_args(be, "batchnorm_stats", B, C, S, x));
+snn_status t_batchnorm_stats(const snn_backend *be, snn_dtype xt, size_t B, int C, size_t S, const void *x,
+                             const double *sum, double count, double *acc) {
+    SNN_TRY(bn_args(be, "batchnorm_stats", xt, B, C, S, x));
     if (!acc) return snn_error(SNN_E_INVALID, "batchnorm_stats: acc is NULL");
     const size_t rows = B * (size_t)C;
     cudaStream_t st = st_of(be);
@@ -333,10 +355,15 @@ snn_status t_batchnorm_stats(const snn_backend *be, size_t B, int C, size_t S, c
     if (S == 0) {
         SNN_CU_TRY(cudaMemsetAsync(part, 0, rows * sizeof(double), st));
     } else {
-        if (S <= SHORT_S)
-            bn_row_short_kernel<<<grid(be, (rows + RR - 1) / RR * 32), NT, 0, st>>>(x, B, C, S, sum, count, part);
-        else
-            bn_row_kernel<<<grid(be, rows * 32), NT, 0, st>>>(x, B, C, S, sum, count, part);
+        with_x(xt, [&](auto t) {
+            typedef typename decltype(t)::T X;
+            const X *xx = static_cast<const X *>(x);
+            if (S <= SHORT_S)
+                bn_row_short_kernel<X><<<grid(be, (rows + RR - 1) / RR * 32), NT, 0, st>>>(xx, B, C, S, sum, count,
+                                                                                          part);
+            else
+                bn_row_kernel<X><<<grid(be, rows * 32), NT, 0, st>>>(xx, B, C, S, sum, count, part);
+        });
         SNN_CU_LAUNCHED("batchnorm_stats");
     }
     /* COL_C channels a block (col_sums) */
@@ -345,11 +372,11 @@ snn_status t_batchnorm_stats(const snn_backend *be, size_t B, int C, size_t S, c
     return SNN_OK;
 }
 
-snn_status t_batchnorm_forward(const snn_backend *be, size_t B, int C, size_t S, int training, float eps,
-                               float momentum, double count, const double *sum, const double *sqsum, const float *x,
-                               const float *w, const float *b, float *running_mean, float *running_var, double *mean,
-                               double *invstd, float *y) {
-    SNN_TRY(bn_args(be, "batchnorm_forward", B, C, S, x));
+snn_status t_batchnorm_forward(const snn_backend *be, snn_dtype xt, size_t B, int C, size_t S, int training,
+                               float eps, float momentum, double count, const double *sum, const double *sqsum,
+                               const void *x, const float *w, const float *b, float *running_mean,
+                               float *running_var, double *mean, double *invstd, float *y) {
+    SNN_TRY(bn_args(be, "batchnorm_forward", xt, B, C, S, x));
     if (!w || !b || !running_mean || !running_var || !mean || !invstd || (B && S && !y) ||
         (training && (!sum || !sqsum)))
         return snn_error(SNN_E_INVALID, "batchnorm_forward: NULL argument");
@@ -359,22 +386,26 @@ snn_status t_batchnorm_forward(const snn_backend *be, size_t B, int C, size_t S,
     SNN_CU_LAUNCHED("batchnorm_forward (statistics)");
     const size_t n = B * (size_t)C * S;
     if (n) {
-        if (bn_vec4(S, x, y, y)) {
-            const snn_cuda_lines l = snn_cuda_table_lines(be, B * (size_t)C, S / 4);
-            bn_apply_kernel<4><<<l.grid, l.block, 0, st>>>(x, B, C, S, mean, invstd, w, b, y);
-        } else {
-            const snn_cuda_lines l = snn_cuda_table_lines(be, B * (size_t)C, S);
-            bn_apply_kernel<1><<<l.grid, l.block, 0, st>>>(x, B, C, S, mean, invstd, w, b, y);
-        }
+        with_x(xt, [&](auto t) {
+            typedef typename decltype(t)::T X;
+            const X *xx = static_cast<const X *>(x);
+            if (bn_vec4(S, xx, xx, y)) {
+                const snn_cuda_lines l = snn_cuda_table_lines(be, B * (size_t)C, S / 4);
+                bn_apply_kernel<X, 4><<<l.grid, l.block, 0, st>>>(xx, B, C, S, mean, invstd, w, b, y);
+            } else {
+                const snn_cuda_lines l = snn_cuda_table_lines(be, B * (size_t)C, S);
+                bn_apply_kernel<X, 1><<<l.grid, l.block, 0, st>>>(xx, B, C, S, mean, invstd, w, b, y);
+            }
+        });
         SNN_CU_LAUNCHED("batchnorm_forward");
     }
     return SNN_OK;
 }
 
-snn_status t_batchnorm_backward_sums(const snn_backend *be, size_t B, int C, size_t S, const float *x,
+snn_status t_batchnorm_backward_sums(const snn_backend *be, snn_dtype xt, size_t B, int C, size_t S, const void *x,
                                      const float *dy, const double *mean, const double *invstd, double *gsum,
                                      double *gdot, float *dw, float *db) {
-    SNN_TRY(bn_args(be, "batchnorm_backward_sums", B, C, S, x));
+    SNN_TRY(bn_args(be, "batchnorm_backward_sums", xt, B, C, S, x));
     if (!mean || !invstd || !gsum || !gdot || !dw || !db || (B && S && !dy))
         return snn_error(SNN_E_INVALID, "batchnorm_backward_sums: NULL argument");
     const size_t rows = B * (size_t)C;
@@ -388,11 +419,15 @@ snn_status t_batchnorm_backward_sums(const snn_backend *be, size_t B, int C, siz
         if (S == 0) {
             SNN_CU_TRY(cudaMemsetAsync(p0, 0, 2 * rows * sizeof(double), st));
         } else {
-            if (S <= SHORT_S)
-                bn_grad_row_short_kernel<<<grid(be, (rows + RR - 1) / RR * 32), NT, 0, st>>>(x, dy, B, C, S, mean,
-                                                                                              invstd, p0, p1);
-            else
-                bn_grad_row_kernel<<<grid(be, rows * 32), NT, 0, st>>>(x, dy, B, C, S, mean, invstd, p0, p1);
+            with_x(xt, [&](auto t) {
+                typedef typename decltype(t)::T X;
+                const X *xx = static_cast<const X *>(x);
+                if (S <= SHORT_S)
+                    bn_grad_row_short_kernel<X><<<grid(be, (rows + RR - 1) / RR * 32), NT, 0, st>>>(
+                        xx, dy, B, C, S, mean, invstd, p0, p1);
+                else
+                    bn_grad_row_kernel<X><<<grid(be, rows * 32), NT, 0, st>>>(xx, dy, B, C, S, mean, invstd, p0, p1);
+            });
             SNN_CU_LAUNCHED("batchnorm_backward_sums");
         }
     }
@@ -401,23 +436,30 @@ snn_status t_batchnorm_backward_sums(const snn_backend *be, size_t B, int C, siz
     return SNN_OK;
 }
 
-snn_status t_batchnorm_backward_input(const snn_backend *be, size_t B, int C, size_t S, int training, double count,
-                                      const float *x, const float *dy, const float *w, const double *mean,
-                                      const double *invstd, const double *gsum, const double *gdot, float *dx) {
-    SNN_TRY(bn_args(be, "batchnorm_backward_input", B, C, S, x));
+snn_status t_batchnorm_backward_input(const snn_backend *be, snn_dtype xt, size_t B, int C, size_t S, int training,
+                                      double count, const void *x, const float *dy, const float *w,
+                                      const double *mean, const double *invstd, const double *gsum,
+                                      const double *gdot, void *dx) {
+    SNN_TRY(bn_args(be, "batchnorm_backward_input", xt, B, C, S, x));
     if (!w || !mean || !invstd || (B && S && (!dy || !dx)) || (training && (!gsum || !gdot)))
         return snn_error(SNN_E_INVALID, "batchnorm_backward_input: NULL argument");
     const size_t n = B * (size_t)C * S;
     if (!n) return SNN_OK;
-    if (bn_vec4(S, x, dy, dx)) {
-        const snn_cuda_lines l = snn_cuda_table_lines(be, B * (size_t)C, S / 4);
-        bn_dx_kernel<4><<<l.grid, l.block, 0, st_of(be)>>>(x, dy, B, C, S, training, count, w, mean, invstd, gsum,
-                                                            gdot, dx);
-    } else {
-        const snn_cuda_lines l = snn_cuda_table_lines(be, B * (size_t)C, S);
-        bn_dx_kernel<1><<<l.grid, l.block, 0, st_of(be)>>>(x, dy, B, C, S, training, count, w, mean, invstd, gsum,
-                                                            gdot, dx);
-    }
+    cudaStream_t st = st_of(be);
+    with_x(xt, [&](auto t) {
+        typedef typename decltype(t)::T X;
+        const X *xx = static_cast<const X *>(x);
+        X *dd = static_cast<X *>(dx);
+        if (bn_vec4(S, xx, dd, dy)) {
+            const snn_cuda_lines l = snn_cuda_table_lines(be, B * (size_t)C, S / 4);
+            bn_dx_kernel<X, 4><<<l.grid, l.block, 0, st>>>(xx, dy, B, C, S, training, count, w, mean, invstd, gsum,
+                                                            gdot, dd);
+        } else {
+            const snn_cuda_lines l = snn_cuda_table_lines(be, B * (size_t)C, S);
+            bn_dx_kernel<X, 1><<<l.grid, l.block, 0, st>>>(xx, dy, B, C, S, training, count, w, mean, invstd, gsum,
+                                                            gdot, dd);
+        }
+    });
     SNN_CU_LAUNCHED("batchnorm_backward_input");
     return SNN_OK;
 }
@@ -527,6 +569,7 @@ void snn_cuda_install_norm(snn_backend *be) {
     be->batchnorm_forward = t_batchnorm_forward;
     be->batchnorm_backward_sums = t_batchnorm_backward_sums;
     be->batchnorm_backward_input = t_batchnorm_backward_input;
+    be->batchnorm_x16 = 1; /* x and dx also as BF16 / F16 (the VecX kernels' X) */
     be->dropout_mask = t_dropout_mask;
     be->dropout_apply = t_dropout_apply;
     be->token_mean_forward = t_token_mean_forward;
