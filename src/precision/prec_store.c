@@ -25,11 +25,12 @@
  * rounds y, and its GEMMs convert the dy they get to d; the BatchNorm reads x widened and
  * writes dx rounded to d: batchnorm_x16, conv_scatter16, conv_gather16's src_t, which halves
  * the bytes of the five passes BatchNorm makes over x in a training step). Storing such a
- * boundary in d changes no value; it removes the passes that rounded FP32 copies and converted them for
- * the GEMM. On a table with
- * neuron_forward_io_bias a Linear with a bias before such a neuron also leaves its bias and
- * its output rounding to the neuron (snn_module.defer_bias / bias_src). The CPU table has no
- * 16-bit storage: nothing is assigned there. */
+ * boundary in d changes no value; it removes the passes that rounded FP32 copies and
+ * converted them for the GEMM. On a table with neuron_forward_io_bias a Linear with a bias
+ * before such a neuron also leaves its bias and its output rounding to the neuron
+ * (snn_module.defer_bias / bias_src). The CPU table has no 16-bit storage: nothing is
+ * assigned there (tests/test_prec_store.c checks the rules on a test double of a device
+ * table). */
 #include "backend/backend.h"
 #include "neuron/neuron_module.h"
 #include "nn/layers.h"
