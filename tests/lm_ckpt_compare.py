@@ -3,7 +3,15 @@ every tensor (weights and the canonical AdamW state) within 1e-5 of its largest 
 progress metadata equal, every logged lm_loss / grad_norm / lr and validation loss within
 1e-5 relative. Used by the LM CLI tests (cli_dist_lm.sh, cli_dist_lm_train_tp.sh).
 
-    lm_ckpt_compare.py [--min-logged N] [--moments N] A_DIR B_DIR WHAT [A.log B.log]
+    lm_ckpt_compare.py [--min-logged N] [--moments N] [--tol X --exact-steps K] A_DIR B_DIR WHAT [A.log B.log]
+
+--tol X (with --exact-steps K) is for spiking models: their forward is discontinuous, so the
+1e-7 differences another summation order leaves in the weights after a step can flip a spike
+in a later step's forward, and the runs then differ by far more than rounding (1e-4 to 1e-3 of
+a tensor's largest value was measured for spikelm, T = 2, after a flip at step 4 of 5). The
+logged metrics of steps 1..K (whose forward ran on the same weights) keep 1e-5; the tensors
+and the later metrics get X, which a wrong gradient average or a lost optimizer state still
+exceeds by orders of magnitude.
 """
 import argparse
 import json
@@ -41,12 +49,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--min-logged", type=int, default=2, help="fewest logged steps expected")
     ap.add_argument("--moments", type=int, default=0, help="exact number of AdamW moments (0: at least one)")
+    ap.add_argument("--tol", type=float, default=1e-5, help="tensor (and later metric) tolerance")
+    ap.add_argument("--exact-steps", type=int, default=-1,
+                    help="logged steps held to 1e-5 when --tol is looser (-1: every step)")
     ap.add_argument("a")
     ap.add_argument("b")
     ap.add_argument("what")
     ap.add_argument("logs", nargs="*")
     o = ap.parse_args()
-    tol, what = 1e-5, o.what
+    tol, what = o.tol, o.what
     a, ma = read_st(o.a + "/checkpoint.safetensors")
     b, mb = read_st(o.b + "/checkpoint.safetensors")
     bad = 0
@@ -95,9 +106,11 @@ def main():
             bad = 1
         for s in la:
             fields = ("validation_lm_loss", "validation_tokens") if isinstance(s, tuple) else ("lm_loss", "grad_norm", "lr")
+            step = s[1] if isinstance(s, tuple) else s
+            t = 1e-5 if o.exact_steps < 0 or step <= o.exact_steps else tol
             for f in fields:
                 u, v = la[s][f], lb.get(s, {}).get(f, float("nan"))
-                if not abs(u - v) <= tol * abs(u):
+                if not abs(u - v) <= t * abs(u):
                     print(f"FAIL {what}: step {s} {f}: {u} vs {v}")
                     bad = 1
             nlog += 1
