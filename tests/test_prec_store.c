@@ -10,7 +10,8 @@
  * against the CPU. The rule checked here: a bias-free direct 16-bit convolution followed by a
  * BatchNorm stores y (and dy) in the mode's 16-bit type and the BatchNorm reads x (writes dx)
  * in it; a convolution with a bias, a table without one of the entries, an FP32 model and the
- * plain CPU table keep FP32; freeing the precision clears every boundary. */
+ * plain CPU table keep FP32; freeing the precision clears every boundary; and a 16-bit store a
+ * module cannot honour is refused when it runs. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -142,7 +143,37 @@ static void check_case(const char *mode, int what, snn_dtype want0, snn_dtype wa
     snn_model_free(m);
 }
 
+/* A 16-bit store where a module cannot honour it is an error, never a silent FP32 pass: the
+ * CPU table's convolution (no conv_scatter16, the per-sample path) with a 16-bit output, and a
+ * BatchNorm asked to store its output 16-bit. */
+static void refusals(void) {
+    enum { T = 2, N = 2 };
+    static const int which[2] = {C0, BN0};
+    for (int k = 0; k < 2; k++) {
+        snn_model *m = build();
+        if (!m) return;
+        OK(snn_model_plan(m, T, N));
+        const size_t n = (size_t)T * N * 2 * 8 * 8;
+        float *x = malloc(n * sizeof *x);
+        CHECK(x != NULL);
+        if (!x) {
+            snn_model_free(m);
+            return;
+        }
+        for (size_t i = 0; i < n; i++) x[i] = (float)((i * 7919u) % 13u) / 13.0f - 0.4f;
+        child(m, which[k])->out_store = (int)SNN_BF16;
+        const float *y = NULL;
+        const snn_status st = snn_model_forward(m, x, 1, &y);
+        CHECK_MSG(st == SNN_E_STATE, "%s with a 16-bit output on the CPU table: status %d (%s)",
+                  k ? "BatchNorm" : "Conv2d", (int)st, snn_last_error());
+        CHECK_MSG(strstr(snn_last_error(), k ? "BatchNorm" : "convolution") != NULL, "message: %s", snn_last_error());
+        free(x);
+        snn_model_free(m);
+    }
+}
+
 int main(void) {
+    refusals();
     /* the double with every entry: both pairs 16-bit, in the mode's type */
     check_case("bf16", 3, SNN_BF16, SNN_BF16);
     check_case("fp16", 3, SNN_F16, SNN_F16);
