@@ -14,12 +14,8 @@
 
 #include "backend/cuda/cuda_rn.h"
 
-/* A stored x as the float the FP32 path would have read: every BF16 and F16 value is a float,
- * so the widening is exact and what follows is the FP32 path's arithmetic on the same value.
- * The conversions are __host__ __device__, so the emulation runs these on the host. */
-SNN_HD float bn_widen(float v) { return v; }
-SNN_HD float bn_widen(__nv_bfloat16 v) { return __bfloat162float(v); }
-SNN_HD float bn_widen(__half v) { return __half2float(v); }
+/* x stored as X is read through rn_widen (cuda_rn.h): every BF16 and F16 value is a float, so
+ * what follows is the FP32 path's arithmetic on the same value. */
 
 /* Lane `lane`'s partials of rows e0..e0+RR-1 of x[n][S] (rows past n give 0): Σ x[k] over
  * k = lane, lane + 32, ... in increasing k, or Σ (x - mu)² with mu = sum[c]/count when sum is
@@ -36,7 +32,7 @@ SNN_HD void bn_row_short_lane(const X *x, size_t n, size_t C, size_t S, const do
     for (size_t k = lane; k < S; k += 32) {
         float v[RR];
 #pragma unroll
-        for (int r = 0; r < RR; r++) v[r] = e0 + r < n ? bn_widen(x[(e0 + r) * S + k]) : 0.0f;
+        for (int r = 0; r < RR; r++) v[r] = e0 + r < n ? rn_widen(x[(e0 + r) * S + k]) : 0.0f;
 #pragma unroll
         for (int r = 0; r < RR; r++) {
             if (!sum) {
@@ -69,7 +65,7 @@ SNN_HD void bn_grad_row_short_lane(const X *x, const float *dy, size_t n, size_t
         for (int r = 0; r < RR; r++) {
             const bool in = e0 + r < n;
             gv[r] = in ? dy[(e0 + r) * S + k] : 0.0f;
-            xv[r] = in ? bn_widen(x[(e0 + r) * S + k]) : 0.0f;
+            xv[r] = in ? rn_widen(x[(e0 + r) * S + k]) : 0.0f;
         }
 #pragma unroll
         for (int r = 0; r < RR; r++) {

@@ -59,15 +59,6 @@ inline bool fits32(size_t n) { return n <= (size_t)0x7fffffff; }
 
 /* ---------------------------------------------------------------- im2col / col2im */
 
-/* The stored form of an FP32 value: itself, or RNE to a 16-bit type. */
-template <typename O> __device__ __forceinline__ O store_as(float v);
-template <> __device__ __forceinline__ float store_as<float>(float v) { return v; }
-template <> __device__ __forceinline__ __nv_bfloat16 store_as<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-template <> __device__ __forceinline__ __half store_as<__half>(float v) { return __float2half_rn(v); }
-/* A stored value as FP32 (exact). */
-__device__ __forceinline__ float widen(float v) { return v; }
-__device__ __forceinline__ float widen(__nv_bfloat16 v) { return __bfloat162float(v); }
-__device__ __forceinline__ float widen(__half v) { return __half2float(v); }
 /* V consecutive stored values from p (aligned to min(16, V·sizeof(S)) bytes) as FP32, in
  * loads of up to 16 bytes. */
 template <typename S, int V> __device__ __forceinline__ void load_run(const S *p, float (&a)[V]) {
@@ -86,7 +77,7 @@ template <typename S, int V> __device__ __forceinline__ void load_run(const S *p
             for (int q = 0; q < per; q++) t[q] = p[c + q];
         }
 #pragma unroll
-        for (int q = 0; q < per; q++) a[c + q] = widen(t[q]);
+        for (int q = 0; q < per; q++) a[c + q] = rn_widen(t[q]);
     }
 }
 
@@ -120,7 +111,7 @@ __global__ void im2col_kernel(Geo g, I nb, const float *__restrict__ x, O *__res
         float v = 0.0f;
         if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W)
             v = x[(size_t)s * in_n + ((size_t)c * g.H + (size_t)ih) * g.W + (size_t)iw];
-        col[(size_t)r * ld + (size_t)s * P + p] = store_as<O>(v);
+        col[(size_t)r * ld + (size_t)s * P + p] = rn_narrow<O>(v);
     }
 }
 
@@ -206,7 +197,7 @@ __global__ void im2col_fd_kernel(Geo g, int nb, Div dP, Div dnb, Div dkk, Div dk
         float v = 0.0f;
         if ((unsigned)ih < (unsigned)g.H && (unsigned)iw < (unsigned)g.W)
             v = x[(size_t)s * in_n + ((size_t)c * g.H + (size_t)ih) * g.W + (size_t)iw];
-        col[(size_t)r * ld + (size_t)s * P + p] = store_as<O>(v);
+        col[(size_t)r * ld + (size_t)s * P + p] = rn_narrow<O>(v);
     }
 }
 
@@ -333,7 +324,7 @@ __global__ void scatter_kernel(I nb, I O, I P, const float *__restrict__ src, si
     for (I e = blockIdx.x * (I)blockDim.x + threadIdx.x; e < total; e += (I)gridDim.x * blockDim.x) {
         const I p = e % P, so = e / P, o = so % O, s = so / O;
         const float bo = bias ? bias[o] : 0.0f;
-        y[e] = store_as<D>(round_by(rc, src ? __fadd_rn(src[(size_t)o * ld + (size_t)s * P + p], bo) : bo));
+        y[e] = rn_narrow<D>(round_by(rc, src ? __fadd_rn(src[(size_t)o * ld + (size_t)s * P + p], bo) : bo));
     }
 }
 
@@ -342,7 +333,7 @@ __global__ void gather_kernel(I nb, I O, I P, const S *__restrict__ src, D *__re
     const I total = nb * O * P;
     for (I e = blockIdx.x * (I)blockDim.x + threadIdx.x; e < total; e += (I)gridDim.x * blockDim.x) {
         const I p = e % P, so = e / P, o = so % O, s = so / O;
-        dst[(size_t)o * ld + (size_t)s * P + p] = store_as<D>(widen(src[e]));
+        dst[(size_t)o * ld + (size_t)s * P + p] = rn_narrow<D>(rn_widen(src[e]));
     }
 }
 
@@ -355,7 +346,7 @@ __global__ void scatter_fd_kernel(int nb, int O, int P, Div dP, Div dO, const fl
         const int e = (int)ue;
         const int so = dv(e, dP), p = e - so * P, s = dv(so, dO), o = so - s * O;
         const float bo = bias ? bias[o] : 0.0f;
-        y[e] = store_as<D>(round_by(rc, src ? __fadd_rn(src[(size_t)o * ld + (size_t)s * P + p], bo) : bo));
+        y[e] = rn_narrow<D>(round_by(rc, src ? __fadd_rn(src[(size_t)o * ld + (size_t)s * P + p], bo) : bo));
     }
 }
 
@@ -366,7 +357,7 @@ __global__ void gather_fd_kernel(int nb, int O, int P, Div dP, Div dO, const S *
     for (unsigned ue = blockIdx.x * blockDim.x + threadIdx.x; ue < (unsigned)total; ue += gridDim.x * blockDim.x) {
         const int e = (int)ue;
         const int so = dv(e, dP), p = e - so * P, s = dv(so, dO), o = so - s * O;
-        dst[(size_t)o * ld + (size_t)s * P + p] = store_as<D>(widen(src[e]));
+        dst[(size_t)o * ld + (size_t)s * P + p] = rn_narrow<D>(rn_widen(src[e]));
     }
 }
 

@@ -38,15 +38,9 @@ inline cudaStream_t st_of(const snn_backend *be) { return snn_cuda_stream_of(snn
 /* ---------------------------------------------------------------- BatchNorm */
 
 /* x (and the backward's dx) is stored as X, the entries' xt: float, __nv_bfloat16 or __half
- * (a 16-bit convolution's output). Every kernel reads it through bn_widen (exact), so the
- * sums and formulas below see the same floats the FP32 path would; dx is the FP32 path's
- * float, then rounded to X (bn_narrow: RNE, as the convolution's GEMM would convert it). */
-template <typename X> __device__ __forceinline__ X bn_narrow(float v);
-template <> __device__ __forceinline__ float bn_narrow<float>(float v) { return v; }
-template <> __device__ __forceinline__ __nv_bfloat16 bn_narrow<__nv_bfloat16>(float v) {
-    return __float2bfloat16_rn(v);
-}
-template <> __device__ __forceinline__ __half bn_narrow<__half>(float v) { return __float2half_rn(v); }
+ * (a 16-bit convolution's output). Every kernel reads it through rn_widen (cuda_rn.h, exact),
+ * so the sums and formulas below see the same floats the FP32 path would; dx is that path's
+ * float, then rn_narrow to X (RNE, as the convolution's GEMM would convert it). */
 
 /* The halving tree of backend.h over the 32 lanes' partials; lane 0 holds the result. */
 __device__ __forceinline__ double lane_tree(double v) {
@@ -71,7 +65,7 @@ __global__ void bn_row_kernel(const X *__restrict__ x, size_t B, int C, size_t S
         for (; k + 32 * (RU - 1) < S; k += 32 * RU) {
             float v[RU];
 #pragma unroll
-            for (int u = 0; u < RU; u++) v[u] = bn_widen(p[k + 32 * u]);
+            for (int u = 0; u < RU; u++) v[u] = rn_widen(p[k + 32 * u]);
 #pragma unroll
             for (int u = 0; u < RU; u++) {
                 if (!sum) {
@@ -83,7 +77,7 @@ __global__ void bn_row_kernel(const X *__restrict__ x, size_t B, int C, size_t S
             }
         }
         for (; k < S; k += 32) {
-            const float v = bn_widen(p[k]);
+            const float v = rn_widen(p[k]);
             if (!sum) {
                 s = __dadd_rn(s, (double)v);
             } else {
@@ -209,7 +203,7 @@ __global__ void bn_apply_kernel(const X *__restrict__ x, size_t B, int C, size_t
             VecX<float, V> yv;
 #pragma unroll
             for (int q = 0; q < V; q++)
-                yv.v[q] = (float)__dadd_rn(__dmul_rn(__dsub_rn((double)bn_widen(xv.v[q]), mu), sc), bc);
+                yv.v[q] = (float)__dadd_rn(__dmul_rn(__dsub_rn((double)rn_widen(xv.v[q]), mu), sc), bc);
             yp[k] = yv;
         }
     }
@@ -235,7 +229,7 @@ __global__ void bn_grad_row_kernel(const X *__restrict__ x, const float *__restr
 #pragma unroll
             for (int u = 0; u < RU / 2; u++) {
                 gv[u] = pg[k + 32 * u];
-                xv[u] = bn_widen(px[k + 32 * u]);
+                xv[u] = rn_widen(px[k + 32 * u]);
             }
 #pragma unroll
             for (int u = 0; u < RU / 2; u++) {
@@ -247,7 +241,7 @@ __global__ void bn_grad_row_kernel(const X *__restrict__ x, const float *__restr
         for (; k < S; k += 32) {
             const double g = (double)pg[k];
             s0 = __dadd_rn(s0, g);
-            s1 = __dadd_rn(s1, __dmul_rn(g, __dmul_rn(__dsub_rn((double)bn_widen(px[k]), mu), is)));
+            s1 = __dadd_rn(s1, __dmul_rn(g, __dmul_rn(__dsub_rn((double)rn_widen(px[k]), mu), is)));
         }
         s0 = lane_tree(s0);
         s1 = lane_tree(s1);
@@ -274,7 +268,7 @@ __global__ void __launch_bounds__(COL_THREADS)
     }
 }
 
-/* dx in X: the FP32 path's (float) of the double expression, then bn_narrow. */
+/* dx in X: the FP32 path's (float) of the double expression, then rn_narrow. */
 template <typename X, int V>
 __global__ void bn_dx_kernel(const X *__restrict__ x, const float *__restrict__ dy, size_t B, int C, size_t S,
                              int training, double count, const float *__restrict__ w, const double *__restrict__ mean,
@@ -296,12 +290,12 @@ __global__ void bn_dx_kernel(const X *__restrict__ x, const float *__restrict__ 
 #pragma unroll
                 for (int u = 0; u < V; u++) {
                     const double g = (double)gv.v[u];
-                    const double xh = __dmul_rn(__dsub_rn((double)bn_widen(xv.v[u]), mu), is);
-                    out.v[u] = bn_narrow<X>((float)__dmul_rn(k, __dsub_rn(__dsub_rn(g, a), __dmul_rn(xh, bb))));
+                    const double xh = __dmul_rn(__dsub_rn((double)rn_widen(xv.v[u]), mu), is);
+                    out.v[u] = rn_narrow<X>((float)__dmul_rn(k, __dsub_rn(__dsub_rn(g, a), __dmul_rn(xh, bb))));
                 }
             } else {
 #pragma unroll
-                for (int u = 0; u < V; u++) out.v[u] = bn_narrow<X>((float)__dmul_rn(k, (double)gv.v[u]));
+                for (int u = 0; u < V; u++) out.v[u] = rn_narrow<X>((float)__dmul_rn(k, (double)gv.v[u]));
             }
             dp[q] = out;
         }
