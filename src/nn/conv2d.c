@@ -97,10 +97,8 @@ static snn_status check_w_store(const snn_conv_engine *e, const snn_backend *be,
     return SNN_OK;
 }
 
-/* Element offset o into an activation stored as t (FP32 or a 16-bit type). */
-static void *at(const void *p, size_t o, int t) {
-    return (char *)p + o * (t ? snn_dtype_size((snn_dtype)t) : sizeof(float));
-}
+/* Element offset o into an activation stored as t (SNN_F32 = 0, or a 16-bit type). */
+static void *at(const void *p, size_t o, int t) { return (char *)p + o * snn_dtype_size((snn_dtype)t); }
 
 /* mm with B (sb) and A (sa) stored as given (SNN_F32 or the GEMM type). */
 static snn_status mm_stored(const snn_backend *be, const snn_run *r, int ta, int tb, int M, int N, int K,
