@@ -106,7 +106,22 @@ typedef struct snn_optim_update {
     float fb1, fc1, fb2, fc2, neg_step, bc2_sqrt, eps, shrink; /* Adam */
     int decoupled;                 /* AdamW's decay */
     float gscale;                  /* the gradient's factor (exactly 1: as it is) */
+    const struct snn_optim_copy *copies; /* host array (may be NULL): see snn_optim_copy */
+    int n_copies;
 } snn_optim_update;
+
+/* A copy of the updated weights w[off, off + n) that the update writes as it goes (a
+ * precision wrapper's 16-bit weight and bias copies, which the next forward would otherwise
+ * convert in a pass of its own): dst16[i] = round_t(w[off + i]) stored as t, and dst32[i] the
+ * same value as a float (either may be NULL); t is F16 or BF16, RNE with overflow to inf: what
+ * cast and round write from the updated weights. Copies are sorted by off and do not overlap.
+ * Written whether or not a weight is finite. */
+typedef struct snn_optim_copy {
+    size_t off, n;
+    snn_dtype t;
+    void *dst16;
+    float *dst32;
+} snn_optim_copy;
 
 /* FP8 quantise-dequantise of one GEMM operand (the rules of snn_fp8_prepare_operand,
  * src/precision/fp8.h): x [rows][cols] row-major FP32 -> out [rows][cols] FP32 holding

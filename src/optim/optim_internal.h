@@ -20,6 +20,13 @@ snn_status snn_clip_coef_on(const snn_backend *be, float *grads, size_t n, float
  * product per element, backend.h's snn_optim_update.gscale) as the update reads it. */
 snn_status snn_optimizer_step_scaled(snn_optimizer *opt, float lr, int skip, float gscale);
 
+/* snn_optimizer_step_scaled that also writes the copies of the updated weights (backend.h's
+ * snn_optim_copy: offsets into this optimizer's parameters, sorted, disjoint) in the update's
+ * pass. Nothing is written when the step is skipped. */
+struct snn_optim_copy;
+snn_status snn_optimizer_step_copies(snn_optimizer *opt, float lr, int skip, float gscale,
+                                     const struct snn_optim_copy *copies, int n_copies);
+
 /* snn_optimizer_create over arrays in the memory of `be`'s device (params, grads and the
  * state live there; decay_mask is host memory, copied). */
 snn_status snn_optimizer_create_on(const snn_backend *be, const snn_optim_opts *o, size_t n, float *params,

@@ -284,6 +284,11 @@ snn_status snn_optimizer_step(snn_optimizer *opt, float lr, int skip) {
 }
 
 snn_status snn_optimizer_step_scaled(snn_optimizer *opt, float lr, int skip, float gscale) {
+    return snn_optimizer_step_copies(opt, lr, skip, gscale, NULL, 0);
+}
+
+snn_status snn_optimizer_step_copies(snn_optimizer *opt, float lr, int skip, float gscale,
+                                     const snn_optim_copy *copies, int n_copies) {
     if (!opt) return snn_error(SNN_E_INVALID, "snn_optimizer_step: optimizer is NULL");
     if (!(gscale > 0.0f && gscale <= 1.0f))
         return snn_error(SNN_E_INVALID, "snn_optimizer_step: gradient factor %g outside (0, 1]", (double)gscale);
@@ -301,6 +306,8 @@ snn_status snn_optimizer_step_scaled(snn_optimizer *opt, float lr, int skip, flo
     }
     snn_optim_update u = step_scalars(opt, (double)lr);
     u.gscale = gscale;
+    u.copies = copies;
+    u.n_copies = copies ? n_copies : 0;
     int bad = 0;
     SNN_TRY(opt->be->optim_update(opt->be, &u, opt->n, opt->params, opt->grads, opt->state[0], opt->state[1],
                                   opt->mask, &bad));

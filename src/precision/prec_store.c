@@ -31,6 +31,9 @@
  * (snn_module.defer_bias / bias_src). The CPU table has no 16-bit storage: nothing is
  * assigned there (tests/test_prec_store.c checks the rules on a test double of a device
  * table). */
+#include <stdlib.h>
+#include <string.h>
+
 #include "backend/backend.h"
 #include "neuron/neuron_module.h"
 #include "nn/layers.h"
@@ -107,6 +110,13 @@ static int linear_with_bias(const snn_module *m) {
     return snn_module_kind_is(m, SNN_KIND_LINEAR) && m->n_params > 1;
 }
 
+/* SNN_NEURON_BIAS16=1: a 16-bit Linear with a bias before a neuron leaves its bias to the
+ * neuron (read when a precision assigns its boundaries) */
+static int neuron_bias16(void) {
+    const char *e = getenv("SNN_NEURON_BIAS16");
+    return e && !strcmp(e, "1");
+}
+
 static void visit(snn_module *m, void *ctx) {
     store_ctx *c = ctx;
     if (!c->set) {
@@ -148,8 +158,11 @@ static void visit(snn_module *m, void *ctx) {
         if (n->out_store) n->out_store = m->children[i + 1]->in_store = SNN_F32;
     }
     /* a 16-bit Linear -> neuron boundary: the neuron adds the bias and rounds in its forward
-     * (neuron_forward_io_bias), which saves the pass that did both after the GEMM */
-    for (int i = 0; c->p->be->neuron_forward_io_bias && i + 1 < m->n_children; i++) {
+     * (neuron_forward_io_bias), which saves the pass that did both after the GEMM. Where the
+     * GEMM adds the 16-bit bias in its epilogue and writes the 16-bit output (gemm_rounds,
+     * the default), the neuron reads half the bytes instead; SNN_NEURON_BIAS16=1 keeps the
+     * neuron's bias (an A/B switch for benchmarks) */
+    for (int i = 0; c->p->be->neuron_forward_io_bias && neuron_bias16() && i + 1 < m->n_children; i++) {
         snn_module *P = m->children[i], *Q = m->children[i + 1];
         if (P->out_store && end_kind(c->p, P) == 1 && end_kind(c->p, Q) == 2 && linear_with_bias(P)) {
             P->defer_bias = 1;

@@ -400,6 +400,8 @@ void snn_precision_free(snn_precision *p) {
     if (p->model && p->model->precision == p) p->model->precision = NULL;
     if (p->model) snn_model_graph_invalidate(p->model); /* the wrappers are gone */
     free(p->mods);
+    free(p->wcopy);
+    free(p->wcopy_pm);
     p->be->free(p->be, p->scratch);
     p->be->free(p->be, p->dy_scaled);
     free(p->report);
@@ -471,6 +473,17 @@ snn_status snn_precision_plan(snn_precision *p, int T, int N) {
     }
     size_t ndy = B * snn_shape_numel(p->model->root->out);
     SNN_TRY(snn_prec_fp8_codes_plan(p));
+    if (!p->wcopy && p->n_mods) { /* host arrays the step fills (prec_wcopy.c) */
+        p->wcopy = calloc(2 * (size_t)p->n_mods, sizeof *p->wcopy);
+        p->wcopy_pm = calloc(2 * (size_t)p->n_mods, sizeof *p->wcopy_pm);
+        if (!p->wcopy || !p->wcopy_pm) {
+            free(p->wcopy);
+            free(p->wcopy_pm);
+            p->wcopy = NULL;
+            p->wcopy_pm = NULL;
+            return snn_error(SNN_E_NOMEM, "out of memory for the precision's weight-copy list (%d modules)", p->n_mods);
+        }
+    }
     /* on the model's device; planned once per (T, N), nothing is allocated in a step */
     if (need > p->scratch_cap) {
         float *s = NULL;
@@ -531,7 +544,11 @@ snn_status snn_precision_backward(snn_precision *p, const float *dy, snn_optimiz
      * skipped here: the caller sees it in the norm and the loss. */
     float norm = NAN;
     if ((clip_norm > 0 || grad_norm) && !found_inf) SNN_TRY(snn_clip_grad_norm_on(be, grads, n, clip_norm > 0 ? clip_norm : -1.0f, &norm));
-    SNN_TRY(snn_optimizer_step(opt, lr, found_inf));
+    /* the update writes the 16-bit weight copies the next forward would cast (prec_wcopy.c) */
+    int all = 0;
+    const int k = found_inf ? 0 : snn_prec_weight_copies(p, opt, &all);
+    SNN_TRY(snn_optimizer_step_copies(opt, lr, found_inf, 1.0f, k ? p->wcopy : NULL, k));
+    if (k) snn_prec_weight_copies_written(p, k, all);
     if (p->use_scaler) SNN_TRY(snn_loss_scaler_update(&p->scaler, found_inf));
     SNN_TRY(snn_precision_fp8_flush(p)); /* the step's amaxes from the device (codes path) */
     if (p->sync.amax) SNN_TRY(snn_precision_sync_amax(p));

@@ -95,6 +95,10 @@ struct snn_precision {
     float *fp8_host;
     unsigned char *fp8_used;
     int fp8_pending;
+    /* the weight copies the optimizer's update writes (prec_wcopy.c): [2 * n_mods], sized by
+     * snn_precision_plan, and the module of each */
+    struct snn_optim_copy *wcopy;
+    int *wcopy_pm;
 };
 
 /* Install (or with NULL remove) the data-parallel hook; sizes the amax pack up front so
@@ -128,6 +132,13 @@ snn_status snn_precision_sync_amax(struct snn_precision *p);
 snn_param *snn_prec_gemm_weight(const snn_prec_module *pm);
 /* The bias a 16-bit wrapper rounds (params[1] of a SNN_MODULE_W16 kind), NULL if none. */
 snn_param *snn_prec_gemm_bias(const snn_prec_module *pm);
+
+/* prec_wcopy.c: the 16-bit weight copies of the direct wrappers as copies for the update of
+ * opt (the model's optimizer), in p->wcopy; returns their count, *all = every wrapper's copy
+ * is among them. After an update that wrote them, _written marks them current. */
+struct snn_optimizer;
+int snn_prec_weight_copies(struct snn_precision *p, const struct snn_optimizer *opt, int *all);
+void snn_prec_weight_copies_written(struct snn_precision *p, int k, int all);
 
 /* Size the scratch for (T, N); called by snn_model_plan. */
 snn_status snn_precision_plan(struct snn_precision *p, int T, int N);

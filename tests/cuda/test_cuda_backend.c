@@ -1205,12 +1205,33 @@ static void optim_case(const char *name, const snn_optim_update *u, size_t n, in
     float *dw = dnewf(w, n), *dg = dnewf(g, n), *ds0 = dnewf(s0, n), *ds1 = dnewf(s1, n);
     uint8_t *dm = (uint8_t *)dnew(mask, n);
     int bad_ref = -1, bad = -1;
+    /* copies of the updated weights (snn_optim_copy), where n allows: a BF16 range with both
+     * copies and an F16 range with the 16-bit one only, poisoned first */
+    const int nc = n >= 1003 ? 2 : 0;
+    const size_t c0 = n / 3, c1 = n - n / 2 - 5;
+    uint16_t *h16[2] = {NULL, NULL};
+    float *h32 = NULL;
+    void *d16[2] = {NULL, NULL};
+    float *d32 = NULL;
+    snn_optim_copy hc[2], dc[2];
+    if (nc) {
+        h16[0] = (uint16_t *)xmalloc(c0 * 2), h16[1] = (uint16_t *)xmalloc(c1 * 2), h32 = (float *)xmalloc(c0 * 4);
+        memset(h16[0], 0xff, c0 * 2), memset(h16[1], 0xff, c1 * 2), memset(h32, 0xff, c0 * 4);
+        d16[0] = dnew(h16[0], c0 * 2), d16[1] = dnew(h16[1], c1 * 2), d32 = dnewf(h32, c0);
+        hc[0] = (snn_optim_copy){.off = 1, .n = c0, .t = SNN_BF16, .dst16 = h16[0], .dst32 = h32};
+        hc[1] = (snn_optim_copy){.off = n / 2, .n = c1, .t = SNN_F16, .dst16 = h16[1]};
+        dc[0] = (snn_optim_copy){.off = 1, .n = c0, .t = SNN_BF16, .dst16 = d16[0], .dst32 = d32};
+        dc[1] = (snn_optim_copy){.off = n / 2, .n = c1, .t = SNN_F16, .dst16 = d16[1]};
+    }
     /* two steps: the second starts from the first's state (SGD: first = 0 on it) */
     for (int step = 0; step < 2; step++) {
         snn_optim_update us = *u;
         if (step == 1) us.first = 0;
+        us.copies = nc ? hc : NULL;
+        us.n_copies = nc;
         OK(cpu->optim_update(cpu, &us, n, w, g, use_s0 ? s0 : NULL, u->adam ? s1 : NULL, use_mask ? mask : NULL,
                              &bad_ref));
+        us.copies = nc ? dc : NULL;
         snn_status st = gpu->optim_update(gpu, &us, n, dw, dg, use_s0 ? ds0 : NULL, u->adam ? ds1 : NULL,
                                           use_mask ? dm : NULL, &bad);
         CHECK_MSG(st == SNN_OK, "optim_update %s: %s", name, snn_last_error());
@@ -1234,6 +1255,22 @@ static void optim_case(const char *name, const snn_optim_update *u, size_t n, in
         snprintf(what, sizeof what, "optim %s n=%zu mask=%d s1", name, n, use_mask);
         CHECK_BITS(what, got, s1, n);
         free(got);
+    }
+    if (nc) { /* the fused copies against the CPU's cast and round of the updated weights */
+        uint16_t *g16 = (uint16_t *)xmalloc(c0 * 2);
+        down(g16, d16[0], c0 * 2);
+        CHECK_MSG(!memcmp(g16, h16[0], c0 * 2), "optim %s n=%zu: fused BF16 copy differs from the cast", name, n);
+        free(g16);
+        g16 = (uint16_t *)xmalloc(c1 * 2);
+        down(g16, d16[1], c1 * 2);
+        CHECK_MSG(!memcmp(g16, h16[1], c1 * 2), "optim %s n=%zu: fused F16 copy differs from the cast", name, n);
+        free(g16);
+        got = downf(d32, c0);
+        snprintf(what, sizeof what, "optim %s n=%zu copy32", name, n);
+        CHECK_BITS(what, got, h32, c0);
+        free(got);
+        free(h16[0]), free(h16[1]), free(h32);
+        dfree(d16[0]), dfree(d16[1]), dfree(d32);
     }
     nan_ok = 0;
     free(w), free(g), free(s0), free(s1), free(mask);
@@ -1285,6 +1322,18 @@ static void test_optim(void) {
     CHECK(gpu->optim_update(gpu, &u, 4, NULL, d, d, d, NULL, &bad) == SNN_E_INVALID);
     CHECK(gpu->optim_update(gpu, &u, 4, d, d, d, NULL, NULL, &bad) == SNN_E_INVALID); /* Adam without v */
     CHECK(gpu->optim_update(gpu, NULL, 4, d, d, d, d, NULL, &bad) == SNN_E_INVALID);
+    /* copies outside the weights, overlapping, or of another type are refused */
+    snn_optim_copy bc[2] = {{.off = 2, .n = 3, .t = SNN_BF16, .dst16 = d}, {.off = 0, .n = 1, .t = SNN_BF16, .dst16 = d}};
+    u.copies = bc;
+    u.n_copies = 1;
+    CHECK(gpu->optim_update(gpu, &u, 4, d, d, d, d, NULL, &bad) == SNN_E_INVALID);
+    CHECK(cpu->optim_update(cpu, &u, 4, d, d, d, d, NULL, &bad) == SNN_E_INVALID);
+    bc[0].n = 2;
+    u.n_copies = 2; /* not sorted */
+    CHECK(gpu->optim_update(gpu, &u, 4, d, d, d, d, NULL, &bad) == SNN_E_INVALID);
+    bc[0].t = SNN_F32;
+    u.n_copies = 1;
+    CHECK(gpu->optim_update(gpu, &u, 4, d, d, d, d, NULL, &bad) == SNN_E_INVALID);
     dfree(d);
 }
 

@@ -148,10 +148,22 @@ static int adam_update(const snn_optim_update *a, size_t n, float *p, const floa
 snn_status snn_cpu_optim_update(const snn_backend *be, const snn_optim_update *u, size_t n, float *w,
                                 const float *g, float *s0, float *s1, const uint8_t *decay_mask,
                                 int *nonfinite) {
-    (void)be;
     if (!u || (n && (!w || !g))) return snn_error(SNN_E_INVALID, "optimizer update: NULL arguments");
     if (u->adam && n && (!s0 || !s1)) return snn_error(SNN_E_INVALID, "Adam update: state buffers are NULL");
+    for (int i = 0; i < u->n_copies; i++) {
+        const snn_optim_copy *c = &u->copies[i];
+        if (c->off > n || c->n > n - c->off || (c->t != SNN_F16 && c->t != SNN_BF16) || (i && c->off < c[-1].off + c[-1].n))
+            return snn_error(SNN_E_INVALID, "optimizer update: weight copy %d is outside the %zu weights, overlaps "
+                             "the one before, or has a type other than f16 / bf16", i, n);
+    }
     int bad = u->adam ? adam_update(u, n, w, g, s0, s1, decay_mask) : sgd_update(u, n, w, g, s0, decay_mask);
     if (nonfinite) *nonfinite = bad;
+    /* the copies of the updated weights: what cast and round give (a device writes them in the
+     * update's pass) */
+    for (int i = 0; i < u->n_copies; i++) {
+        const snn_optim_copy *c = &u->copies[i];
+        if (c->dst16) SNN_TRY(be->cast(be, c->t, c->dst16, w + c->off, c->n));
+        if (c->dst32) SNN_TRY(be->round(be, c->t, c->dst32, w + c->off, c->n));
+    }
     return SNN_OK;
 }

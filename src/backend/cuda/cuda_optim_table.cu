@@ -6,10 +6,14 @@
  * __fmaf_rn exactly where the rule says fma, IEEE square root and division. The scalars
  * were computed on the host in double and rounded once, so the result is the CPU's, bit
  * for bit. The non-finite flag is one device int that any thread may set to 1 (the caller
- * zeroes it first). */
+ * zeroes it first). A range with a copy (snn_optim_copy) also writes its weights rounded to
+ * the copy's type in the same pass (rn_narrow: what the cast kernel writes). */
 #include <math.h>
 
+#include <type_traits>
+
 #include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/cuda_rn.h"
 extern "C" {
 #include "backend/backend.h"
 }
@@ -18,10 +22,13 @@ namespace {
 
 __device__ __forceinline__ bool opt_bad(float q) { return __fsub_rn(q, q) != 0.0f; } /* NaN or inf */
 
+/* H: the type of the copy of the updated weights the kernel writes (void: none); d16 [n] of
+ * type H and d32 [n] floats (either may be NULL) get round_H(w) (backend.h's snn_optim_copy). */
+template <typename H>
 __global__ void __launch_bounds__(256)
     optim_table_kernel(snn_optim_update u, size_t n, float *__restrict__ w, const float *__restrict__ g,
                        float *__restrict__ s0, float *__restrict__ s1, const uint8_t *__restrict__ mask,
-                       int *__restrict__ flag) {
+                       int *__restrict__ flag, H *__restrict__ d16, float *__restrict__ d32) {
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     bool bad = false;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += stride) {
@@ -46,22 +53,49 @@ __global__ void __launch_bounds__(256)
             q = __fadd_rn(p, __fdiv_rn(__fmul_rn(u.neg_step, m), denom));
         }
         w[i] = q;
+        if constexpr (!std::is_void<H>::value) {
+            const H h = rn_narrow<H>(q);
+            if (d16) d16[i] = h;
+            if (d32) d32[i] = rn_widen(h);
+        }
         bad |= opt_bad(q);
     }
     if (bad) *flag = 1;
 }
 
+template <typename H>
+void launch(snn_cuda *c, const snn_optim_update *u, size_t off, size_t n, float *w, const float *g, float *s0,
+            float *s1, const uint8_t *mask, int *flag, void *d16, float *d32) {
+    unsigned grid = snn_grid(n, 256), cap = (unsigned)snn_cuda_sm_count(c) * 8u;
+    if (grid > cap) grid = cap;
+    optim_table_kernel<H><<<grid, 256, 0, snn_cuda_stream_of(c)>>>(
+        *u, n, w + off, g + off, s0 ? s0 + off : NULL, s1 ? s1 + off : NULL, mask ? mask + off : NULL, flag,
+        (H *)d16, d32);
+}
+
 } // namespace
 
 /* Enqueue the update of n values (arguments checked by the caller, cuda_backend.cu); flag:
- * a device int, zeroed by the caller, set to 1 if an updated weight is NaN or infinite. */
+ * a device int, zeroed by the caller, set to 1 if an updated weight is NaN or infinite. The
+ * ranges with a copy (u->copies, sorted, disjoint, checked by the caller) run as launches of
+ * their own that write it; the gaps between them as plain ones. */
 snn_status snn_cuda_table_optim_update(snn_cuda *c, const snn_optim_update *u, size_t n, float *w,
                                        const float *g, float *s0, float *s1, const uint8_t *mask,
                                        int *flag) {
-    if (n == 0) return SNN_OK;
-    unsigned grid = snn_grid(n, 256), cap = (unsigned)snn_cuda_sm_count(c) * 8u;
-    if (grid > cap) grid = cap;
-    optim_table_kernel<<<grid, 256, 0, snn_cuda_stream_of(c)>>>(*u, n, w, g, s0, s1, mask, flag);
+    size_t at = 0;
+    for (int k = 0; k <= u->n_copies; k++) {
+        const snn_optim_copy *cp = k < u->n_copies ? &u->copies[k] : NULL;
+        const size_t end = cp ? cp->off : n;
+        if (end > at) launch<void>(c, u, at, end - at, w, g, s0, s1, mask, flag, NULL, NULL);
+        if (!cp) break;
+        if (cp->n) {
+            if (cp->t == SNN_BF16)
+                launch<__nv_bfloat16>(c, u, cp->off, cp->n, w, g, s0, s1, mask, flag, cp->dst16, cp->dst32);
+            else
+                launch<__half>(c, u, cp->off, cp->n, w, g, s0, s1, mask, flag, cp->dst16, cp->dst32);
+        }
+        at = cp->off + cp->n;
+    }
     SNN_CU_LAUNCHED("optim_update");
     return SNN_OK;
 }
