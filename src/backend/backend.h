@@ -123,6 +123,53 @@ typedef struct snn_optim_copy {
     float *dst32;
 } snn_optim_copy;
 
+/* The training step with its values on the device (src/train/step.c): the loss, the gradient
+ * norm, the clip, the skip and non-finite flags and the step's scalars stay in the device
+ * memory these entries read and write, so that a step runs without the host in between (one
+ * graph on a table with graphs) and the host reads one small block at its end.
+ *
+ * class_loss: the losses of include/snn/loss.h (src/backend/class_loss_body.h, one body for
+ * both tables, the same bits): kind 0 cross-entropy of the mean over T, 1 the squared error of
+ * the rate. labels [N] int32 in [0, C) (the caller checked them). dx [T][N][C] may be NULL.
+ * work [2N] doubles of scratch. res[0] = the loss (the samples' losses summed in increasing n,
+ * divided by N, or N·C for the MSE), res[1] = the number of samples whose first argmax is the
+ * label. */
+typedef struct snn_class_loss {
+    int kind;
+    const float *x;
+    const int32_t *labels;
+    int T, N, C;
+    float *dx;
+    double *work;
+    double *res;
+} snn_class_loss;
+
+/* optim_step: optim_update (the same rules and bits) with the step's scalars in device memory:
+ *   u        the update's scalars (device; its gscale, copies and n_copies are ignored);
+ *   sumsq    Σ g² (device, from sumsq_to; may be NULL): the gradient's norm is (float)√sumsq,
+ *            written to *norm (device; may be NULL) and, with max_norm >= 0 and a finite norm,
+ *            the clip: gscale = max_norm / (norm + 1e-6f) where that is below 1
+ *            (torch.nn.utils.clip_grad_norm_; optim_step_body.h), else 1; a negative
+ *            max_norm only measures;
+ *   skip     (device; may be NULL) nonzero: no update at all (FP16's overflow);
+ *   copies   as snn_optim_update's (host array);
+ *   nonfinite (device int): set to 1 if an updated weight is NaN or infinite, else 0. */
+typedef struct snn_optim_step {
+    const snn_optim_update *u;
+    const double *sumsq;
+    float max_norm;
+    const int *skip;
+    size_t n;
+    float *w;
+    const float *g;
+    float *s0, *s1;
+    const uint8_t *decay_mask;
+    const snn_optim_copy *copies;
+    int n_copies;
+    int *nonfinite;
+    float *norm;
+} snn_optim_step;
+
 /* FP8 quantise-dequantise of one GEMM operand (the rules of snn_fp8_prepare_operand,
  * src/precision/fp8.h): x [rows][cols] row-major FP32 -> out [rows][cols] FP32 holding
  * decode(sat_rne(x · s)) · (1/s), what an FP8 GEMM multiplies. The scales:
@@ -340,6 +387,19 @@ struct snn_backend {
     snn_status (*optim_update)(const snn_backend *be, const snn_optim_update *u, size_t n, float *w,
                                const float *g, float *s0, float *s1, const uint8_t *decay_mask,
                                int *nonfinite);
+
+    /* ---- the training step with device values (snn_class_loss, snn_optim_step above;
+     * cpu_step.c, cuda_step.cu). Stream-ordered, no host wait: a graph can hold them. ---- */
+    /* Copy `bytes` from page-locked host memory (alloc_host) to the device, in stream order:
+     * src must not change until the stream has passed the copy (a recorded copy reads it when
+     * its graph runs). */
+    snn_status (*upload_async)(const snn_backend *be, void *dst, const void *host_src, size_t bytes);
+    snn_status (*class_loss)(const snn_backend *be, const snn_class_loss *q);
+    /* *out (device) = Σ x[i]², sumsq's value and order, left on the device. */
+    snn_status (*sumsq_to)(const snn_backend *be, const float *x, size_t n, double *out);
+    /* *flag (device int) = 1 if any x[i] is NaN or infinite, else 0. */
+    snn_status (*nonfinite_to)(const snn_backend *be, const float *x, size_t n, int *flag);
+    snn_status (*optim_step)(const snn_backend *be, const snn_optim_step *s);
 
     /* ---- convolution and pooling (cpu_conv.c, cuda_table_conv.cu) ---- */
     /* Images are FP32 NCHW: a sample is x[C][H][W] (g->C, g->H, g->W), in_n = C*H*W floats,

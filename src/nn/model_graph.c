@@ -1,8 +1,10 @@
 /* Graphs of a device model's forward and backward (backend.h's graph entries).
  *
- * A region is the root module's forward in inference, its forward in training, or its
- * backward. When a region runs with the same key as its previous run, this run records its
- * device work into a graph and launches it; from then on every run with that key replays the
+ * A region is the root module's forward in inference, its forward in training, its
+ * backward, or a whole training step (src/train/step.c: the forward, the loss, the backward
+ * and the optimizer's update; the forward and backward regions inside it run as part of it).
+ * When a region runs with the same key as its previous run, this run records its device
+ * work into a graph and launches it; from then on every run with that key replays the
  * graph: the modules' host code runs against the dry table (so their bookkeeping — weight-copy
  * versions, FP8 amax flags, "a forward ran" flags — is exactly what it is eagerly) and one
  * launch does the device work. The key holds what may change a region's device work between
@@ -48,6 +50,7 @@ typedef struct graph_slot {
 
 struct snn_model_graphs {
     int off;          /* SNN_CUDA_GRAPH=0, or a table without graphs */
+    int in_step;      /* inside a step region: the regions within run as part of its graph */
     int step_random;  /* a module's training forward draws from the step */
     graph_slot slot[SNN_GRAPH_REGIONS];
     graph_key last_fwd; /* the key of the latest forward (part of the backward's) */
@@ -133,10 +136,12 @@ static snn_status region_run(snn_model *m, snn_graph_region region, const void *
         k.variant = variant * 64 + g->last_fwd.variant;
         k.step = g->last_fwd.step;
     }
-    if (!g || g->off) return body(m, ctx);
+    if (!g || g->off || (g->in_step && region != SNN_GRAPH_STEP)) return body(m, ctx);
     k.gen = be->generation(be);
     if (fwd) {
+        /* a step's forward takes the step count it is about to use (snn_model_forward_view) */
         if (region == SNN_GRAPH_FWD_TRAIN && g->step_random) k.step = m->run.step;
+        if (region == SNN_GRAPH_STEP && g->step_random) k.step = m->step;
         g->last_fwd = k;
     }
     graph_slot *s = &g->slot[region];
@@ -195,6 +200,13 @@ static snn_status region_run(snn_model *m, snn_graph_region region, const void *
 
 snn_status snn_model_graph_run(snn_model *m, snn_graph_region region, const void *a, const void *b, int variant,
                                snn_graph_body body, void *ctx) {
+    if (region == SNN_GRAPH_STEP) { /* the forward and backward inside are part of its graph */
+        struct snn_model_graphs *g = m->owned_be ? graphs_of(m) : NULL;
+        if (g) g->in_step = 1;
+        snn_status st = region_run(m, region, a, b, variant, body, ctx);
+        if (g) g->in_step = 0;
+        return st;
+    }
     snn_status st = region_run(m, region, a, b, variant, body, ctx);
     if (region != SNN_GRAPH_BWD) { /* the weight copies now follow this version */
         m->fwd_seen = 1;

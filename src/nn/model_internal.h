@@ -55,6 +55,7 @@ typedef enum snn_graph_region {
     SNN_GRAPH_FWD_INFER,
     SNN_GRAPH_FWD_TRAIN,
     SNN_GRAPH_BWD,
+    SNN_GRAPH_STEP, /* a whole training step (src/train/step.c): the others inside it run as part of it */
     SNN_GRAPH_REGIONS
 } snn_graph_region;
 typedef snn_status (*snn_graph_body)(snn_model *m, void *ctx);

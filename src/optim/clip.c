@@ -3,6 +3,7 @@
 #include <math.h>
 
 #include "backend/backend.h"
+#include "backend/optim_step_body.h"
 #include "core/error_internal.h"
 #include "optim/optim_internal.h"
 #include "snn/optim.h"
@@ -14,15 +15,11 @@ snn_status snn_clip_coef_on(const snn_backend *be, float *grads, size_t n, float
     if (!grads || n == 0) return SNN_OK;
     double total = 0.0;
     SNN_TRY(be->sumsq(be, grads, n, &total));
-    const float norm = (float)sqrt(total);
-    *norm_out = norm;
-    if (!isfinite(norm)) return SNN_OK;      /* leave inf/nan gradients to the loss scaler */
-    if (!(max_norm >= 0.0f)) return SNN_OK;  /* negative or NaN limit: measure only */
-    /* torch: coef = max_norm / (total_norm + 1e-6), all in FP32, clamped to 1 */
-    const float coef = max_norm / (norm + 1e-6f);
-    if (coef < 1.0f && coef > 0.0f) *coef_out = coef;
+    /* the rule the device step runs too (optim_step_body.h); a negative or NaN limit measures */
+    const float coef = snn_clip_factor(total, max_norm, norm_out);
+    if (coef > 0.0f) *coef_out = coef;
     /* a coefficient that underflowed to zero is outside the update's (0, 1]: scaled here */
-    else if (coef <= 0.0f) SNN_TRY(be->scale(be, grads, grads, coef, n));
+    else SNN_TRY(be->scale(be, grads, grads, coef, n));
     return SNN_OK;
 }
 

@@ -32,6 +32,20 @@ snn_status snn_optimizer_step_copies(snn_optimizer *opt, float lr, int skip, flo
 snn_status snn_optimizer_create_on(const snn_backend *be, const snn_optim_opts *o, size_t n, float *params,
                                    const float *grads, const uint8_t *decay_mask, snn_optimizer **out);
 
+/* The training step on a device (src/train/step.c) runs the update as the op table's
+ * optim_step. begin: the host's part before it (a restored state uploaded, the learning rate
+ * checked; lr < 0 means the optimizer's own) and the update's scalars and arrays; end: after
+ * it, with what the device reported (a skipped update leaves the step count alone). */
+typedef struct snn_optim_arrays {
+    size_t n;
+    float *w;
+    const float *g;
+    float *s0, *s1;
+    const uint8_t *mask;
+} snn_optim_arrays;
+snn_status snn_optimizer_begin_step(snn_optimizer *opt, float lr, snn_optim_update *u, snn_optim_arrays *a);
+void snn_optimizer_end_step(snn_optimizer *opt, int skipped, int nonfinite);
+
 /* After every update, ++*version (a model's param_version: an optimizer over a slice of a
  * model's parameters must report its writes too). */
 void snn_optimizer_track_version(snn_optimizer *opt, uint64_t *version);

@@ -317,6 +317,36 @@ snn_status snn_optimizer_step_copies(snn_optimizer *opt, float lr, int skip, flo
     return SNN_OK;
 }
 
+/* The training step on a device (src/train/step.c) runs the update itself (optim_step): the
+ * host's part before it and after it. */
+snn_status snn_optimizer_begin_step(snn_optimizer *opt, float lr, snn_optim_update *u, snn_optim_arrays *a) {
+    if (!opt || !u || !a) return snn_error(SNN_E_INVALID, "snn_optimizer_begin_step: NULL argument");
+    if (!isfinite(lr))
+        return snn_error(SNN_E_INVALID, "learning rate is not finite (%g); check the schedule with snn_lr_sched_check", lr);
+    if (lr < 0) lr = opt->o.lr;
+    if (opt->host_live) { /* the host copies may hold a restore */
+        for (int s = 0; s < opt->n_state; s++)
+            SNN_TRY(opt->be->upload(opt->be, opt->state[s], opt->host_state[s], opt->n * sizeof(float)));
+        opt->host_live = 0;
+    }
+    *u = step_scalars(opt, (double)lr);
+    a->n = opt->n;
+    a->w = opt->params;
+    a->g = opt->grads;
+    a->s0 = opt->state[0];
+    a->s1 = opt->state[1];
+    a->mask = opt->mask;
+    return SNN_OK;
+}
+
+void snn_optimizer_end_step(snn_optimizer *opt, int skipped, int nonfinite) {
+    if (!opt) return;
+    opt->nonfinite = skipped ? 0 : nonfinite != 0;
+    if (skipped) return;
+    opt->steps++;
+    if (opt->version) ++*opt->version;
+}
+
 void snn_optimizer_track_version(snn_optimizer *opt, uint64_t *version) {
     if (opt) opt->version = version;
 }

@@ -13,6 +13,7 @@
 #include "nn/model_internal.h"
 #include "snn/loss.h"
 #include "snn/train.h"
+#include "train/step.h"
 #include "train/train_internal.h"
 
 #define OUT_DIR_MAX 4096
@@ -33,6 +34,7 @@ struct snn_trainer {
     uint32_t *order;
     int order_epoch;      /* epoch whose permutation `order` holds (0: none) */
     int resumed;
+    snn_train_step *step; /* the step with device values (step.c); NULL: the host-valued one */
     char out_dir[OUT_DIR_MAX];
     char dataset[256];
 };
@@ -53,6 +55,7 @@ static void plan_schedule(snn_trainer *t) {
 
 void snn_trainer_free(snn_trainer *t) {
     if (!t) return;
+    snn_train_step_free(t->step);
     snn_optimizer_free(t->opt);
     free(t->xb);
     free(t->xt);
@@ -129,6 +132,9 @@ snn_status snn_trainer_create(snn_model *m, snn_precision *p, const snn_train_op
             st = snn_error(SNN_E_NOMEM, "out of memory for training batches (%zu bytes of input, %zu of output "
                                         "gradient)", bt, by);
     }
+    /* the whole step on the model's device (one graph on a GPU) where it runs this model */
+    if (st == SNN_OK && snn_train_step_supported(m, p, t->opt))
+        st = snn_train_step_create(m, p, t->opt, o->loss == SNN_TRAIN_LOSS_MSE_RATE ? 1 : 0, o->clip, t->dy, &t->step);
     if (st != SNN_OK) {
         snn_trainer_free(t);
         return st;
@@ -218,7 +224,28 @@ snn_status snn_trainer_resume(snn_trainer *t, const snn_ckpt *c) {
 
 /* ---- one step ---- */
 
+/* The step with device values: the update runs before the host sees the loss, so a
+ * non-finite loss is reported after it (the run stops either way). */
+static snn_status trainer_step_device(snn_trainer *t, const snn_tensor_view *xv, const int32_t *y, snn_step_result *r) {
+    float lr = snn_lr_schedule(&t->sched, t->pos.step);
+    snn_train_step_result sr;
+    SNN_TRY(snn_train_step_run(t->step, xv, y, lr, &sr));
+    if (!isfinite(sr.loss))
+        return snn_error(SNN_E_NUMERIC, "the loss became %g at step %ld (lower the learning rate or clip the "
+                                        "gradients)", (double)sr.loss, t->pos.step);
+    if (sr.nonfinite)
+        return snn_error(SNN_E_NUMERIC, "a parameter became NaN or infinite at step %ld (loss %g, gradient norm %g, "
+                                        "lr %g): lower the learning rate or clip the gradients", t->pos.step,
+                         (double)sr.loss, (double)sr.grad_norm, (double)lr);
+    t->pos.step++;
+    t->pos.batch++;
+    if (r) *r = (snn_step_result){.loss = sr.loss, .correct = sr.correct, .skipped = sr.skipped,
+                                  .grad_norm = sr.grad_norm};
+    return SNN_OK;
+}
+
 static snn_status trainer_step_view(snn_trainer *t, const snn_tensor_view *xv, const int32_t *y, snn_step_result *r) {
+    if (t->step) return trainer_step_device(t, xv, y, r);
     snn_step_result res = {0};
     int T = t->o.T, N = t->N, C = (int)t->C;
     snn_tensor_view yv = {.device = "cpu"};

@@ -82,6 +82,11 @@ static const snn_backend cpu_backend = {
     .layernorm_backward = snn_cpu_layernorm_backward,
     .layernorm_work_bytes = snn_cpu_layernorm_work_bytes,
     .optim_update = snn_cpu_optim_update,
+    .upload_async = snn_cpu_upload_async,
+    .class_loss = snn_cpu_class_loss,
+    .sumsq_to = snn_cpu_sumsq_to,
+    .nonfinite_to = snn_cpu_nonfinite_to,
+    .optim_step = snn_cpu_optim_step,
     /* convolution and pooling */
     .im2col = snn_cpu_im2col,
     .col2im = snn_cpu_col2im,

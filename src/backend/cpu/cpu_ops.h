@@ -44,5 +44,10 @@ size_t snn_cpu_layernorm_work_bytes(const snn_backend *be, size_t V, int F);
 snn_status snn_cpu_optim_update(const snn_backend *be, const snn_optim_update *u, size_t n, float *w,
                                 const float *g, float *s0, float *s1, const uint8_t *decay_mask,
                                 int *nonfinite);
+snn_status snn_cpu_upload_async(const snn_backend *be, void *dst, const void *src, size_t bytes);
+snn_status snn_cpu_class_loss(const snn_backend *be, const snn_class_loss *q);
+snn_status snn_cpu_sumsq_to(const snn_backend *be, const float *x, size_t n, double *out);
+snn_status snn_cpu_nonfinite_to(const snn_backend *be, const float *x, size_t n, int *flag);
+snn_status snn_cpu_optim_step(const snn_backend *be, const snn_optim_step *s);
 
 #endif

@@ -616,6 +616,45 @@ snn_status t_sumsq(const snn_backend *be, const float *x, size_t n, double *out)
     return snn_cuda_download(tab(be)->c, out, res, sizeof(double));
 }
 
+/* sumsq's kernels with the total left in device memory (the training step's norm) */
+snn_status t_sumsq_to(const snn_backend *be, const float *x, size_t n, double *out) {
+    SNN_TRY(check_be(be, "sumsq_to"));
+    if (!out) return snn_error(SNN_E_INVALID, "sumsq_to: NULL output");
+    if (n && !x) return snn_error(SNN_E_INVALID, "sumsq_to: NULL pointer with n = %zu", n);
+    if (n == 0) {
+        SNN_CU_TRY(cudaMemsetAsync(out, 0, sizeof(double), stream(be)));
+        return SNN_OK;
+    }
+    void *ws;
+    SNN_TRY(ws_get(be, RED_BLOCKS * sizeof(double), &ws));
+    unsigned np = snn_grid(n, 256);
+    if (np > RED_BLOCKS) np = RED_BLOCKS;
+    sumsq_part_kernel<<<np, 256, 0, stream(be)>>>(x, n, (double *)ws);
+    SNN_CU_LAUNCHED("sumsq_to partials");
+    sumsq_final_kernel<<<1, 256, 0, stream(be)>>>((const double *)ws, (int)np, out);
+    SNN_CU_LAUNCHED("sumsq_to");
+    return SNN_OK;
+}
+
+snn_status t_nonfinite_to(const snn_backend *be, const float *x, size_t n, int *flag) {
+    SNN_TRY(check_be(be, "nonfinite_to"));
+    if (!flag) return snn_error(SNN_E_INVALID, "nonfinite_to: NULL flag");
+    if (n && !x) return snn_error(SNN_E_INVALID, "nonfinite_to: NULL pointer with n = %zu", n);
+    SNN_CU_TRY(cudaMemsetAsync(flag, 0, sizeof(int), stream(be)));
+    if (n == 0) return SNN_OK;
+    nonfinite_kernel<<<grid_for(be, n, 256), 256, 0, stream(be)>>>(x, n, flag);
+    SNN_CU_LAUNCHED("nonfinite_to");
+    return SNN_OK;
+}
+
+snn_status t_upload_async(const snn_backend *be, void *dst, const void *src, size_t bytes) {
+    SNN_TRY(check_be(be, "upload_async"));
+    if (bytes == 0) return SNN_OK;
+    if (!dst || !src) return snn_error(SNN_E_INVALID, "upload_async: NULL pointer with %zu bytes", bytes);
+    SNN_CU_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream(be)));
+    return SNN_OK;
+}
+
 /* The scratch flag back on the host (waits for the stream). */
 snn_status read_flag(const snn_backend *be, int *flag_host) {
     return snn_cuda_download(tab(be)->c, flag_host, tab(be)->scratch, sizeof(int));
@@ -965,6 +1004,10 @@ extern "C" snn_status snn_backend_cuda_create(int device, snn_backend **out) {
     be->rmsnorm_forward = t_rmsnorm_forward;
     be->rmsnorm_backward = t_rmsnorm_backward;
     be->optim_update = t_optim_update;
+    be->sumsq_to = t_sumsq_to;
+    be->nonfinite_to = t_nonfinite_to;
+    be->upload_async = t_upload_async;
+    snn_cuda_install_step(be);
     snn_cuda_install_gemm(be);
     snn_cuda_install_conv(be);
     snn_cuda_install_norm(be);

@@ -100,6 +100,11 @@ void make_dry(snn_backend *be) {
     OK_(layernorm_forward_io);
     OK_(layernorm_backward_io);
     NO_(optim_update); /* its non-finite flag comes back to the host */
+    OK_(upload_async);
+    OK_(class_loss);
+    OK_(sumsq_to);
+    OK_(nonfinite_to);
+    OK_(optim_step);
     OK_(im2col);
     OK_(im2col16);
     OK_(col2im);

@@ -82,6 +82,7 @@ void snn_cuda_install_conv(snn_backend *be);  /* cuda_table_conv.cu: im2col, poo
 void snn_cuda_install_norm(snn_backend *be);  /* cuda_table_norm.cu: BatchNorm, dropout, token mean, SSA */
 void snn_cuda_install_lm(snn_backend *be);    /* cuda_table_lm.cu: the language-model ops */
 void snn_cuda_install_lm_loss(snn_backend *be); /* cuda_table_lm_loss.cu: the LM cross-entropy */
+void snn_cuda_install_step(snn_backend *be);    /* cuda_step.cu: class_loss, optim_step */
 void snn_cuda_install_graph(snn_backend *be);   /* cuda_graph.cu: graphs and dry mode */
 
 #endif
