@@ -296,29 +296,20 @@ snn_status snn_optimizer_step_copies(snn_optimizer *opt, float lr, int skip, flo
         opt->nonfinite = 0;
         return SNN_OK;
     }
-    if (!isfinite(lr))
-        return snn_error(SNN_E_INVALID, "learning rate is not finite (%g); check the schedule with snn_lr_sched_check", lr);
-    if (lr < 0) lr = opt->o.lr;
-    if (opt->host_live) { /* the host copies may hold a restore */
-        for (int s = 0; s < opt->n_state; s++)
-            SNN_TRY(opt->be->upload(opt->be, opt->state[s], opt->host_state[s], opt->n * sizeof(float)));
-        opt->host_live = 0;
-    }
-    snn_optim_update u = step_scalars(opt, (double)lr);
+    snn_optim_update u;
+    snn_optim_arrays a;
+    SNN_TRY(snn_optimizer_begin_step(opt, lr, &u, &a));
     u.gscale = gscale;
     u.copies = copies;
     u.n_copies = copies ? n_copies : 0;
     int bad = 0;
-    SNN_TRY(opt->be->optim_update(opt->be, &u, opt->n, opt->params, opt->grads, opt->state[0], opt->state[1],
-                                  opt->mask, &bad));
-    opt->nonfinite = bad;
-    opt->steps++;
-    if (opt->version) ++*opt->version;
+    SNN_TRY(opt->be->optim_update(opt->be, &u, a.n, a.w, a.g, a.s0, a.s1, a.mask, &bad));
+    snn_optimizer_end_step(opt, 0, bad);
     return SNN_OK;
 }
 
-/* The training step on a device (src/train/step.c) runs the update itself (optim_step): the
- * host's part before it and after it. */
+/* The host's part of a step before the update and after it: snn_optimizer_step's, and the
+ * training step on a device's (src/train/step.c), which runs the update as optim_step. */
 snn_status snn_optimizer_begin_step(snn_optimizer *opt, float lr, snn_optim_update *u, snn_optim_arrays *a) {
     if (!opt || !u || !a) return snn_error(SNN_E_INVALID, "snn_optimizer_begin_step: NULL argument");
     if (!isfinite(lr))
