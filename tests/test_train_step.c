@@ -305,6 +305,10 @@ static void test_refusals(void) {
         OK(snn_model_plan(s.m, T, N + 1)); /* planned again: the step is for the old batch */
         CHECK(snn_train_step_run(s.s, &xv, lab, 0.1f, &r) == SNN_E_STATE);
         CHECK(snn_optimizer_steps(s.opt) == 0);
+        /* planned back (an evaluation with another batch does this): the step follows the new buffers */
+        OK(snn_model_plan(s.m, T, N));
+        OK(snn_train_step_run(s.s, &xv, lab, 0.1f, &r));
+        CHECK(snn_optimizer_steps(s.opt) == 1 && isfinite(r.loss));
     }
     side_free(&s);
     setenv("SNN_TRAIN_STEP", "host", 1);

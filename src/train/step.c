@@ -48,7 +48,8 @@ struct snn_train_step {
     unsigned char *host; /* page-locked on a device: [snn_optim_update | labels] */
     int host_pinned;
     unsigned char *dev;
-    float *dx;           /* the loss's gradient: the model's dy buffer on a device, a host array on the CPU */
+    float *host_dx;      /* the loss's gradient on the CPU: the caller's [T][N][classes] array */
+    float *dx;           /* this step's: the model's dy buffer on a device (a new plan moves it), host_dx on the CPU */
     /* this step's */
     const float *x;      /* the input (device memory, or the model's page-locked input buffer) */
     int x_upload;
@@ -111,8 +112,9 @@ snn_status snn_train_step_create(snn_model *m, snn_precision *p, snn_optimizer *
         st = snn_error(SNN_E_NOMEM, "out of memory for the training step's host block");
     }
     if (st == SNN_OK) st = s->be->alloc(s->be, s->dev_bytes, (void **)&s->dev);
-    s->dx = m->owned_be ? m->dy_store : host_dx;
-    if (st == SNN_OK && !s->dx) st = snn_error(SNN_E_STATE, "training step: no buffer for the loss's gradient");
+    s->host_dx = host_dx;
+    if (st == SNN_OK && !m->owned_be && !host_dx)
+        st = snn_error(SNN_E_STATE, "training step: no buffer for the loss's gradient");
     if (st != SNN_OK) {
         snn_train_step_free(s);
         return st;
@@ -179,6 +181,7 @@ snn_status snn_train_step_run(snn_train_step *s, const snn_tensor_view *x, const
         if (labels[i] < 0 || labels[i] >= s->C)
             return snn_error(SNN_E_INVALID, "label %d of sample %d is outside [0, %d); check that the model's "
                              "class count matches the data set", (int)labels[i], i, s->C);
+    s->dx = m->owned_be ? m->dy_store : s->host_dx;
     /* the input: device memory as it is; a host array through the model's page-locked buffer */
     const int on_dev = m->owned_be && x->device && strcmp(x->device, "cpu");
     s->x = x->data;
