@@ -504,6 +504,21 @@ snn_status snn_precision_plan(snn_precision *p, int T, int N) {
 
 /* ---------- the training step ---------- */
 
+snn_status snn_precision_fp8_after_step(snn_precision *p) {
+    SNN_TRY(snn_precision_fp8_flush(p)); /* the step's amaxes from the device (codes path) */
+    if (p->sync.amax) SNN_TRY(snn_precision_sync_amax(p));
+    for (int i = 0; i < p->n_mods; i++) {
+        snn_prec_module *pm = &p->mods[i];
+        if (!pm->has_fp8_state) continue;
+        SNN_TRY(snn_fp8_state_update(&pm->sx, &p->fp8));
+        SNN_TRY(snn_fp8_state_update(&pm->sw, &p->fp8));
+        SNN_TRY(snn_fp8_state_update(&pm->sdy, &p->fp8));
+        /* delayed scaling hands its new scales to the FP8 kernels by value */
+        if (p->fp8.recipe == SNN_FP8_RECIPE_DELAYED) snn_model_graph_invalidate(p->model);
+    }
+    return SNN_OK;
+}
+
 snn_status snn_precision_backward(snn_precision *p, const float *dy, snn_optimizer *opt, float lr, float clip_norm,
                                   float *grad_norm, int *skipped) {
     if (!p) return snn_error(SNN_E_INVALID, "snn_precision_backward: precision is NULL");
@@ -550,17 +565,7 @@ snn_status snn_precision_backward(snn_precision *p, const float *dy, snn_optimiz
     SNN_TRY(snn_optimizer_step_copies(opt, lr, found_inf, 1.0f, k ? p->wcopy : NULL, k));
     if (k) snn_prec_weight_copies_written(p, k, all);
     if (p->use_scaler) SNN_TRY(snn_loss_scaler_update(&p->scaler, found_inf));
-    SNN_TRY(snn_precision_fp8_flush(p)); /* the step's amaxes from the device (codes path) */
-    if (p->sync.amax) SNN_TRY(snn_precision_sync_amax(p));
-    for (int i = 0; i < p->n_mods; i++) {
-        snn_prec_module *pm = &p->mods[i];
-        if (!pm->has_fp8_state) continue;
-        SNN_TRY(snn_fp8_state_update(&pm->sx, &p->fp8));
-        SNN_TRY(snn_fp8_state_update(&pm->sw, &p->fp8));
-        SNN_TRY(snn_fp8_state_update(&pm->sdy, &p->fp8));
-        /* delayed scaling hands its new scales to the FP8 kernels by value */
-        if (p->fp8.recipe == SNN_FP8_RECIPE_DELAYED) snn_model_graph_invalidate(m);
-    }
+    SNN_TRY(snn_precision_fp8_after_step(p));
     if (grad_norm) *grad_norm = norm;
     if (skipped) *skipped = found_inf && p->use_scaler;
     return SNN_OK;

@@ -125,6 +125,10 @@ snn_status snn_prec_fp8_codes_backward(snn_module *m, const float *x, const floa
  * copies take (prec_exec.c), rounded up to 256 bytes; 0 for a Linear. */
 size_t snn_prec_fp8_token_floats(const snn_prec_module *pm, size_t rows);
 snn_status snn_precision_fp8_flush(struct snn_precision *p);
+/* The FP8 recipes' part of the end of a training step (after the update): the amaxes from
+ * the device, the data-parallel MAX, each state's recipe update (delayed scaling's new scales
+ * move the graph epoch). snn_precision_backward and the device step (src/train/step.c). */
+snn_status snn_precision_fp8_after_step(struct snn_precision *p);
 /* Called by snn_precision_backward before the delayed-scaling update. */
 snn_status snn_precision_sync_amax(struct snn_precision *p);
 

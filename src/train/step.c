@@ -13,8 +13,10 @@
  * (class_loss_body.h, optim_step_body.h); the clip's factor is applied inside the update, which
  * gives the same weights as scaling the gradients first.
  *
- * Not here (the caller keeps snn_precision_backward for them): FP8, whose recipes update their
- * scales on the host from the step's amaxes, and data-parallel hooks. */
+ * FP8's recipes update their scales on the host from the step's amaxes after the step, as
+ * snn_precision_backward does (delayed scaling's new scales are values its kernels take, so its
+ * step is a new graph each time and runs eagerly; current scaling's stay on the device). Not
+ * here (the caller keeps snn_precision_backward for them): data-parallel hooks. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,7 +68,7 @@ int snn_train_step_supported(const snn_model *m, const snn_precision *p, const s
     if (env && !strcmp(env, "host")) return 0; /* the host-valued step (A/B, and a way out) */
     if (!be || !be->class_loss || !be->optim_step || !be->sumsq_to || !be->upload_async || !be->nonfinite_to)
         return 0;
-    if (p->cfg.mode == SNN_PRECISION_FP8 || p->sync.grads || p->sync.overflow || p->sync.amax) return 0;
+    if (p->sync.grads || p->sync.overflow || p->sync.amax) return 0;
     return snn_optimizer_for_model(opt, m);
 }
 
@@ -208,6 +210,8 @@ snn_status snn_train_step_run(snn_train_step *s, const snn_tensor_view *x, const
     const int skipped = s->scale > 0 && res.skip;
     snn_optimizer_end_step(s->opt, skipped, res.nonfinite);
     if (!skipped && s->k) snn_prec_weight_copies_written(p, s->k, s->all);
+    /* FP8: the amaxes come back and the recipes update (on the host, after the step's graph) */
+    SNN_TRY(snn_precision_fp8_after_step(p));
     if (p->use_scaler) {
         SNN_TRY(snn_loss_scaler_update(&p->scaler, skipped));
         /* the scale goes to the device by value: a new one is a new graph */
