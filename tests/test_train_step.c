@@ -314,11 +314,20 @@ static void test_refusals(void) {
     side_make(&s, "fp32", SNN_OPTIM_SGD, 0, 0, 0, 0.0f, NULL);
     if (s.m) CHECK(!snn_train_step_supported(s.m, s.p, s.opt));
     side_free(&s);
+    /* unset: the CPU runs the step, a device table only when asked (until it ran on a GPU) */
     unsetenv("SNN_TRAIN_STEP");
+    side_make(&s, "fp32", SNN_OPTIM_SGD, 0, 0, 0, 0.0f, NULL);
+    if (s.m) CHECK(snn_train_step_supported(s.m, s.p, s.opt));
+    side_free(&s);
+    side_make(&s, "fp32", SNN_OPTIM_SGD, 1, 0, 0, 0.0f, NULL);
+    if (s.m) CHECK(!snn_train_step_supported(s.m, s.p, s.opt));
+    side_free(&s);
+    setenv("SNN_TRAIN_STEP", "device", 1);
 }
 
 int main(void) {
     rng = snn_test_seed() | 1;
+    setenv("SNN_TRAIN_STEP", "device", 1); /* the step on the graph double, a device table */
     test_mathd();
     test_class_loss();
     test_step();

@@ -110,11 +110,13 @@ static int linear_with_bias(const snn_module *m) {
     return snn_module_kind_is(m, SNN_KIND_LINEAR) && m->n_params > 1;
 }
 
-/* SNN_NEURON_BIAS16=1: a 16-bit Linear with a bias before a neuron leaves its bias to the
- * neuron (read when a precision assigns its boundaries) */
+/* A 16-bit Linear with a bias before a neuron leaves its bias to the neuron unless
+ * SNN_NEURON_BIAS16=0 (read when a precision assigns its boundaries): then the GEMM adds the
+ * 16-bit bias in its epilogue and writes the 16-bit output the neuron reads. That form has not
+ * run on a GPU yet (2026-12-08), so it is the switch's, not the default. */
 static int neuron_bias16(void) {
     const char *e = getenv("SNN_NEURON_BIAS16");
-    return e && !strcmp(e, "1");
+    return !(e && !strcmp(e, "0"));
 }
 
 static void visit(snn_module *m, void *ctx) {
@@ -158,10 +160,9 @@ static void visit(snn_module *m, void *ctx) {
         if (n->out_store) n->out_store = m->children[i + 1]->in_store = SNN_F32;
     }
     /* a 16-bit Linear -> neuron boundary: the neuron adds the bias and rounds in its forward
-     * (neuron_forward_io_bias), which saves the pass that did both after the GEMM. Where the
-     * GEMM adds the 16-bit bias in its epilogue and writes the 16-bit output (gemm_rounds,
-     * the default), the neuron reads half the bytes instead; SNN_NEURON_BIAS16=1 keeps the
-     * neuron's bias (an A/B switch for benchmarks) */
+     * (neuron_forward_io_bias), which saves the pass that did both after the GEMM. With
+     * SNN_NEURON_BIAS16=0 the GEMM adds the 16-bit bias in its epilogue and writes the 16-bit
+     * output instead, and the neuron reads half the bytes (see neuron_bias16) */
     for (int i = 0; c->p->be->neuron_forward_io_bias && neuron_bias16() && i + 1 < m->n_children; i++) {
         snn_module *P = m->children[i], *Q = m->children[i + 1];
         if (P->out_store && end_kind(c->p, P) == 1 && end_kind(c->p, Q) == 2 && linear_with_bias(P)) {

@@ -22,9 +22,10 @@
  * every wrapper's copy is among them. Returns their count (0: none, the plain update). */
 int snn_prec_weight_copies(snn_precision *p, const snn_optimizer *opt, int *all) {
     *all = 1;
-    /* SNN_WEIGHT_COPY_UPDATE=0: the forward casts as before (an A/B switch for benchmarks) */
+    /* only with SNN_WEIGHT_COPY_UPDATE=1 until the fused copies have run on a GPU (the only
+     * tables with 16-bit copies; written 2026-12-08 without one): the forward casts as before */
     const char *env = getenv("SNN_WEIGHT_COPY_UPDATE");
-    if (!p->wcopy || !snn_optimizer_for_model(opt, p->model) || (env && !strcmp(env, "0"))) {
+    if (!p->wcopy || !snn_optimizer_for_model(opt, p->model) || !(env && !strcmp(env, "1"))) {
         *all = 0;
         return 0;
     }

@@ -66,6 +66,9 @@ int snn_train_step_supported(const snn_model *m, const snn_precision *p, const s
     const snn_backend *be = m->run.be;
     const char *env = getenv("SNN_TRAIN_STEP");
     if (env && !strcmp(env, "host")) return 0; /* the host-valued step (A/B, and a way out) */
+    /* On a device table only with SNN_TRAIN_STEP=device until the step has run on a GPU (its
+     * CUDA entries were written 2026-12-08 without one; tests/cuda/test_cuda_step.c sets it) */
+    if (m->owned_be && !(env && !strcmp(env, "device"))) return 0;
     if (!be || !be->class_loss || !be->optim_step || !be->sumsq_to || !be->upload_async || !be->nonfinite_to)
         return 0;
     if (p->sync.grads || p->sync.overflow || p->sync.amax) return 0;
@@ -87,7 +90,8 @@ snn_status snn_train_step_create(snn_model *m, snn_precision *p, snn_optimizer *
     *out = NULL;
     if (!snn_train_step_supported(m, p, opt))
         return snn_error(SNN_E_UNSUPPORTED, "the training step with device values does not run this model "
-                         "(FP8, a data-parallel hook, or a table without its entries)");
+                         "(a data-parallel hook, another model's optimizer, a table without its entries, "
+                         "SNN_TRAIN_STEP=host, or a device model without SNN_TRAIN_STEP=device)");
     if (kind != 0 && kind != 1) return snn_error(SNN_E_INVALID, "training step: loss kind %d (0 or 1)", kind);
     if (m->T <= 0 || m->N <= 0) return snn_error(SNN_E_STATE, "training step: plan the model first");
     snn_train_step *s = calloc(1, sizeof *s);

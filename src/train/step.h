@@ -18,7 +18,7 @@ typedef struct snn_train_step_result {
 
 /* Whether the step runs this model, precision and optimizer: no data-parallel hook, the
  * model's own optimizer, a table with the step's entries, and SNN_TRAIN_STEP is not "host" in
- * the environment. */
+ * the environment; on a device (not the CPU) only with SNN_TRAIN_STEP=device for now. */
 int snn_train_step_supported(const snn_model *m, const snn_precision *p, const snn_optimizer *opt);
 /* For a planned model: kind 0 cross-entropy of the mean over T, 1 the rate's squared error;
  * max_norm > 0 clips the gradient norm; host_dx: a [T][N][classes] host array for the loss's
