@@ -1,12 +1,10 @@
 /* When src/nn/model_graph.c records, replays, drops and refuses graphs: its decisions, on the
  * CPU, through a test double of a device table.
  *
- * The double is the CPU table with graph entries of its own that record nothing: its "graph"
- * is a token, a recording runs the region's host code (which here computes, on the CPU), a
- * launch does nothing, and dry mode leaves the table as it is, so a replay's host pass
- * computes. Each region therefore runs exactly once per call as long as model_graph.c calls
- * the region once per path (record then launch, or dry pass then launch), and every output and
- * parameter must equal a model without graphs bit for bit: a region run twice (a backward
+ * The double (tests/graph_double.h) is the CPU table with graph entries of its own that record
+ * nothing, so each region runs exactly once per call as long as model_graph.c calls the region
+ * once per path (record then launch, or dry pass then launch), and every output and parameter
+ * must equal a model without graphs bit for bit: a region run twice (a backward
  * accumulating its gradients twice) or skipped would show. The statistics must follow the
  * rules: a region records on the second run with one key and replays from the third; a new
  * epoch (snn_model_graph_invalidate), a new memory generation, fresh parameters or another
@@ -17,87 +15,12 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "graph_double.h"
 #include "harness.h"
 #include "nn/model_internal.h"
 #include "snn/snn.h"
 
 #define OK(x) CHECK_MSG((x) == SNN_OK, "%s: %s", #x, snn_last_error())
-
-static struct {
-    long begins, ends, launches, frees, dry_on;
-    int fail_end, fail_dry; /* the next graph_end / dry(0) fails */
-    uint64_t gen;
-    int token;
-} fk;
-
-static snn_status fk_begin(const snn_backend *be) {
-    (void)be;
-    fk.begins++;
-    return SNN_OK;
-}
-static snn_status fk_end(const snn_backend *be, int keep, void **g) {
-    (void)be;
-    fk.ends++;
-    if (g) *g = NULL;
-    if (fk.fail_end) {
-        fk.fail_end = 0;
-        return snn_error(SNN_E_UNSUPPORTED, "test double: the region could not be recorded");
-    }
-    if (keep && g) *g = &fk.token;
-    return SNN_OK;
-}
-static snn_status fk_launch(const snn_backend *be, void *g) {
-    (void)be;
-    CHECK(g == &fk.token);
-    fk.launches++;
-    return SNN_OK;
-}
-static void fk_free(const snn_backend *be, void *g) {
-    (void)be;
-    CHECK(g == &fk.token);
-    fk.frees++;
-}
-static snn_status fk_dry(const snn_backend *be, int on) {
-    (void)be;
-    if (on) {
-        fk.dry_on++;
-        return SNN_OK;
-    }
-    if (fk.fail_dry) {
-        fk.fail_dry = 0;
-        return snn_error(SNN_E_STATE, "test double: the dry pass left the recorded path");
-    }
-    return SNN_OK;
-}
-static uint64_t fk_gen(const snn_backend *be) {
-    (void)be;
-    return fk.gen;
-}
-static snn_status fk_alloc_host(const snn_backend *be, size_t bytes, void **out) {
-    (void)be;
-    *out = calloc(1, bytes ? bytes : 1);
-    return *out ? SNN_OK : SNN_E_NOMEM;
-}
-static void fk_free_host(const snn_backend *be, void *p) {
-    (void)be;
-    free(p);
-}
-static void fk_release(snn_backend *be) { free(be); }
-
-static snn_backend *fake_table(void) {
-    snn_backend *be = malloc(sizeof *be);
-    if (!be) return NULL;
-    *be = *snn_backend_cpu();
-    be->alloc_host = fk_alloc_host;
-    be->free_host = fk_free_host;
-    be->graph_begin = fk_begin;
-    be->graph_end = fk_end;
-    be->graph_launch = fk_launch;
-    be->graph_free = fk_free;
-    be->dry = fk_dry;
-    be->generation = fk_gen;
-    return be;
-}
 
 enum { IN = 24, HID = 32, OUT = 8, T = 2, N = 4 };
 

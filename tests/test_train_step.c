@@ -14,6 +14,7 @@
 
 #include "backend/backend.h"
 #include "core/mathd.h"
+#include "graph_double.h"
 #include "harness.h"
 #include "nn/model_internal.h"
 #include "precision/runtime.h"
@@ -118,47 +119,6 @@ static void test_class_loss(void) {
 }
 
 /* ---- the step against the host-valued one ---- */
-
-static snn_status fk_begin(const snn_backend *be) { (void)be; return SNN_OK; }
-static int token;
-static long launches;
-static snn_status fk_end(const snn_backend *be, int keep, void **g) {
-    (void)be;
-    if (g) *g = keep ? &token : NULL;
-    return SNN_OK;
-}
-static snn_status fk_launch(const snn_backend *be, void *g) {
-    (void)be, (void)g;
-    launches++;
-    return SNN_OK;
-}
-static void fk_free(const snn_backend *be, void *g) { (void)be, (void)g; }
-static snn_status fk_dry(const snn_backend *be, int on) { (void)be, (void)on; return SNN_OK; }
-static uint64_t fk_gen(const snn_backend *be) { (void)be; return 0; }
-static snn_status fk_alloc_host(const snn_backend *be, size_t bytes, void **out) {
-    (void)be;
-    *out = calloc(1, bytes ? bytes : 1);
-    return *out ? SNN_OK : SNN_E_NOMEM;
-}
-static void fk_free_host(const snn_backend *be, void *p) { (void)be, free(p); }
-static void fk_release(snn_backend *be) { free(be); }
-
-/* The CPU table with graph entries that record nothing: a "replay" runs the host pass, which
- * computes on the CPU, so each path runs the step's work exactly once. */
-static snn_backend *fake_table(void) {
-    snn_backend *be = malloc(sizeof *be);
-    if (!be) return NULL;
-    *be = *snn_backend_cpu();
-    be->alloc_host = fk_alloc_host;
-    be->free_host = fk_free_host;
-    be->graph_begin = fk_begin;
-    be->graph_end = fk_end;
-    be->graph_launch = fk_launch;
-    be->graph_free = fk_free;
-    be->dry = fk_dry;
-    be->generation = fk_gen;
-    return be;
-}
 
 enum { IN = 32, HID = 48, OUT = 8, T = 3, N = 8 }; /* FP8's alignment */
 
