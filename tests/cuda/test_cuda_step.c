@@ -1,7 +1,8 @@
 /* The training step with device values (src/train/step.c) on the GPU.
  *
  * Entries: class_loss against the CPU table bit for bit (the same body, the portable exp and
- * log of core/mathd.h), including Spikformer's 1024 classes; optim_step against the CPU's with
+ * log of core/mathd.h), including Spikformer's 1024 classes (a block per sample) and 4000 (a
+ * thread per sample); optim_step against the CPU's with
  * the same sum of squares (the clip, the skip flag, the norm, the weight copies); sumsq_to
  * against sumsq.
  *
@@ -229,6 +230,7 @@ int main(void) {
         test_class_loss(kind, 4, 32, 1024);
         test_class_loss(kind, 16, 256, 10);
         test_class_loss(kind, 1, 3, 7);
+        test_class_loss(kind, 2, 3, 4000); /* wider than a block's shared memory: a thread per sample */
     }
     for (int adam = 0; adam < 2; adam++) {
         test_optim_step(adam, -1.0f, 0);
