@@ -268,6 +268,11 @@ static void test_refusals(void) {
         OK(snn_model_plan(s.m, T, N));
         OK(snn_train_step_run(s.s, &xv, lab, 0.1f, &r));
         CHECK(snn_optimizer_steps(s.opt) == 1 && isfinite(r.loss));
+        /* a smaller batch (an epoch's ragged last one) runs in the step's blocks */
+        OK(snn_model_plan(s.m, T, N - 3));
+        xv.numel = T * (N - 3) * IN;
+        OK(snn_train_step_run(s.s, &xv, lab, 0.1f, &r));
+        CHECK(snn_optimizer_steps(s.opt) == 2 && isfinite(r.loss) && r.correct <= N - 3);
     }
     side_free(&s);
     setenv("SNN_TRAIN_STEP", "host", 1);

@@ -13,6 +13,7 @@
 #include "dist/sampler.h"
 #include "dist/vision_train.h"
 #include "snn/loss.h"
+#include "train/step.h"
 
 static double now_s(void) {
     struct timespec ts;
@@ -220,6 +221,10 @@ snn_status snn_dist_train_classification(const snn_mesh *mesh, const snn_dist_tr
                         ? SNN_OK : snn_error(SNN_E_NOMEM, "out of memory for training batches");
     if (st == SNN_OK)
         st = piped ? snn_vision_pipeline_plan(o->stage, T, N, o->microbatches) : snn_model_plan(m, T, N);
+    /* the library's training step (src/train/step.c: one graph on a device), DDP's hooks inside */
+    snn_train_step *ts = NULL;
+    if (st == SNN_OK && !piped && snn_train_step_supported(m, o->prec, o->opt))
+        st = snn_train_step_create(m, o->prec, o->opt, o->use_mse ? 1 : 0, o->clip, b.dy, &ts);
 
     if (o->start_step < 0 || o->start_step > total)
         st = snn_error(SNN_E_INVALID, "resume step %ld is outside this run's %ld steps", o->start_step, total);
@@ -259,6 +264,12 @@ snn_status snn_dist_train_classification(const snn_mesh *mesh, const snn_dist_tr
                                                         &correct);
                 if (st == SNN_OK) st = snn_vision_stage_dp_average(o->stage, mesh->dp_comm);
                 if (st == SNN_OK) st = snn_optimizer_step(o->opt, snn_lr_schedule(&o->sched, step), 0);
+            } else if (ts) {
+                if (st == SNN_OK) st = snn_ddp_broadcast_buffers(ddp);
+                snn_tensor_view xv = {.dtype = SNN_F32, .device = "cpu", .data = xt, .numel = F * (size_t)n * (size_t)T};
+                snn_train_step_result r;
+                if (st == SNN_OK) st = snn_train_step_run(ts, &xv, b.yb, snn_lr_schedule(&o->sched, step), &r);
+                if (st == SNN_OK) loss = r.loss, skipped = r.skipped;
             } else {
                 if (st == SNN_OK) st = snn_ddp_broadcast_buffers(ddp);
                 const float *y = NULL;
@@ -306,6 +317,7 @@ snn_status snn_dist_train_classification(const snn_mesh *mesh, const snn_dist_tr
         if (ddp) st = snn_ddp_broadcast_buffers(ddp);
         if (st == SNN_OK) st = validate(mesh, o, &b, N, &vloss, &vacc);
     }
+    snn_train_step_free(ts);
     bufs_free(&b);
     snn_ddp_free(ddp);
     if (st != SNN_OK) return st;

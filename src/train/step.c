@@ -15,8 +15,8 @@
  *
  * FP8's recipes update their scales on the host from the step's amaxes after the step, as
  * snn_precision_backward does (delayed scaling's new scales are values its kernels take, so its
- * step is a new graph each time and runs eagerly; current scaling's stay on the device). Not
- * here (the caller keeps snn_precision_backward for them): data-parallel hooks. */
+ * step is a new graph each time and runs eagerly; current scaling's stay on the device).
+ * Data-parallel hooks (snn_precision_sync: DDP) run where snn_precision_backward runs them. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +44,7 @@ struct snn_train_step {
     snn_precision *p;
     snn_optimizer *opt;
     const snn_backend *be;
-    int kind, N, C, T;
+    int kind, N, Ncap, C, T; /* N: this step's batch, at most Ncap, the planned one at creation */
     float max_norm;
     size_t off_labels, off_res, off_work, in_bytes, dev_bytes;
     unsigned char *host; /* page-locked on a device: [snn_optim_update | labels] */
@@ -71,7 +71,6 @@ int snn_train_step_supported(const snn_model *m, const snn_precision *p, const s
     if (m->owned_be && !(env && !strcmp(env, "device"))) return 0;
     if (!be || !be->class_loss || !be->optim_step || !be->sumsq_to || !be->upload_async || !be->nonfinite_to)
         return 0;
-    if (p->sync.grads || p->sync.overflow || p->sync.amax) return 0;
     return snn_optimizer_for_model(opt, m);
 }
 
@@ -103,7 +102,7 @@ snn_status snn_train_step_create(snn_model *m, snn_precision *p, snn_optimizer *
     s->kind = kind;
     s->max_norm = max_norm > 0 ? max_norm : -1.0f;
     s->T = m->T;
-    s->N = m->N;
+    s->N = s->Ncap = m->N;
     s->C = (int)snn_shape_numel(m->root->out);
     s->off_labels = up(sizeof(snn_optim_update));
     s->in_bytes = s->off_labels + (size_t)s->N * sizeof(int32_t);
@@ -139,7 +138,7 @@ static snn_status step_body(snn_model *m, void *ctx) {
     unsigned char *dev = s->dev;
     step_results *res = (step_results *)(dev + s->off_res);
     m->step = s->step0; /* a pass that is run again (a graph that could not replay) counts once */
-    SNN_TRY(be->upload_async(be, dev, s->host, s->in_bytes));
+    SNN_TRY(be->upload_async(be, dev, s->host, s->off_labels + (size_t)s->N * sizeof(int32_t)));
     const size_t n_in = (size_t)m->T * m->N * snn_shape_numel(m->in_shape);
     const float *xs = s->x;
     if (s->x_upload) {
@@ -160,9 +159,19 @@ static snn_status step_body(snn_model *m, void *ctx) {
         g = p->dy_scaled;
     }
     SNN_TRY(snn_model_backward_stored(m, g));
+    /* data parallel: the gradients averaged over the group (DDP's hook: collectives on the
+     * model's stream are part of the graph; a hook that goes through the host makes the step
+     * unrecordable, and it runs eagerly) */
+    if (p->sync.grads) SNN_TRY(p->sync.grads(p->sync.ctx, grads, n));
     if (s->scale > 0) {
         SNN_TRY(be->nonfinite_to(be, grads, n, &res->skip));
         SNN_TRY(be->scale(be, grads, grads, (float)(1.0 / (double)s->scale), n));
+        if (p->sync.overflow) { /* every rank takes the same skip decision: through the host */
+            int skip = 0;
+            SNN_TRY(be->download(be, &skip, &res->skip, sizeof skip));
+            SNN_TRY(p->sync.overflow(p->sync.ctx, &skip));
+            SNN_TRY(be->upload(be, &res->skip, &skip, sizeof skip));
+        }
     }
     SNN_TRY(be->sumsq_to(be, grads, n, &res->sumsq));
     snn_optim_step os = {.u = (const snn_optim_update *)dev, .sumsq = &res->sumsq, .max_norm = s->max_norm,
@@ -177,9 +186,11 @@ snn_status snn_train_step_run(snn_train_step *s, const snn_tensor_view *x, const
     if (!s || !x || !labels || !r) return snn_error(SNN_E_INVALID, "snn_train_step_run: NULL argument");
     snn_model *m = s->m;
     snn_precision *p = s->p;
-    if (m->T != s->T || m->N != s->N || !m->arena.base)
-        return snn_error(SNN_E_STATE, "training step: the model was planned again for another batch (T %d, N %d; "
-                         "the step was made for T %d, N %d)", m->T, m->N, s->T, s->N);
+    /* a smaller batch (an epoch's ragged last one) fits the step's blocks */
+    if (m->T != s->T || m->N > s->Ncap || !m->arena.base)
+        return snn_error(SNN_E_STATE, "training step: the model is planned for T %d, N %d; the step was made for "
+                         "T %d and at most N %d", m->T, m->N, s->T, s->Ncap);
+    s->N = m->N;
     const size_t n_in = (size_t)m->T * m->N * snn_shape_numel(m->in_shape);
     if (x->dtype != SNN_F32 || x->numel != n_in || !x->data)
         return snn_error(SNN_E_SHAPE, "training step: the input must be %zu f32 values", n_in);
@@ -206,7 +217,7 @@ snn_status snn_train_step_run(snn_train_step *s, const snn_tensor_view *x, const
     s->k = snn_prec_weight_copies(p, s->opt, &s->all);
     s->scale = p->use_scaler ? snn_loss_scaler_scale(&p->scaler) : 0.0f;
     s->step0 = m->step;
-    const int variant = s->kind + 2 * (s->scale > 0) + 4 * (s->k > 0) + 8 * (s->max_norm > 0);
+    const int variant = s->kind + 2 * (s->scale > 0) + 4 * (s->k > 0) + 8 * (s->max_norm > 0) + 16 * s->N;
     SNN_TRY(snn_model_graph_run(m, SNN_GRAPH_STEP, s->x, s->dev, variant, step_body, s));
     step_results res;
     SNN_TRY(s->be->download(s->be, &res, s->dev + s->off_res, sizeof res));
