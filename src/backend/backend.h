@@ -114,7 +114,8 @@ typedef struct snn_optim_update {
  * precision wrapper's 16-bit weight and bias copies, which the next forward would otherwise
  * convert in a pass of its own): dst16[i] = round_t(w[off + i]) stored as t, and dst32[i] the
  * same value as a float (either may be NULL); t is F16 or BF16, RNE with overflow to inf: what
- * cast and round write from the updated weights. Copies are sorted by off and do not overlap.
+ * cast and round write from the updated weights. Copies are sorted by off and do not overlap;
+ * n_copies >= 0, and copies is not NULL when n_copies > 0.
  * Written whether or not a weight is finite. */
 typedef struct snn_optim_copy {
     size_t off, n;
@@ -145,7 +146,8 @@ typedef struct snn_class_loss {
 } snn_class_loss;
 
 /* optim_step: optim_update (the same rules and bits) with the step's scalars in device memory:
- *   u        the update's scalars (device; its gscale, copies and n_copies are ignored);
+ *   u        the update's scalars (device; its gscale, copies and n_copies are ignored), adam
+ *            the host's copy of u->adam;
  *   sumsq    Σ g² (device, from sumsq_to; may be NULL): the gradient's norm is (float)√sumsq,
  *            written to *norm (device; may be NULL) and, with max_norm >= 0 and a finite norm,
  *            the clip: gscale = max_norm / (norm + 1e-6f) where that is below 1
@@ -156,6 +158,7 @@ typedef struct snn_class_loss {
  *   nonfinite (device int): set to 1 if an updated weight is NaN or infinite, else 0. */
 typedef struct snn_optim_step {
     const snn_optim_update *u;
+    int adam;                /* the host's copy of u->adam (the state it needs: s0 and s1) */
     const double *sumsq;
     float max_norm;
     const int *skip;

@@ -7,7 +7,9 @@
  * the _rn intrinsics; on the host the plain operators, C17 without contraction on x86-64),
  * and exact bit manipulation, so the host and a kernel compute the same value. Accuracy:
  * within 2 ulp over the ranges the losses use (tests/test_mathd.c holds them to long double).
- * Header-only, usable from C and CUDA (SNN_MATHD_HD). */
+ * The host side needs a compiler that does not contract: the build passes -ffp-contract=off
+ * (CMakeLists.txt; GCC's ISO mode does so anyway, GNU mode and clang would fuse). Header-only,
+ * usable from C and CUDA (SNN_MATHD_HD). */
 #ifndef SNN_CORE_MATHD_H
 #define SNN_CORE_MATHD_H
 
@@ -51,7 +53,7 @@ SNN_MATHD_HD double snn_mathd_from_bits(uint64_t u) {
  * 1e-17 relative), times 2^k built from its bits (two factors where 2^k is subnormal). */
 SNN_MATHD_HD double snn_exp_det(double x) {
     if (x != x) return x;
-    if (x > 709.78) return snn_mathd_from_bits(0x7ff0000000000000ull); /* overflow: +inf */
+    if (x > 709.782712893384) return snn_mathd_from_bits(0x7ff0000000000000ull); /* ln(DBL_MAX): +inf above */
     if (x < -745.2) return 0.0;
     /* k = nearest integer to x / ln 2, ties away from zero: exact integer arithmetic */
     const double t = SNN_MATHD_MUL(x, 1.44269504088896338700e+00);

@@ -59,6 +59,8 @@ struct snn_train_step {
     snn_optim_arrays a;
     int k, all;          /* the weight copies the update writes (prec_wcopy.c) */
     float scale;         /* FP16's loss scale (0: none) */
+    float last_scale;    /* the scale of the previous run: another one is another graph */
+    int adam;            /* the update is Adam's (it needs both states) */
 };
 
 int snn_train_step_supported(const snn_model *m, const snn_precision *p, const snn_optimizer *opt) {
@@ -159,9 +161,8 @@ static snn_status step_body(snn_model *m, void *ctx) {
         g = p->dy_scaled;
     }
     SNN_TRY(snn_model_backward_stored(m, g));
-    /* data parallel: the gradients averaged over the group (DDP's hook: collectives on the
-     * model's stream are part of the graph; a hook that goes through the host makes the step
-     * unrecordable, and it runs eagerly) */
+    /* data parallel: the gradients averaged over the group (DDP's hook; on a device the step
+     * then runs eagerly: snn_train_step_run) */
     if (p->sync.grads) SNN_TRY(p->sync.grads(p->sync.ctx, grads, n));
     if (s->scale > 0) {
         SNN_TRY(be->nonfinite_to(be, grads, n, &res->skip));
@@ -174,7 +175,7 @@ static snn_status step_body(snn_model *m, void *ctx) {
         }
     }
     SNN_TRY(be->sumsq_to(be, grads, n, &res->sumsq));
-    snn_optim_step os = {.u = (const snn_optim_update *)dev, .sumsq = &res->sumsq, .max_norm = s->max_norm,
+    snn_optim_step os = {.u = (const snn_optim_update *)dev, .adam = s->adam, .sumsq = &res->sumsq, .max_norm = s->max_norm,
                          .skip = s->scale > 0 ? &res->skip : NULL, .n = s->a.n, .w = s->a.w, .g = s->a.g,
                          .s0 = s->a.s0, .s1 = s->a.s1, .decay_mask = s->a.mask, .copies = s->k ? p->wcopy : NULL,
                          .n_copies = s->k, .nonfinite = &res->nonfinite, .norm = &res->norm};
@@ -212,13 +213,21 @@ snn_status snn_train_step_run(snn_train_step *s, const snn_tensor_view *x, const
     snn_optim_update u;
     SNN_TRY(snn_optimizer_begin_step(s->opt, lr, &u, &s->a));
     if (u.adam && (!s->a.s0 || !s->a.s1)) return snn_error(SNN_E_STATE, "training step: Adam without its state");
+    s->adam = u.adam != 0;
     memcpy(s->host, &u, sizeof u);
     memcpy(s->host + s->off_labels, labels, (size_t)s->N * sizeof(int32_t));
     s->k = snn_prec_weight_copies(p, s->opt, &s->all);
     s->scale = p->use_scaler ? snn_loss_scaler_scale(&p->scaler) : 0.0f;
+    /* the scale goes to the kernels by value: whoever changed it (this step's scaler update
+     * below, or another loop on the same model), a graph recorded with the old one is stale */
+    if (s->scale != s->last_scale) snn_model_graph_invalidate(m);
+    s->last_scale = s->scale;
     s->step0 = m->step;
     const int variant = s->kind + 2 * (s->scale > 0) + 4 * (s->k > 0) + 8 * (s->max_norm > 0) + 16 * s->N;
-    SNN_TRY(snn_model_graph_run(m, SNN_GRAPH_STEP, s->x, s->dev, variant, step_body, s));
+    /* DDP's gradient hook on a device enqueues its collective itself, not through the op table,
+     * so a replay's dry pass would enqueue it too: with a hook, the step runs eagerly there */
+    if (p->sync.grads && m->owned_be) SNN_TRY(step_body(m, s));
+    else SNN_TRY(snn_model_graph_run(m, SNN_GRAPH_STEP, s->x, s->dev, variant, step_body, s));
     step_results res;
     SNN_TRY(s->be->download(s->be, &res, s->dev + s->off_res, sizeof res));
     /* the host's bookkeeping of what ran */
@@ -227,11 +236,7 @@ snn_status snn_train_step_run(snn_train_step *s, const snn_tensor_view *x, const
     if (!skipped && s->k) snn_prec_weight_copies_written(p, s->k, s->all);
     /* FP8: the amaxes come back and the recipes update (on the host, after the step's graph) */
     SNN_TRY(snn_precision_fp8_after_step(p));
-    if (p->use_scaler) {
-        SNN_TRY(snn_loss_scaler_update(&p->scaler, skipped));
-        /* the scale goes to the device by value: a new one is a new graph */
-        if (snn_loss_scaler_scale(&p->scaler) != s->scale) snn_model_graph_invalidate(m);
-    }
+    if (p->use_scaler) SNN_TRY(snn_loss_scaler_update(&p->scaler, skipped));
     r->loss = (float)res.loss;
     r->correct = (int)res.correct;
     r->grad_norm = skipped ? NAN : res.norm;

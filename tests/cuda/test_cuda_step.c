@@ -91,10 +91,10 @@ static void test_optim_step(int adam, float max_norm, int skip) {
     float *nd = dput(NULL, 4);
     snn_optim_copy hc = {.off = off, .n = cn, .t = SNN_BF16, .dst16 = c16}, dc = {.off = off, .n = cn, .t = SNN_BF16,
                                                                                    .dst16 = c16d};
-    snn_optim_step s = {.u = &u, .sumsq = &sumsq, .max_norm = max_norm, .skip = &sk, .n = n, .w = w, .g = g,
+    snn_optim_step s = {.u = &u, .adam = adam, .sumsq = &sumsq, .max_norm = max_norm, .skip = &sk, .n = n, .w = w, .g = g,
                         .s0 = s0, .s1 = s1, .copies = &hc, .n_copies = 1, .nonfinite = &flag, .norm = &norm};
     OK(cpu->optim_step(cpu, &s));
-    snn_optim_step sg = {.u = ud, .sumsq = sd, .max_norm = max_norm, .skip = skd, .n = n, .w = wd, .g = gd, .s0 = s0d,
+    snn_optim_step sg = {.u = ud, .adam = adam, .sumsq = sd, .max_norm = max_norm, .skip = skd, .n = n, .w = wd, .g = gd, .s0 = s0d,
                          .s1 = s1d, .copies = &dc, .n_copies = 1, .nonfinite = fd, .norm = nd};
     OK(gpu->optim_step(gpu, &sg));
     OK(gpu->download(gpu, h, wd, n * 4));

@@ -150,6 +150,9 @@ snn_status snn_cpu_optim_update(const snn_backend *be, const snn_optim_update *u
                                 int *nonfinite) {
     if (!u || (n && (!w || !g))) return snn_error(SNN_E_INVALID, "optimizer update: NULL arguments");
     if (u->adam && n && (!s0 || !s1)) return snn_error(SNN_E_INVALID, "Adam update: state buffers are NULL");
+    if (u->n_copies < 0 || (u->n_copies && !u->copies))
+        return snn_error(SNN_E_INVALID, "optimizer update: %d weight copies with copies %s", u->n_copies,
+                         u->copies ? "set" : "NULL");
     for (int i = 0; i < u->n_copies; i++) {
         const snn_optim_copy *c = &u->copies[i];
         if (c->off > n || c->n > n - c->off || (c->t != SNN_F16 && c->t != SNN_BF16) || (i && c->off < c[-1].off + c[-1].n))

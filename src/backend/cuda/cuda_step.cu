@@ -37,7 +37,7 @@ __global__ void class_loss_rows_kernel(snn_class_loss q, double gscale) {
  * largest value, the smallest index among equals, NaNs never chosen unless class 0 is one).
  * Every value is the per-sample body's: the same functions of the same operands. */
 #define CL_BLOCK 256
-#define CL_MAX_C 3000 /* 2 · C doubles of shared memory within 48 KB */
+#define CL_MAX_C 2816 /* 2 · C doubles of dynamic shared memory, plus the kernel's 3 KB of static, within 48 KB */
 
 __global__ void __launch_bounds__(CL_BLOCK) class_loss_block_kernel(snn_class_loss q, double gscale) {
     extern __shared__ double sm[];
@@ -145,7 +145,10 @@ snn_status t_optim_step(const snn_backend *be, const snn_optim_step *s) {
     SNN_TRY(snn_cuda_table_check(be, "optim_step"));
     if (!s || !s->u || !s->nonfinite) return snn_error(SNN_E_INVALID, "optim_step: NULL argument");
     if (s->n && (!s->w || !s->g)) return snn_error(SNN_E_INVALID, "optim_step: NULL weights or gradient");
-    const int n_copies = s->copies ? s->n_copies : 0;
+    if (s->n_copies < 0 || (s->n_copies && !s->copies))
+        return snn_error(SNN_E_INVALID, "optim_step: %d weight copies with copies %s", s->n_copies,
+                         s->copies ? "set" : "NULL");
+    const int n_copies = s->n_copies;
     for (int i = 0; i < n_copies; i++) {
         const snn_optim_copy *c = &s->copies[i];
         if (c->off > s->n || c->n > s->n - c->off || (c->t != SNN_F16 && c->t != SNN_BF16) ||
@@ -153,8 +156,8 @@ snn_status t_optim_step(const snn_backend *be, const snn_optim_step *s) {
             return snn_error(SNN_E_INVALID, "optim_step: weight copy %d is outside the %zu weights, overlaps the "
                              "one before, or has a type other than f16 / bf16", i, s->n);
     }
-    /* Adam's m and v and SGD's buffer are the caller's: the kernel reads the kind from the
-     * device, so both state pointers must be valid for an Adam update */
+    /* the kernel reads the kind from the device: the host's copy says which state it needs */
+    if (s->adam && (!s->s0 || !s->s1)) return snn_error(SNN_E_INVALID, "optim_step: Adam needs m (s0) and v (s1)");
     SNN_CU_TRY(cudaMemsetAsync(s->nonfinite, 0, sizeof(int), snn_cuda_stream_of(snn_cuda_table_ctx(be))));
     return snn_cuda_table_optim_step(snn_cuda_table_ctx(be), s);
 }
