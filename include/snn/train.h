@@ -111,8 +111,11 @@ snn_status snn_trainer_resume(snn_trainer *t, const snn_ckpt *c);
 
 /* One step on a batch: x [T][N][features] encoded input, y [N] labels (N = the trainer's
  * batch). Forward, loss, backward, unscale / clip, optimizer update (with the fused
- * non-finite check), FP8 recipe update. A non-finite loss or a parameter that became
- * NaN/Inf is SNN_E_NUMERIC (the run must stop; nothing is written). */
+ * non-finite check), FP8 recipe update, with the loss and the flags kept on the model's
+ * device and read once at the end (one CUDA graph a step where that is on: SNN_TRAIN_STEP
+ * in docs/architecture.md). A non-finite loss or a parameter that became NaN/Inf is
+ * SNN_E_NUMERIC (the run must stop; nothing is written; the update of that step has
+ * already run, so the model holds its values). */
 typedef struct snn_step_result {
     float loss;
     int correct;
