@@ -4,11 +4,13 @@
  * host code (which here computes, on the CPU), a launch does nothing, and dry mode leaves the
  * table as it is, so a replay's host pass computes: each region runs exactly once per path, and
  * the results must equal a model without graphs bit for bit. The counters and the failure
- * switches (the next graph_end or dry(0) fails) are the tests' to read and set. Header-only. */
+ * switches (the next graph_end or dry(0) fails) are the tests' to read and set. fake_table_w16
+ * adds 16-bit GEMM operands (tests/test_prec_wcopy.c). Header-only. */
 #ifndef SNN_TESTS_GRAPH_DOUBLE_H
 #define SNN_TESTS_GRAPH_DOUBLE_H
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend/backend.h"
 #include "harness.h"
@@ -75,6 +77,53 @@ static void fk_free_host(const snn_backend *be, void *p) {
 /* the release function for snn_model_to_table */
 static void fk_release(snn_backend *be) { free(be); }
 
+/* ---- 16-bit operands (gemm_rounds) on the CPU: the GEMM widens 16-bit A, B and bias to FP32
+ * and narrows a 16-bit C (rounded once), so the products are the CPU's on the same values ---- */
+static inline float fk_widen16(snn_dtype t, uint16_t h) {
+    if (t == SNN_BF16) {
+        uint32_t u = (uint32_t)h << 16;
+        float f;
+        memcpy(&f, &u, sizeof f);
+        return f;
+    }
+    return snn_f16_to_f32(h);
+}
+
+static inline float *fk_widen(snn_dtype t, const void *src, size_t n) {
+    float *f = malloc((n ? n : 1) * sizeof *f);
+    if (!f) return NULL;
+    if (t == SNN_F32) {
+        memcpy(f, src, n * sizeof *f);
+        return f;
+    }
+    const uint16_t *h = src;
+    for (size_t i = 0; i < n; i++) f[i] = fk_widen16(t, h[i]);
+    return f;
+}
+
+static inline snn_status fk_gemm16(const snn_backend *be, const snn_gemm *g) {
+    const snn_backend *cpu = snn_backend_cpu();
+    if (g->a_store == SNN_F32 && g->b_store == SNN_F32 && g->c_store == SNN_F32 && g->bias_store == SNN_F32)
+        return cpu->gemm(cpu, g);
+    snn_gemm h = *g;
+    const size_t ra = (size_t)(g->trans_a ? g->K : g->M), rb = (size_t)(g->trans_b ? g->N : g->K);
+    float *a = fk_widen(g->a_store, g->A, ra * (size_t)g->lda), *b = fk_widen(g->b_store, g->B, rb * (size_t)g->ldb);
+    float *bias = g->bias && g->bias_store != SNN_F32 ? fk_widen(g->bias_store, g->bias, (size_t)g->N) : NULL;
+    float *c = g->c_store != SNN_F32 ? calloc((size_t)g->M * (size_t)g->ldc, sizeof *c) : NULL;
+    snn_status st = (!a || !b || (g->bias && g->bias_store != SNN_F32 && !bias) || (g->c_store != SNN_F32 && !c))
+                        ? SNN_E_NOMEM : SNN_OK;
+    if (st == SNN_OK) {
+        h.A = a, h.B = b, h.a_store = h.b_store = SNN_F32;
+        if (bias) h.bias = bias, h.bias_store = SNN_F32;
+        if (c) h.C = c, h.c_store = SNN_F32, h.c_round = g->c_store; /* written once, rounded */
+        st = cpu->gemm(cpu, &h);
+    }
+    for (int i = 0; st == SNN_OK && c && i < g->M; i++)
+        st = be->cast(be, g->c_store, (uint16_t *)g->C + (size_t)i * g->ldc, c + (size_t)i * g->ldc, (size_t)g->N);
+    free(a), free(b), free(bias), free(c);
+    return st;
+}
+
 static snn_backend *fake_table(void) {
     snn_backend *be = malloc(sizeof *be);
     if (!be) return NULL;
@@ -87,6 +136,16 @@ static snn_backend *fake_table(void) {
     be->graph_free = fk_free;
     be->dry = fk_dry;
     be->generation = fk_gen;
+    return be;
+}
+
+/* The graph double whose GEMM takes 16-bit operands (gemm_rounds, no typed neuron entries): a
+ * 16-bit mode runs the direct path with the wrappers' weight copies, without 16-bit boundaries. */
+static inline snn_backend *fake_table_w16(void) {
+    snn_backend *be = fake_table();
+    if (!be) return NULL;
+    be->gemm_rounds = 1;
+    be->gemm = fk_gemm16;
     return be;
 }
 

@@ -2,9 +2,10 @@
  * (src/precision/prec_wcopy.c, backend.h's snn_optim_copy), on the CPU.
  *
  * Only a table whose GEMM takes 16-bit operands (gemm_rounds) keeps those copies; the CPU table
- * does not. The test double here is the CPU table with gemm_rounds and a GEMM that widens 16-bit
- * operands into FP32 and narrows a 16-bit C (the products are the CPU's on the same values), so
- * a BF16 model on it runs the direct 16-bit path: a 16-bit copy of each Linear's weight and
+ * does not. The test double (tests/graph_double.h's fake_table_w16) is the CPU table with
+ * gemm_rounds and a GEMM that widens 16-bit operands into FP32 and narrows a 16-bit C (the
+ * products are the CPU's on the same values), with graph entries that record nothing, so a
+ * BF16 model on it runs the direct 16-bit path: a 16-bit copy of each Linear's weight and
  * bias, cast by the forward after the parameters moved, or, with SNN_WEIGHT_COPY_UPDATE=1,
  * written by the update. Three models from one seed train side by side with the loss on the
  * host and snn_precision_backward: on the CPU table (the rounded path, the reference), on the
@@ -16,6 +17,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "graph_double.h"
 #include "harness.h"
 #include "nn/model_internal.h"
 #include "precision/runtime.h"
@@ -24,71 +26,6 @@
 #define OK(x) CHECK_MSG((x) == SNN_OK, "%s: %s", #x, snn_last_error())
 
 static uint64_t rng;
-
-static float widen16(snn_dtype t, uint16_t h) {
-    if (t == SNN_BF16) {
-        uint32_t u = (uint32_t)h << 16;
-        float f;
-        memcpy(&f, &u, sizeof f);
-        return f;
-    }
-    return snn_f16_to_f32(h);
-}
-
-/* rows x ld values of storage t as floats (a 16-bit operand of the double's GEMM) */
-static float *widen(snn_dtype t, const void *src, size_t n) {
-    float *f = malloc((n ? n : 1) * sizeof *f);
-    if (!f) return NULL;
-    if (t == SNN_F32) {
-        memcpy(f, src, n * sizeof *f);
-        return f;
-    }
-    const uint16_t *h = src;
-    for (size_t i = 0; i < n; i++) f[i] = widen16(t, h[i]);
-    return f;
-}
-
-static snn_status dbl_gemm(const snn_backend *be, const snn_gemm *g) {
-    const snn_backend *cpu = snn_backend_cpu();
-    if (g->a_store == SNN_F32 && g->b_store == SNN_F32 && g->c_store == SNN_F32 && g->bias_store == SNN_F32)
-        return cpu->gemm(cpu, g);
-    snn_gemm h = *g;
-    const size_t ra = (size_t)(g->trans_a ? g->K : g->M), rb = (size_t)(g->trans_b ? g->N : g->K);
-    float *a = widen(g->a_store, g->A, ra * (size_t)g->lda), *b = widen(g->b_store, g->B, rb * (size_t)g->ldb);
-    float *bias = g->bias && g->bias_store != SNN_F32 ? widen(g->bias_store, g->bias, (size_t)g->N) : NULL;
-    float *c = g->c_store != SNN_F32 ? calloc((size_t)g->M * (size_t)g->ldc, sizeof *c) : NULL;
-    snn_status st = (!a || !b || (g->bias && g->bias_store != SNN_F32 && !bias) || (g->c_store != SNN_F32 && !c))
-                        ? SNN_E_NOMEM : SNN_OK;
-    if (st == SNN_OK) {
-        h.A = a, h.B = b, h.a_store = h.b_store = SNN_F32;
-        if (bias) h.bias = bias, h.bias_store = SNN_F32;
-        if (c) h.C = c, h.c_store = SNN_F32, h.c_round = g->c_store; /* written once, rounded */
-        st = cpu->gemm(cpu, &h);
-    }
-    for (int i = 0; st == SNN_OK && c && i < g->M; i++)
-        st = be->cast(be, g->c_store, (uint16_t *)g->C + (size_t)i * g->ldc, c + (size_t)i * g->ldc, (size_t)g->N);
-    free(a), free(b), free(bias), free(c);
-    return st;
-}
-
-static void dbl_release(snn_backend *be) { free(be); }
-static snn_status dbl_alloc_host(const snn_backend *be, size_t bytes, void **out) {
-    (void)be;
-    *out = calloc(1, bytes ? bytes : 1);
-    return *out ? SNN_OK : SNN_E_NOMEM;
-}
-static void dbl_free_host(const snn_backend *be, void *p) { (void)be, free(p); }
-
-static snn_backend *dbl_table(void) {
-    snn_backend *be = malloc(sizeof *be);
-    if (!be) return NULL;
-    *be = *snn_backend_cpu();
-    be->gemm_rounds = 1; /* no typed neuron entries: no 16-bit boundaries, the wrappers' copies only */
-    be->gemm = dbl_gemm;
-    be->alloc_host = dbl_alloc_host; /* a placed model's page-locked input buffer */
-    be->free_host = dbl_free_host;
-    return be;
-}
 
 enum { IN = 24, HID = 40, OUT = 6, T = 3, N = 5, STEPS = 6 };
 
@@ -115,9 +52,9 @@ static void side_make(side *s, int dbl, snn_optim_kind kind) {
     OK(st);
     if (!s->m) return;
     if (dbl) {
-        snn_backend *be = dbl_table();
+        snn_backend *be = fake_table_w16();
         CHECK(be != NULL);
-        if (be) OK(snn_model_to_table(s->m, be, dbl_release));
+        if (be) OK(snn_model_to_table(s->m, be, fk_release));
     }
     snn_precision_config cfg;
     OK(snn_precision_config_parse("bf16", NULL, NULL, NULL, NULL, &cfg));
