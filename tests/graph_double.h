@@ -139,6 +139,29 @@ static snn_backend *fake_table(void) {
     return be;
 }
 
+/* The neuron's typed io (backend.h's neuron_forward_io / neuron_backward_io): x, spikes and
+ * the gradients stored 16-bit, the CPU's neuron on their FP32 values, dx rounded (RNE). */
+static inline snn_status fk_neuron_fwd_io(const snn_backend *be, const snn_neuron_opts *o, float k, int T, size_t n,
+                                          snn_dtype io, const void *x, void *y, float *h_seq, float *v_last) {
+    const snn_backend *cpu = snn_backend_cpu();
+    const size_t tn = (size_t)T * n;
+    float *xf = fk_widen(io, x, tn), *yf = malloc((tn ? tn : 1) * sizeof *yf);
+    snn_status st = xf && yf ? cpu->neuron_forward(cpu, o, k, T, n, xf, yf, h_seq, v_last) : SNN_E_NOMEM;
+    if (st == SNN_OK) st = be->cast(be, io, y, yf, tn); /* spikes: exact */
+    free(xf), free(yf);
+    return st;
+}
+static inline snn_status fk_neuron_bwd_io(const snn_backend *be, const snn_neuron_opts *o, float k, int T, size_t n,
+                                          snn_dtype io, const float *h_seq, const void *dy, void *dx, double *gk) {
+    const snn_backend *cpu = snn_backend_cpu();
+    const size_t tn = (size_t)T * n;
+    float *dyf = fk_widen(io, dy, tn), *dxf = malloc((tn ? tn : 1) * sizeof *dxf);
+    snn_status st = dyf && dxf ? cpu->neuron_backward(cpu, o, k, T, n, h_seq, dyf, dxf, gk) : SNN_E_NOMEM;
+    if (st == SNN_OK) st = be->cast(be, io, dx, dxf, tn);
+    free(dyf), free(dxf);
+    return st;
+}
+
 /* The graph double whose GEMM takes 16-bit operands (gemm_rounds, no typed neuron entries): a
  * 16-bit mode runs the direct path with the wrappers' weight copies, without 16-bit boundaries. */
 static inline snn_backend *fake_table_w16(void) {
@@ -146,6 +169,17 @@ static inline snn_backend *fake_table_w16(void) {
     if (!be) return NULL;
     be->gemm_rounds = 1;
     be->gemm = fk_gemm16;
+    return be;
+}
+
+/* fake_table_w16 with the neuron's typed io as well: 16-bit boundaries between a 16-bit Linear
+ * and a plain neuron (prec_store.c); without neuron_forward_io_bias, a Linear's bias stays in its
+ * GEMM's epilogue (the 16-bit bias copy, the 16-bit output). */
+static inline snn_backend *fake_table_io16(void) {
+    snn_backend *be = fake_table_w16();
+    if (!be) return NULL;
+    be->neuron_forward_io = fk_neuron_fwd_io;
+    be->neuron_backward_io = fk_neuron_bwd_io;
     return be;
 }
 

@@ -11,7 +11,10 @@
  * host and snn_precision_backward: on the CPU table (the rounded path, the reference), on the
  * double with the casts, on the double with the update's copies. Outputs and parameters must be
  * the same bits at every step, and with the update's copies the wrappers' copies must be current
- * after each step (no cast left for the next forward). */
+ * after each step (no cast left for the next forward). The same again with the neuron's typed io
+ * on the double (fake_table_io16): 16-bit boundaries between the Linears and the LIF, and each
+ * Linear's bias added by its GEMM's epilogue into the 16-bit output (the form
+ * SNN_NEURON_BIAS16=0 selects on a GPU, where the neuron would otherwise add it). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +38,7 @@ typedef struct {
     snn_optimizer *opt;
 } side;
 
+/* dbl: 0 the CPU table, 1 the 16-bit GEMM double, 2 that double with 16-bit boundaries */
 static void side_make(side *s, int dbl, snn_optim_kind kind) {
     memset(s, 0, sizeof *s);
     snn_module *seq = NULL, *c = NULL;
@@ -52,7 +56,7 @@ static void side_make(side *s, int dbl, snn_optim_kind kind) {
     OK(st);
     if (!s->m) return;
     if (dbl) {
-        snn_backend *be = fake_table_w16();
+        snn_backend *be = dbl == 2 ? fake_table_io16() : fake_table_w16();
         CHECK(be != NULL);
         if (be) OK(snn_model_to_table(s->m, be, fk_release));
     }
@@ -85,11 +89,16 @@ static void step(side *s, const float *x, const int32_t *lab, float clip, float 
     unsetenv("SNN_WEIGHT_COPY_UPDATE");
 }
 
-static void run(snn_optim_kind kind, float clip) {
+static void run(snn_optim_kind kind, float clip, int boundaries) {
     side r, d0, d1;
     side_make(&r, 0, kind);
-    side_make(&d0, 1, kind);
-    side_make(&d1, 1, kind);
+    side_make(&d0, 1 + boundaries, kind);
+    side_make(&d1, 1 + boundaries, kind);
+    if (boundaries && d1.m) { /* Linear -> LIF stored BF16 both ways, the bias in the GEMM's epilogue */
+        snn_module *l0 = d1.m->root->children[0], *n0 = d1.m->root->children[1];
+        CHECK_MSG(l0->out_store == SNN_BF16 && n0->in_store == SNN_BF16 && !l0->defer_bias,
+                  "boundaries: Linear out %d, LIF in %d, defer_bias %d", l0->out_store, n0->in_store, l0->defer_bias);
+    }
     if (!r.m || !d0.m || !d1.m) return;
     snn_precision *p = d1.p;
     int w16 = 0;
@@ -129,8 +138,12 @@ static void run(snn_optim_kind kind, float clip) {
 
 int main(void) {
     rng = snn_test_seed();
-    run(SNN_OPTIM_SGD, 0.0f);
-    run(SNN_OPTIM_ADAMW, 0.0f);
-    run(SNN_OPTIM_ADAMW, 0.05f);
+    run(SNN_OPTIM_SGD, 0.0f, 0);
+    run(SNN_OPTIM_ADAMW, 0.0f, 0);
+    run(SNN_OPTIM_ADAMW, 0.05f, 0);
+    /* 16-bit boundaries between the Linears and the LIF, each Linear's bias in its GEMM's
+     * epilogue writing the 16-bit output (the form SNN_NEURON_BIAS16=0 selects on a GPU) */
+    run(SNN_OPTIM_SGD, 0.0f, 1);
+    run(SNN_OPTIM_ADAMW, 0.05f, 1);
     return snn_test_finish("test_prec_wcopy");
 }
