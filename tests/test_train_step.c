@@ -145,7 +145,7 @@ static void side_make(side *s, const char *mode, snn_optim_kind ok, int on_doubl
     OK(st);
     if (!s->m) return;
     if (on_double) {
-        snn_backend *be = on_double == 2 ? fake_table_w16() : fake_table();
+        snn_backend *be = on_double == 3 ? fake_table_io16() : on_double == 2 ? fake_table_w16() : fake_table();
         CHECK(be != NULL);
         if (be) OK(snn_model_to_table(s->m, be, fk_release));
     }
@@ -187,7 +187,8 @@ static void compare(const char *mode, snn_optim_kind ok, int kind, float clip, i
     }
     char what[128];
     snprintf(what, sizeof what, "%s %s %s clip %g%s%s", mode, ok == SNN_OPTIM_SGD ? "sgd" : "adamw",
-             kind ? "mse" : "ce", (double)clip, on_double == 2 ? " graphs w16" : on_double ? " graphs" : "",
+             kind ? "mse" : "ce", (double)clip,
+             on_double == 3 ? " graphs io16" : on_double == 2 ? " graphs w16" : on_double ? " graphs" : "",
              overflow ? " overflow" : "");
     float x[T * N * IN];
     int32_t lab[N];
@@ -209,7 +210,7 @@ static void compare(const char *mode, snn_optim_kind ok, int kind, float clip, i
         snn_tensor_view xv = {.dtype = SNN_F32, .device = "cpu", .data = x, .numel = T * N * IN};
         snn_train_step_result r;
         memset(&r, 0, sizeof r);
-        if (on_double == 2) setenv("SNN_WEIGHT_COPY_UPDATE", "1", 1); /* the update writes the 16-bit copies */
+        if (on_double >= 2) setenv("SNN_WEIGHT_COPY_UPDATE", "1", 1); /* the update writes the 16-bit copies */
         OK(snn_train_step_run(d.s, &xv, lab, lr, &r));
         unsetenv("SNN_WEIGHT_COPY_UPDATE");
         CHECK_MSG(r.loss == loss && r.correct == correct && r.skipped == skipped,
@@ -228,11 +229,11 @@ static void compare(const char *mode, snn_optim_kind ok, int kind, float clip, i
         snn_graph_stats g = snn_model_graph_stats(d.m);
         /* with the update's weight copies the first step's forward casts (fresh), the later ones
          * do not: the key repeats from the third step */
-        const long want = on_double == 2 ? 2 : 3;
+        const long want = on_double >= 2 ? 2 : 3;
         CHECK_MSG(overflow ? g.records >= 1 : g.records == 1 && g.replays == want,
                   "%s: recorded %ld, replayed %ld (want 1, %ld)", what, g.records, g.replays, want);
     }
-    if (on_double == 2) { /* the copies are the update's: current, and the next forward casts nothing */
+    if (on_double >= 2) { /* the copies are the update's: current, and the next forward casts nothing */
         int w16 = 0;
         for (int i = 0; i < d.p->n_mods; i++) {
             if (!d.p->mods[i].w16) continue;
@@ -257,6 +258,9 @@ static void test_step(void) {
     compare("bf16", SNN_OPTIM_ADAMW, 0, 0.0f, 2, 0);
     compare("bf16", SNN_OPTIM_SGD, 1, 0.05f, 2, 0);
     compare("fp16", SNN_OPTIM_ADAMW, 0, 1.0f, 2, 0);
+    /* and with 16-bit boundaries between the Linears and the LIF (the neuron's typed io) */
+    compare("bf16", SNN_OPTIM_ADAMW, 0, 0.05f, 3, 0);
+    compare("fp16", SNN_OPTIM_SGD, 1, 0.0f, 3, 0);
     static const char *fp8[] = {"fp8:delayed", "fp8:current", "fp8:block", "fp8:mxfp8"};
     for (int i = 0; i < 4; i++) compare(fp8[i], SNN_OPTIM_ADAMW, 0, 1.0f, i == 1, 0);
     compare("fp16", SNN_OPTIM_ADAMW, 0, 0.0f, 0, 1);
