@@ -123,6 +123,9 @@ typedef struct snn_optim_copy {
     void *dst16;
     float *dst32;
 } snn_optim_copy;
+/* SNN_E_INVALID (with `what` in the message) unless copies [k] follow these rules over n
+ * weights (src/backend/optim_copy.c; every table's optim_update and optim_step call it). */
+snn_status snn_optim_copies_check(const char *what, const snn_optim_copy *copies, int k, size_t n);
 
 /* The training step with its values on the device (src/train/step.c): the loss, the gradient
  * norm, the clip, the skip and non-finite flags and the step's scalars stay in the device

@@ -150,15 +150,7 @@ snn_status snn_cpu_optim_update(const snn_backend *be, const snn_optim_update *u
                                 int *nonfinite) {
     if (!u || (n && (!w || !g))) return snn_error(SNN_E_INVALID, "optimizer update: NULL arguments");
     if (u->adam && n && (!s0 || !s1)) return snn_error(SNN_E_INVALID, "Adam update: state buffers are NULL");
-    if (u->n_copies < 0 || (u->n_copies && !u->copies))
-        return snn_error(SNN_E_INVALID, "optimizer update: %d weight copies with copies %s", u->n_copies,
-                         u->copies ? "set" : "NULL");
-    for (int i = 0; i < u->n_copies; i++) {
-        const snn_optim_copy *c = &u->copies[i];
-        if (c->off > n || c->n > n - c->off || (c->t != SNN_F16 && c->t != SNN_BF16) || (i && c->off < c[-1].off + c[-1].n))
-            return snn_error(SNN_E_INVALID, "optimizer update: weight copy %d is outside the %zu weights, overlaps "
-                             "the one before, or has a type other than f16 / bf16", i, n);
-    }
+    SNN_TRY(snn_optim_copies_check("optimizer update", u->copies, u->n_copies, n));
     int bad = u->adam ? adam_update(u, n, w, g, s0, s1, decay_mask) : sgd_update(u, n, w, g, s0, decay_mask);
     if (nonfinite) *nonfinite = bad;
     /* the copies of the updated weights: what cast and round give (a device writes them in the

@@ -53,10 +53,9 @@ snn_status snn_cpu_nonfinite_to(const snn_backend *be, const float *x, size_t n,
 
 snn_status snn_cpu_optim_step(const snn_backend *be, const snn_optim_step *s) {
     if (!s || !s->u || !s->nonfinite) return snn_error(SNN_E_INVALID, "optim_step: NULL argument");
-    if (s->adam != (s->u->adam != 0)) return snn_error(SNN_E_INVALID, "optim_step: adam %d, the update's %d", s->adam, s->u->adam);
-    if (s->n_copies < 0 || (s->n_copies && !s->copies))
-        return snn_error(SNN_E_INVALID, "optim_step: %d weight copies with copies %s", s->n_copies,
-                         s->copies ? "set" : "NULL");
+    if (s->adam != (s->u->adam != 0))
+        return snn_error(SNN_E_INVALID, "optim_step: adam %d, the update's %d", s->adam, s->u->adam);
+    SNN_TRY(snn_optim_copies_check("optim_step", s->copies, s->n_copies, s->n));
     float norm = 0.0f, gscale = 1.0f;
     if (s->sumsq) gscale = snn_clip_factor(*s->sumsq, s->max_norm, &norm);
     if (s->norm) *s->norm = s->sumsq ? norm : 0.0f;

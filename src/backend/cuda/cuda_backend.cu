@@ -891,15 +891,7 @@ snn_status t_optim_update(const snn_backend *be, const snn_optim_update *u, size
     if (n == 0) return SNN_OK;
     if (!w || !g) return snn_error(SNN_E_INVALID, "optim_update: NULL weights or gradient");
     if (u->adam && (!s0 || !s1)) return snn_error(SNN_E_INVALID, "optim_update: Adam needs m (s0) and v (s1)");
-    if (u->n_copies < 0 || (u->n_copies && !u->copies))
-        return snn_error(SNN_E_INVALID, "optim_update: %d weight copies with copies %s", u->n_copies,
-                         u->copies ? "set" : "NULL");
-    for (int i = 0; i < u->n_copies; i++) {
-        const snn_optim_copy *c = &u->copies[i];
-        if (c->off > n || c->n > n - c->off || (c->t != SNN_F16 && c->t != SNN_BF16) || (i && c->off < c[-1].off + c[-1].n))
-            return snn_error(SNN_E_INVALID, "optim_update: weight copy %d is outside the %zu weights, overlaps the "
-                             "one before, or has a type other than f16 / bf16", i, n);
-    }
+    SNN_TRY(snn_optim_copies_check("optim_update", u->copies, u->n_copies, n));
     /* SGD with momentum but no buffer runs without momentum, as on the CPU */
     int *flag = (int *)tab(be)->scratch;
     SNN_CU_TRY(cudaMemsetAsync(flag, 0, sizeof(int), stream(be)));

@@ -145,17 +145,7 @@ snn_status t_optim_step(const snn_backend *be, const snn_optim_step *s) {
     SNN_TRY(snn_cuda_table_check(be, "optim_step"));
     if (!s || !s->u || !s->nonfinite) return snn_error(SNN_E_INVALID, "optim_step: NULL argument");
     if (s->n && (!s->w || !s->g)) return snn_error(SNN_E_INVALID, "optim_step: NULL weights or gradient");
-    if (s->n_copies < 0 || (s->n_copies && !s->copies))
-        return snn_error(SNN_E_INVALID, "optim_step: %d weight copies with copies %s", s->n_copies,
-                         s->copies ? "set" : "NULL");
-    const int n_copies = s->n_copies;
-    for (int i = 0; i < n_copies; i++) {
-        const snn_optim_copy *c = &s->copies[i];
-        if (c->off > s->n || c->n > s->n - c->off || (c->t != SNN_F16 && c->t != SNN_BF16) ||
-            (i && c->off < c[-1].off + c[-1].n))
-            return snn_error(SNN_E_INVALID, "optim_step: weight copy %d is outside the %zu weights, overlaps the "
-                             "one before, or has a type other than f16 / bf16", i, s->n);
-    }
+    SNN_TRY(snn_optim_copies_check("optim_step", s->copies, s->n_copies, s->n));
     /* the kernel reads the kind from the device: the host's copy says which state it needs */
     if (s->adam && (!s->s0 || !s->s1)) return snn_error(SNN_E_INVALID, "optim_step: Adam needs m (s0) and v (s1)");
     SNN_CU_TRY(cudaMemsetAsync(s->nonfinite, 0, sizeof(int), snn_cuda_stream_of(snn_cuda_table_ctx(be))));
