@@ -163,7 +163,7 @@ static void side_make(side *s, const char *mode, snn_optim_kind ok, int on_doubl
     OK(snn_model_plan(s->m, T, N));
     if (step) {
         CHECK(snn_train_step_supported(s->m, s->p, s->opt));
-        OK(snn_train_step_create(s->m, s->p, s->opt, kind, clip, host_dx, &s->s));
+        OK(snn_train_step_create(s->m, s->p, s->opt, kind, clip, 1, host_dx, &s->s));
     }
 }
 
@@ -267,6 +267,39 @@ static void test_step(void) {
     compare("fp16", SNN_OPTIM_SGD, 0, 1.0f, 1, 1);
 }
 
+/* Without clipping and without measure_norm the step makes no pass for the norm: the same
+ * weights as the host-valued step, the norm reported as NaN. */
+static void test_unmeasured(void) {
+    side h, d;
+    side_make(&h, "fp32", SNN_OPTIM_ADAMW, 0, 0, 0, 0.0f, NULL);
+    side_make(&d, "fp32", SNN_OPTIM_ADAMW, 0, 0, 0, 0.0f, NULL);
+    snn_train_step *st = NULL;
+    if (d.m) OK(snn_train_step_create(d.m, d.p, d.opt, 0, 0.0f, 0, dxh, &st));
+    if (h.m && st) {
+        float x[T * N * IN];
+        int32_t lab[N];
+        for (int k = 0; k < 3; k++) {
+            snn_test_fill_uniform(x, T * N * IN, 0.0f, 1.5f, &rng);
+            for (int n = 0; n < N; n++) lab[n] = (int32_t)(urand() * OUT) % OUT;
+            const float *y;
+            float loss = 0;
+            OK(snn_model_forward(h.m, x, 1, &y));
+            OK(snn_loss_cross_entropy_mean_t(y, lab, T, N, OUT, &loss, dyh, NULL));
+            OK(snn_precision_backward(h.p, dyh, h.opt, 0.01f, 0.0f, NULL, NULL));
+            snn_tensor_view xv = {.dtype = SNN_F32, .device = "cpu", .data = x, .numel = T * N * IN};
+            snn_train_step_result r;
+            OK(snn_train_step_run(st, &xv, lab, 0.01f, &r));
+            CHECK(r.loss == loss && isnan(r.grad_norm));
+        }
+        const size_t np = snn_model_num_params(h.m);
+        CHECK_MSG(!memcmp(snn_model_params(h.m), snn_model_params(d.m), np * sizeof(float)),
+                  "unmeasured norm: the parameters differ");
+    }
+    snn_train_step_free(st);
+    side_free(&h);
+    side_free(&d);
+}
+
 static void test_refusals(void) {
     side s;
     side_make(&s, "bf16", SNN_OPTIM_SGD, 0, 1, 0, 0.0f, dxh);
@@ -319,6 +352,7 @@ int main(void) {
     test_mathd();
     test_class_loss();
     test_step();
+    test_unmeasured();
     test_refusals();
     return snn_test_finish("test_train_step");
 }

@@ -224,7 +224,7 @@ snn_status snn_dist_train_classification(const snn_mesh *mesh, const snn_dist_tr
     /* the library's training step (src/train/step.c: one graph on a device), DDP's hooks inside */
     snn_train_step *ts = NULL;
     if (st == SNN_OK && !piped && snn_train_step_supported(m, o->prec, o->opt))
-        st = snn_train_step_create(m, o->prec, o->opt, o->use_mse ? 1 : 0, o->clip, b.dy, &ts);
+        st = snn_train_step_create(m, o->prec, o->opt, o->use_mse ? 1 : 0, o->clip, 0, b.dy, &ts);
 
     if (o->start_step < 0 || o->start_step > total)
         st = snn_error(SNN_E_INVALID, "resume step %ld is outside this run's %ld steps", o->start_step, total);

@@ -134,7 +134,7 @@ snn_status snn_trainer_create(snn_model *m, snn_precision *p, const snn_train_op
     }
     /* the whole step on the model's device (one graph on a GPU) where it runs this model */
     if (st == SNN_OK && snn_train_step_supported(m, p, t->opt))
-        st = snn_train_step_create(m, p, t->opt, o->loss == SNN_TRAIN_LOSS_MSE_RATE ? 1 : 0, o->clip, t->dy, &t->step);
+        st = snn_train_step_create(m, p, t->opt, o->loss == SNN_TRAIN_LOSS_MSE_RATE ? 1 : 0, o->clip, 1, t->dy, &t->step);
     if (st != SNN_OK) {
         snn_trainer_free(t);
         return st;

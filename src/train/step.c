@@ -46,6 +46,7 @@ struct snn_train_step {
     const snn_backend *be;
     int kind, N, Ncap, C, T; /* N: this step's batch, at most Ncap, the planned one at creation */
     float max_norm;
+    int norm;            /* the gradient norm is measured (clipping, or asked for) */
     size_t off_labels, off_res, off_work, in_bytes, dev_bytes;
     unsigned char *host; /* page-locked on a device: [snn_optim_update | labels] */
     int host_pinned;
@@ -87,7 +88,7 @@ void snn_train_step_free(snn_train_step *s) {
 }
 
 snn_status snn_train_step_create(snn_model *m, snn_precision *p, snn_optimizer *opt, int kind, float max_norm,
-                                 float *host_dx, snn_train_step **out) {
+                                 int measure_norm, float *host_dx, snn_train_step **out) {
     *out = NULL;
     if (!snn_train_step_supported(m, p, opt))
         return snn_error(SNN_E_UNSUPPORTED, "the training step with device values does not run this model "
@@ -103,6 +104,7 @@ snn_status snn_train_step_create(snn_model *m, snn_precision *p, snn_optimizer *
     s->be = m->run.be;
     s->kind = kind;
     s->max_norm = max_norm > 0 ? max_norm : -1.0f;
+    s->norm = max_norm > 0 || measure_norm;
     s->T = m->T;
     s->N = s->Ncap = m->N;
     s->C = (int)snn_shape_numel(m->root->out);
@@ -174,8 +176,9 @@ static snn_status step_body(snn_model *m, void *ctx) {
             SNN_TRY(be->upload(be, &res->skip, &skip, sizeof skip));
         }
     }
-    SNN_TRY(be->sumsq_to(be, grads, n, &res->sumsq));
-    snn_optim_step os = {.u = (const snn_optim_update *)dev, .adam = s->adam, .sumsq = &res->sumsq, .max_norm = s->max_norm,
+    if (s->norm) SNN_TRY(be->sumsq_to(be, grads, n, &res->sumsq));
+    snn_optim_step os = {.u = (const snn_optim_update *)dev, .adam = s->adam, .sumsq = s->norm ? &res->sumsq : NULL,
+                         .max_norm = s->max_norm,
                          .skip = s->scale > 0 ? &res->skip : NULL, .n = s->a.n, .w = s->a.w, .g = s->a.g,
                          .s0 = s->a.s0, .s1 = s->a.s1, .decay_mask = s->a.mask, .copies = s->k ? p->wcopy : NULL,
                          .n_copies = s->k, .nonfinite = &res->nonfinite, .norm = &res->norm};
@@ -239,7 +242,7 @@ snn_status snn_train_step_run(snn_train_step *s, const snn_tensor_view *x, const
     if (p->use_scaler) SNN_TRY(snn_loss_scaler_update(&p->scaler, skipped));
     r->loss = (float)res.loss;
     r->correct = (int)res.correct;
-    r->grad_norm = skipped ? NAN : res.norm;
+    r->grad_norm = skipped || !s->norm ? NAN : res.norm;
     r->skipped = skipped;
     r->nonfinite = res.nonfinite != 0;
     return SNN_OK;

@@ -142,7 +142,7 @@ static snn_status side_make(net_kind k, uint64_t seed, const char *prec, int T, 
     snn_optim_opts oo = snn_optim_defaults(SNN_OPTIM_ADAMW);
     if (st == SNN_OK) st = snn_optimizer_create_for_model(&oo, s->m, &s->opt);
     if (st == SNN_OK) st = snn_model_plan(s->m, T, B);
-    if (st == SNN_OK && step) st = snn_train_step_create(s->m, s->p, s->opt, 0, clip, NULL, &s->s);
+    if (st == SNN_OK && step) st = snn_train_step_create(s->m, s->p, s->opt, 0, clip, 1, NULL, &s->s);
     return st;
 }
 

@@ -596,27 +596,8 @@ snn_status t_colsum16_add(const snn_backend *be, snn_dtype t, const void *x, int
     return colsum_lanes(be, t, x, rows, cols, out);
 }
 
-snn_status t_sumsq(const snn_backend *be, const float *x, size_t n, double *out) {
-    SNN_TRY(check_be(be, "sumsq"));
-    if (!out) return snn_error(SNN_E_INVALID, "sumsq: NULL output");
-    if (n == 0) {
-        *out = 0.0;
-        return SNN_OK;
-    }
-    if (!x) return snn_error(SNN_E_INVALID, "sumsq: NULL pointer with n = %zu", n);
-    void *ws;
-    SNN_TRY(ws_get(be, RED_BLOCKS * sizeof(double), &ws));
-    unsigned np = snn_grid(n, 256);
-    if (np > RED_BLOCKS) np = RED_BLOCKS;
-    double *res = (double *)tab(be)->scratch;
-    sumsq_part_kernel<<<np, 256, 0, stream(be)>>>(x, n, (double *)ws);
-    SNN_CU_LAUNCHED("sumsq partials");
-    sumsq_final_kernel<<<1, 256, 0, stream(be)>>>((const double *)ws, (int)np, res);
-    SNN_CU_LAUNCHED("sumsq");
-    return snn_cuda_download(tab(be)->c, out, res, sizeof(double));
-}
-
-/* sumsq's kernels with the total left in device memory (the training step's norm) */
+/* Σ x² left in device memory (the training step's norm): partials over a fixed grid, then one
+ * block sums them in order */
 snn_status t_sumsq_to(const snn_backend *be, const float *x, size_t n, double *out) {
     SNN_TRY(check_be(be, "sumsq_to"));
     if (!out) return snn_error(SNN_E_INVALID, "sumsq_to: NULL output");
@@ -630,12 +611,21 @@ snn_status t_sumsq_to(const snn_backend *be, const float *x, size_t n, double *o
     unsigned np = snn_grid(n, 256);
     if (np > RED_BLOCKS) np = RED_BLOCKS;
     sumsq_part_kernel<<<np, 256, 0, stream(be)>>>(x, n, (double *)ws);
-    SNN_CU_LAUNCHED("sumsq_to partials");
+    SNN_CU_LAUNCHED("sumsq partials");
     sumsq_final_kernel<<<1, 256, 0, stream(be)>>>((const double *)ws, (int)np, out);
-    SNN_CU_LAUNCHED("sumsq_to");
+    SNN_CU_LAUNCHED("sumsq");
     return SNN_OK;
 }
 
+/* the same total brought to the host through the scratch area */
+snn_status t_sumsq(const snn_backend *be, const float *x, size_t n, double *out) {
+    if (!out) return snn_error(SNN_E_INVALID, "sumsq: NULL output");
+    double *res = (double *)tab(be)->scratch;
+    SNN_TRY(t_sumsq_to(be, x, n, res));
+    return snn_cuda_download(tab(be)->c, out, res, sizeof(double));
+}
+
+/* *flag (device) = 1 if any x[i] is NaN or infinite, else 0 */
 snn_status t_nonfinite_to(const snn_backend *be, const float *x, size_t n, int *flag) {
     SNN_TRY(check_be(be, "nonfinite_to"));
     if (!flag) return snn_error(SNN_E_INVALID, "nonfinite_to: NULL flag");
@@ -643,7 +633,7 @@ snn_status t_nonfinite_to(const snn_backend *be, const float *x, size_t n, int *
     SNN_CU_TRY(cudaMemsetAsync(flag, 0, sizeof(int), stream(be)));
     if (n == 0) return SNN_OK;
     nonfinite_kernel<<<grid_for(be, n, 256), 256, 0, stream(be)>>>(x, n, flag);
-    SNN_CU_LAUNCHED("nonfinite_to");
+    SNN_CU_LAUNCHED("nonfinite");
     return SNN_OK;
 }
 
@@ -660,16 +650,12 @@ snn_status read_flag(const snn_backend *be, int *flag_host) {
     return snn_cuda_download(tab(be)->c, flag_host, tab(be)->scratch, sizeof(int));
 }
 
+/* the same flag brought to the host through the scratch area */
 snn_status t_nonfinite(const snn_backend *be, const float *x, size_t n, int *found) {
-    SNN_TRY(check_be(be, "nonfinite"));
     if (!found) return snn_error(SNN_E_INVALID, "nonfinite: NULL output");
     *found = 0;
+    SNN_TRY(t_nonfinite_to(be, x, n, (int *)tab(be)->scratch));
     if (n == 0) return SNN_OK;
-    if (!x) return snn_error(SNN_E_INVALID, "nonfinite: NULL pointer with n = %zu", n);
-    int *flag = (int *)tab(be)->scratch;
-    SNN_CU_TRY(cudaMemsetAsync(flag, 0, sizeof(int), stream(be)));
-    nonfinite_kernel<<<grid_for(be, n, 256), 256, 0, stream(be)>>>(x, n, flag);
-    SNN_CU_LAUNCHED("nonfinite");
     int f = 0;
     SNN_TRY(read_flag(be, &f));
     *found = f != 0;
