@@ -17,6 +17,15 @@
 #include "precision/runtime.h"
 #include "snn/optim.h"
 
+/* *off = where parameter q starts in the optimizer's array [n] at base; 0 when it is not a
+ * view of it (a shared weight, another array) */
+static int offset_in(const float *base, size_t n, const snn_param *q, size_t *off) {
+    const float *d = q->data;
+    if (d < base || (size_t)(d - base) > n || q->numel > n - (size_t)(d - base)) return 0;
+    *off = (size_t)(d - base);
+    return 1;
+}
+
 /* The copies of p's direct 16-bit wrappers over opt's parameters (the model's own
  * optimizer), sorted by offset; the array is p->wcopy (sized by snn_precision_plan). *all:
  * every wrapper's copy is among them. Returns their count (0: none, the plain update). */
@@ -37,23 +46,15 @@ int snn_prec_weight_copies(snn_precision *p, const snn_optimizer *opt, int *all)
         if (!pm->w16) continue;
         const snn_param *w = &pm->m->params[0];
         const snn_param *b = pm->b16 ? &pm->m->params[1] : NULL;
-        const float *wd = w->data;
+        size_t wo = 0, bo = 0;
         /* a weight outside the optimizer's array (shared, or not a view of it): cast as before */
-        if (wd < base || (size_t)(wd - base) > n || w->numel > n - (size_t)(wd - base)) {
+        if (!offset_in(base, n, w, &wo) || (b && !offset_in(base, n, b, &bo))) {
             *all = 0;
             continue;
         }
-        snn_optim_copy c = {.off = (size_t)(wd - base), .n = w->numel, .t = p->half, .dst16 = pm->w16};
-        snn_optim_copy cb = {0};
-        if (b) {
-            const float *bd = b->data;
-            if (bd < base || (size_t)(bd - base) > n || b->numel > n - (size_t)(bd - base)) {
-                *all = 0;
-                continue;
-            }
-            cb = (snn_optim_copy){.off = (size_t)(bd - base), .n = b->numel, .t = p->half, .dst16 = pm->b16,
-                                  .dst32 = pm->b32};
-        }
+        const snn_optim_copy c = {.off = wo, .n = w->numel, .t = p->half, .dst16 = pm->w16};
+        const snn_optim_copy cb = {.off = bo, .n = b ? b->numel : 0, .t = p->half, .dst16 = pm->b16,
+                                   .dst32 = pm->b32};
         /* insert in offset order; a range that overlaps one already taken keeps its cast */
         int ok = 1;
         for (int j = 0; j < k && ok; j++) {
